@@ -1,0 +1,2 @@
+import EventBusKit
+print("bench")

@@ -1,0 +1,24 @@
+// swift-tools-version:6.0
+// The EventBus SDK: the only package that links OpenCombine, built as one dynamic library so the
+// host and every handler module share a single copy of its types (see DESIGN.md §3: a second,
+// static copy makes every `as?` across the module boundary fail silently).
+import PackageDescription
+
+let package = Package(
+    name: "EventBusKit",
+    products: [
+        .library(name: "EventBusKit", type: .dynamic, targets: ["EventBusKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
+    ],
+    targets: [
+        .target(
+            name: "EventBusKit",
+            dependencies: [
+                .product(name: "OpenCombine", package: "OpenCombine"),
+                .product(name: "OpenCombineDispatch", package: "OpenCombine"),
+            ]
+        ),
+    ]
+)

@@ -1,0 +1,36 @@
+/// The one error type of the SDK. A `Code` says what kind of failure it is (stable, for code that
+/// branches on it); `message` says what exactly went wrong (for people).
+public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Base: String, Hashable, Sendable {
+            case invalidPattern, invalidEventName, invalidCalendarSpec, invalidTimerInterval
+            case sourceUnavailable, busFinished
+        }
+        fileprivate let base: Base
+
+        /// A subscription pattern is malformed (empty segment, `>` not last, wildcard inside a segment…).
+        public static let invalidPattern = Code(base: .invalidPattern)
+        /// An event name is malformed (empty segment, wildcard, whitespace…).
+        public static let invalidEventName = Code(base: .invalidEventName)
+        /// A calendar schedule does not parse.
+        public static let invalidCalendarSpec = Code(base: .invalidCalendarSpec)
+        /// A timer interval or tolerance is zero, negative or out of range.
+        public static let invalidTimerInterval = Code(base: .invalidTimerInterval)
+        /// No driver is registered for the kind of source asked for (e.g. `files` outside the host).
+        public static let sourceUnavailable = Code(base: .sourceUnavailable)
+        /// The bus has been finished; it takes no new subscriptions or sources.
+        public static let busFinished = Code(base: .busFinished)
+
+        public var description: String { base.rawValue }
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
