@@ -1,0 +1,206 @@
+import Synchronization
+
+/// The non-generic part of a bus subscription: what it matches, its demand, its bounded buffer.
+///
+/// Concurrency: everything but `cancelled` is owned by the bus's delivery loop (see ``Bus``) —
+/// only the thread currently draining the bus touches it, so there is no lock per delivery and the
+/// subscriber never sees concurrent calls. `request` and `cancel` from other threads are turned
+/// into jobs on that loop. `cancelled` is atomic so a cancel is seen at once by the next delivery.
+class SubscriptionCore: @unchecked Sendable {
+    /// Increasing with creation: the bus delivers to subscribers in the order they subscribed.
+    let id: UInt64
+    let patterns: [EventPattern]
+    /// Only events whose `source` is this (a shared source's id), when set.
+    let sourceFilter: String?
+    let lease: SourceLease?
+    let bufferLimit: Int
+    let cancelled = Atomic<Bool>(false)
+
+    private enum Pending {
+        case event(Event)
+        case gap(Gap)
+    }
+
+    // Owned by the delivery loop.
+    private var demand = 0  // Int.max means unlimited
+    private var buffer = RingBuffer<Pending>()
+    private var bufferedEvents = 0
+    private var finishPending = false
+    private var terminated = false
+    private(set) var delivered: UInt64 = 0
+    private(set) var dropped: UInt64 = 0
+
+    init(id: UInt64, patterns: [EventPattern], sourceFilter: String?, lease: SourceLease?, bufferLimit: Int) {
+        self.id = id
+        self.patterns = patterns
+        self.sourceFilter = sourceFilter
+        self.lease = lease
+        self.bufferLimit = bufferLimit
+    }
+
+    final func matches(name: String) -> Bool {
+        patterns.contains { $0.matches(name) }
+    }
+
+    // MARK: Called by the delivery loop only
+
+    @inline(__always)
+    final func deliver(_ event: Event) {
+        if let sourceFilter, event.source != sourceFilter { return }
+        if terminated || cancelled.load(ordering: .relaxed) { return }
+        if demand > 0 && buffer.isEmpty {
+            send(event)
+        } else {
+            hold(event)
+        }
+    }
+
+    final func addDemand(_ more: Int) {
+        guard more > 0, !terminated else { return }
+        demand = demand > Int.max - more ? Int.max : demand + more
+        flush()
+    }
+
+    /// The bus finished: complete after whatever is buffered has been delivered.
+    final func finish() {
+        guard !terminated else { return }
+        finishPending = true
+        flush()
+    }
+
+    /// Cancelled: forget the subscriber and what was held for it.
+    final func release() {
+        terminated = true
+        buffer.removeAll()
+        bufferedEvents = 0
+        dropSubscriber()
+    }
+
+    private func hold(_ event: Event) {
+        if bufferedEvents < bufferLimit {
+            buffer.append(.event(event))
+            bufferedEvents += 1
+            return
+        }
+        // Full: keep the oldest (order matters more than recency for an event log) and put one
+        // gap notice where the dropped events would have been.
+        dropped += 1
+        if case .gap = buffer.last {
+            buffer.updateLast { pending in
+                if case .gap(var gap) = pending {
+                    gap.dropped += 1
+                    gap.lastSequence = event.sequence
+                    pending = .gap(gap)
+                }
+            }
+        } else {
+            buffer.append(.gap(Gap(dropped: 1, firstSequence: event.sequence, lastSequence: event.sequence)))
+        }
+    }
+
+    private func flush() {
+        while demand > 0, !terminated, !cancelled.load(ordering: .relaxed), let next = buffer.popFirst() {
+            switch next {
+            case .event(let event):
+                bufferedEvents -= 1
+                send(event)
+            case .gap(let gap):
+                send(gap.event)
+            }
+        }
+        if finishPending, buffer.isEmpty, !terminated, !cancelled.load(ordering: .relaxed) {
+            terminated = true
+            receiveFinished()
+        }
+    }
+
+    @inline(__always)
+    private func send(_ event: Event) {
+        if demand != Int.max { demand -= 1 }
+        delivered &+= 1
+        let more = receive(event)
+        if more > 0 { addDemand(more) }
+    }
+
+    // MARK: Implemented by the generic subclass
+
+    func receive(_ event: Event) -> Int { fatalError("abstract") }
+    func receiveFinished() { fatalError("abstract") }
+    func dropSubscriber() { fatalError("abstract") }
+}
+
+/// The Combine face of a bus subscription.
+final class BusSubscription<Downstream: Subscriber>: SubscriptionCore, Subscription, @unchecked Sendable
+where Downstream.Input == Event, Downstream.Failure == Never {
+    private let bus: Bus
+    private var downstream: Downstream?
+
+    init(bus: Bus, downstream: Downstream, id: UInt64, patterns: [EventPattern],
+         sourceFilter: String?, lease: SourceLease?, bufferLimit: Int) {
+        self.bus = bus
+        self.downstream = downstream
+        super.init(id: id, patterns: patterns, sourceFilter: sourceFilter, lease: lease, bufferLimit: bufferLimit)
+    }
+
+    override func receive(_ event: Event) -> Int {
+        // A local copy: the subscriber may cancel from inside `receive`, which releases `downstream`.
+        guard let downstream else { return 0 }
+        return downstream.receive(event).max ?? Int.max
+    }
+
+    override func receiveFinished() {
+        guard let downstream else { return }
+        self.downstream = nil
+        downstream.receive(completion: .finished)
+    }
+
+    override func dropSubscriber() {
+        downstream = nil
+    }
+
+    func request(_ demand: Subscribers.Demand) {
+        bus.request(self, demand.max ?? Int.max)
+    }
+
+    func cancel() {
+        bus.cancel(self)
+    }
+
+    var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
+}
+
+/// A bus subscription that calls a closure: what `bus.publisher(for:).sink { }` builds.
+///
+/// Why it exists: a plain OpenCombine `Sink` takes a lock on every value and is reached through
+/// generic witness tables; the bus already serializes deliveries, so a direct sink can skip both
+/// (DESIGN.md §2 measured these as most of OpenCombine's per-delivery cost). Semantics are those
+/// of `Sink`: unlimited demand, a completion handler, cancelled by its `AnyCancellable`.
+///
+/// The closures are `let`, so calling one costs no retain. Cycles (a closure capturing the
+/// object that stores the cancellable) are still broken on cancel and on completion: the
+/// cancellable holds this subscription weakly, and once the bus lets go of it, it is freed with
+/// its closures. Nothing reaches the closures after that: `deliver` checks `terminated` first.
+final class ClosureSubscription: SubscriptionCore, @unchecked Sendable {
+    private let receiveValue: (Event) -> Void
+    private let receiveCompletion: (Subscribers.Completion<Never>) -> Void
+
+    init(id: UInt64, publisher: EventPublisher, lease: SourceLease?,
+         receiveCompletion: @escaping (Subscribers.Completion<Never>) -> Void,
+         receiveValue: @escaping (Event) -> Void) {
+        self.receiveValue = receiveValue
+        self.receiveCompletion = receiveCompletion
+        super.init(id: id, patterns: publisher.patterns, sourceFilter: publisher.source?.id,
+                   lease: lease, bufferLimit: publisher.bufferLimit)
+    }
+
+    override func receive(_ event: Event) -> Int {
+        receiveValue(event)
+        return 0
+    }
+
+    override func receiveFinished() {
+        receiveCompletion(.finished)
+    }
+
+    override func dropSubscriber() {}
+}

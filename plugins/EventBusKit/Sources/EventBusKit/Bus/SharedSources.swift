@@ -1,0 +1,90 @@
+import Synchronization
+
+/// A producer of events that the bus starts and stops on demand: timers, file watches, journal
+/// readers. Implementations post what they see with ``Bus/post(_:)``, using their ``id`` as the
+/// event's `source`, which is how subscribers of a shared source get its events only.
+public protocol EventSource: AnyObject, Sendable {
+    /// Called once, when the first subscriber arrives. Must not block; must not post before
+    /// returning from a thread that holds locks of its own.
+    func start(posting bus: Bus)
+    /// Called once, when the last subscriber cancelled. After it returns, nothing more is posted.
+    func stop()
+}
+
+/// What a subscription asks the bus to run: an id that identifies the source *and its
+/// options* (two subscribers asking for the same id share one source), and how to make it.
+public struct SourceRequest: Sendable {
+    public let id: String
+    public let make: @Sendable () -> any EventSource
+
+    public init(id: String, make: @escaping @Sendable () -> any EventSource) {
+        self.id = id
+        self.make = make
+    }
+}
+
+/// Reference-counted shared sources, like `share()` in Combine: the first lease starts the
+/// source, the last release stops it. A source that stops and is asked for again is made anew.
+final class SharedSources: Sendable {
+    private struct Entry {
+        let source: any EventSource
+        var leases: Int
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    /// Takes a lease on the source, making it if nobody holds one. The caller starts the returned
+    /// source only when `isFirst` — after it has registered its subscription, so the first events
+    /// are not lost.
+    func acquire(_ request: SourceRequest) -> (lease: SourceLease, source: any EventSource, isFirst: Bool) {
+        let (source, isFirst) = entries.withLock { entries -> (any EventSource, Bool) in
+            if var entry = entries[request.id] {
+                entry.leases += 1
+                entries[request.id] = entry
+                return (entry.source, false)
+            }
+            let source = request.make()
+            entries[request.id] = Entry(source: source, leases: 1)
+            return (source, true)
+        }
+        return (SourceLease(id: request.id, owner: self), source, isFirst)
+    }
+
+    fileprivate func release(_ id: String) {
+        let stopping: (any EventSource)? = entries.withLock { entries in
+            guard var entry = entries[id] else { return nil }
+            entry.leases -= 1
+            if entry.leases > 0 {
+                entries[id] = entry
+                return nil
+            }
+            entries[id] = nil
+            return entry.source
+        }
+        stopping?.stop()
+    }
+
+    /// Running sources and how many subscriptions hold each.
+    var snapshot: [String: Int] {
+        entries.withLock { $0.mapValues(\.leases) }
+    }
+}
+
+/// One subscription's hold on a shared source; released exactly once.
+final class SourceLease: Sendable {
+    let id: String
+    private let owner: SharedSources
+    private let released = Atomic<Bool>(false)
+
+    init(id: String, owner: SharedSources) {
+        self.id = id
+        self.owner = owner
+    }
+
+    func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        owner.release(id)
+    }
+
+    deinit { release() }
+}

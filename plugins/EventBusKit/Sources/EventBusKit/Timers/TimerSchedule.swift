@@ -1,0 +1,73 @@
+import Foundation
+
+/// When a timer fires, how precisely, and what to do about runs it missed.
+public struct TimerSchedule: Sendable, Hashable, CustomStringConvertible {
+    enum Kind: Sendable, Hashable {
+        /// Every `interval` on `CLOCK_MONOTONIC`: clock changes do not move it and, as with
+        /// systemd's monotonic timers, time spent suspended does not count.
+        case interval(nanoseconds: UInt64)
+        /// At wall-clock times; a suspend that spans one or more of them shows as missed runs.
+        case calendar(CalendarSchedule)
+    }
+
+    let kind: Kind
+    /// How late the system may fire to batch wake-ups (a timer's leeway). Not counted as missed.
+    public let tolerance: Duration
+    public let missedRuns: MissedRunPolicy
+
+    /// A timer every `interval` (at least 1 ms), starting one interval from the first subscription.
+    public static func every(_ interval: Duration, tolerance: Duration = .zero,
+                             missedRuns: MissedRunPolicy = .fireOnce) throws -> TimerSchedule {
+        guard interval >= .milliseconds(1) else {
+            throw EventBusError(.invalidTimerInterval, "timer interval \(interval) is below the 1 ms minimum")
+        }
+        return try TimerSchedule(kind: .interval(nanoseconds: interval.nanoseconds),
+                                 tolerance: tolerance, missedRuns: missedRuns)
+    }
+
+    /// A timer at the times of a calendar expression (see ``CalendarSchedule`` for the syntax).
+    public static func calendar(_ spec: String, timeZone: TimeZone = .current, tolerance: Duration = .zero,
+                                missedRuns: MissedRunPolicy = .fireOnce) throws -> TimerSchedule {
+        try TimerSchedule(kind: .calendar(CalendarSchedule(parsing: spec, defaultTimeZone: timeZone)),
+                          tolerance: tolerance, missedRuns: missedRuns)
+    }
+
+    private init(kind: Kind, tolerance: Duration, missedRuns: MissedRunPolicy) throws {
+        guard tolerance >= .zero else {
+            throw EventBusError(.invalidTimerInterval, "timer tolerance \(tolerance) is negative")
+        }
+        self.kind = kind
+        self.tolerance = tolerance
+        self.missedRuns = missedRuns
+    }
+
+    /// Also the timer's source id: two subscriptions with equal descriptions share one timer.
+    public var description: String {
+        var text: String
+        switch kind {
+        case .interval(let nanoseconds): text = "every \(Duration.nanoseconds(Int64(nanoseconds)))"
+        case .calendar(let calendar): text = "calendar \(calendar)"
+        }
+        if tolerance > .zero { text += " tolerance \(tolerance)" }
+        if missedRuns != .fireOnce { text += " missed \(missedRuns)" }
+        return text
+    }
+}
+
+/// What a timer does when it wakes up a whole period (or more) late: after a suspend, a clock
+/// jump, or a stalled process.
+public enum MissedRunPolicy: String, Sendable, Hashable, CaseIterable {
+    /// Fire once now for all the runs that were due, with their number in ``TimerTick/missedRuns``
+    /// (like systemd's `Persistent=true`), then keep to the schedule.
+    case fireOnce = "fire-once"
+    /// Drop the runs that were due and wait for the next scheduled time; that tick reports how
+    /// many were skipped in ``TimerTick/missedRuns``.
+    case skip
+}
+
+extension Duration {
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+}
