@@ -5,6 +5,7 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         fileprivate enum Base: String, Hashable, Sendable {
             case invalidPattern, invalidEventName, invalidCalendarSpec, invalidTimerInterval
             case sourceUnavailable, busFinished
+            case invalidModuleConfig, moduleABIMismatch, duplicateSDK, notAModule
         }
         fileprivate let base: Base
 
@@ -20,6 +21,15 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let sourceUnavailable = Code(base: .sourceUnavailable)
         /// The bus has been finished; it takes no new subscriptions or sources.
         public static let busFinished = Code(base: .busFinished)
+
+        /// A module's config section lacks a key or has one of the wrong type.
+        public static let invalidModuleConfig = Code(base: .invalidModuleConfig)
+        /// A module was built against another SDK version or another compiler.
+        public static let moduleABIMismatch = Code(base: .moduleABIMismatch)
+        /// A module's objects are not the host's SDK types: it carries its own SDK copy.
+        public static let duplicateSDK = Code(base: .duplicateSDK)
+        /// A file is not a loadable EventBus module.
+        public static let notAModule = Code(base: .notAModule)
 
         public var description: String { base.rawValue }
     }

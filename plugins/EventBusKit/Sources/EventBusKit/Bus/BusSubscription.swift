@@ -2,10 +2,11 @@ import Synchronization
 
 /// The non-generic part of a bus subscription: what it matches, its demand, its bounded buffer.
 ///
-/// Concurrency: everything but `cancelled` is owned by the bus's delivery loop (see ``Bus``) —
-/// only the thread currently draining the bus touches it, so there is no lock per delivery and the
-/// subscriber never sees concurrent calls. `request` and `cancel` from other threads are turned
-/// into jobs on that loop. `cancelled` is atomic so a cancel is seen at once by the next delivery.
+/// Concurrency: everything but `cancelled` is owned by one serial *lane*: the bus's delivery loop
+/// (see ``Bus``), or the subscription's ``Mailbox`` queue when it has one. Only that lane touches
+/// demand and buffer, so there is no lock per delivery and the subscriber never sees concurrent
+/// calls. `request` and `cancel` from other threads become jobs on the lane. `cancelled` is atomic
+/// so a cancel is seen at once by the next delivery.
 class SubscriptionCore: @unchecked Sendable {
     /// Increasing with creation: the bus delivers to subscribers in the order they subscribed.
     let id: UInt64
@@ -14,7 +15,11 @@ class SubscriptionCore: @unchecked Sendable {
     let sourceFilter: String?
     let lease: SourceLease?
     let bufferLimit: Int
+    /// The lane of a subscription made through a mailbox-scoped bus.
+    let mailbox: Mailbox?
     let cancelled = Atomic<Bool>(false)
+    /// The mailbox's open gap notice for this subscription; owned by the mailbox's lock.
+    var openMailboxGap: MailboxGap?
 
     private enum Pending {
         case event(Event)
@@ -30,28 +35,56 @@ class SubscriptionCore: @unchecked Sendable {
     private(set) var delivered: UInt64 = 0
     private(set) var dropped: UInt64 = 0
 
-    init(id: UInt64, patterns: [EventPattern], sourceFilter: String?, lease: SourceLease?, bufferLimit: Int) {
+    init(id: UInt64, publisher: EventPublisher, lease: SourceLease?) {
         self.id = id
-        self.patterns = patterns
-        self.sourceFilter = sourceFilter
+        self.patterns = publisher.patterns
+        self.sourceFilter = publisher.source?.id
         self.lease = lease
-        self.bufferLimit = bufferLimit
+        self.bufferLimit = publisher.bufferLimit
+        self.mailbox = publisher.bus.mailbox
     }
 
     final func matches(name: String) -> Bool {
         patterns.contains { $0.matches(name) }
     }
 
-    // MARK: Called by the delivery loop only
-
+    /// Called by the delivery loop: deliver here, or hand over to the mailbox.
     @inline(__always)
     final func deliver(_ event: Event) {
         if let sourceFilter, event.source != sourceFilter { return }
+        if let mailbox {
+            if !cancelled.load(ordering: .relaxed) { mailbox.submit(event, for: self) }
+        } else {
+            deliverOnLane(event)
+        }
+    }
+
+    // MARK: Called on the subscription's lane only
+
+    @inline(__always)
+    final func deliverOnLane(_ event: Event) {
         if terminated || cancelled.load(ordering: .relaxed) { return }
         if demand > 0 && buffer.isEmpty {
             send(event)
         } else {
             hold(event)
+        }
+    }
+
+    /// A gap the mailbox announces: goes through demand like an event, merged with one already
+    /// held at the end of the buffer.
+    final func deliverOnLane(_ gap: Gap) {
+        if terminated || cancelled.load(ordering: .relaxed) { return }
+        dropped += UInt64(gap.dropped)
+        if demand > 0 && buffer.isEmpty {
+            send(gap.event)
+        } else if case .gap(var held) = buffer.last {
+            held.dropped += gap.dropped
+            held.firstSequence = min(held.firstSequence, gap.firstSequence)
+            held.lastSequence = max(held.lastSequence, gap.lastSequence)
+            buffer.updateLast { $0 = .gap(held) }
+        } else {
+            buffer.append(.gap(gap))
         }
     }
 
@@ -132,14 +165,13 @@ class SubscriptionCore: @unchecked Sendable {
 /// The Combine face of a bus subscription.
 final class BusSubscription<Downstream: Subscriber>: SubscriptionCore, Subscription, @unchecked Sendable
 where Downstream.Input == Event, Downstream.Failure == Never {
-    private let bus: Bus
+    private let core: BusCore
     private var downstream: Downstream?
 
-    init(bus: Bus, downstream: Downstream, id: UInt64, patterns: [EventPattern],
-         sourceFilter: String?, lease: SourceLease?, bufferLimit: Int) {
-        self.bus = bus
+    init(core: BusCore, downstream: Downstream, id: UInt64, publisher: EventPublisher, lease: SourceLease?) {
+        self.core = core
         self.downstream = downstream
-        super.init(id: id, patterns: patterns, sourceFilter: sourceFilter, lease: lease, bufferLimit: bufferLimit)
+        super.init(id: id, publisher: publisher, lease: lease)
     }
 
     override func receive(_ event: Event) -> Int {
@@ -159,11 +191,11 @@ where Downstream.Input == Event, Downstream.Failure == Never {
     }
 
     func request(_ demand: Subscribers.Demand) {
-        bus.request(self, demand.max ?? Int.max)
+        core.request(self, demand.max ?? Int.max)
     }
 
     func cancel() {
-        bus.cancel(self)
+        core.cancel(self)
     }
 
     var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
@@ -189,8 +221,7 @@ final class ClosureSubscription: SubscriptionCore, @unchecked Sendable {
          receiveValue: @escaping (Event) -> Void) {
         self.receiveValue = receiveValue
         self.receiveCompletion = receiveCompletion
-        super.init(id: id, patterns: publisher.patterns, sourceFilter: publisher.source?.id,
-                   lease: lease, bufferLimit: publisher.bufferLimit)
+        super.init(id: id, publisher: publisher, lease: lease)
     }
 
     override func receive(_ event: Event) -> Int {

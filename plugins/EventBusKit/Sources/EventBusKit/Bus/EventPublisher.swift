@@ -15,7 +15,7 @@ public struct EventPublisher: Publisher, Sendable {
     }
 
     public func receive<S: Subscriber>(subscriber: S) where S.Input == Event, S.Failure == Never {
-        bus.subscribe(subscriber, to: self)
+        bus.core.subscribe(subscriber, to: self)
     }
 }
 
@@ -26,6 +26,6 @@ extension EventPublisher {
         receiveCompletion: @escaping (Subscribers.Completion<Never>) -> Void = { _ in },
         receiveValue: @escaping (Event) -> Void
     ) -> AnyCancellable {
-        bus.sink(self, receiveCompletion: receiveCompletion, receiveValue: receiveValue)
+        bus.core.sink(self, receiveCompletion: receiveCompletion, receiveValue: receiveValue)
     }
 }

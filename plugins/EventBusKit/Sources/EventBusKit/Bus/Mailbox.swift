@@ -1,0 +1,158 @@
+import Dispatch
+import Synchronization
+
+/// A bounded, serial delivery queue: the lane of every subscription made through a bus handle
+/// scoped to it (``Bus/scoped(to:)``). The host gives each handler module one.
+///
+/// Why: the bus's delivery loop must never wait for module code. Handing an event to a mailbox
+/// is a lock, an append and — only when the mailbox was idle — one `DispatchQueue.async`, so a
+/// burst costs one wake-up, not one per event. The module's pipelines then run on `queue`, one
+/// call at a time.
+///
+/// Bounded: at most `capacity` events wait. Past that, events are dropped, counted in
+/// ``Statistics/dropped``, and each affected subscription receives a ``Gap`` notice in their
+/// place. A stalled module therefore loses its own events — and says so — but never slows the
+/// publisher or any other module.
+public final class Mailbox: Sendable {
+    public let label: String
+    public let capacity: Int
+    /// The serial queue all of this mailbox's deliveries run on. Use it as the scheduler of
+    /// time-based operators (`debounce(for:scheduler: mailbox.queue)`) to stay on it.
+    public let queue: DispatchQueue
+
+    public struct Statistics: Sendable, Hashable {
+        public var delivered: UInt64 = 0
+        public var dropped: UInt64 = 0
+        public var queued: Int = 0
+    }
+
+    enum Job {
+        case event(SubscriptionCore, Event)
+        case gap(SubscriptionCore, MailboxGap)
+        case request(SubscriptionCore, Int)
+        case release(SubscriptionCore)
+        case finish(SubscriptionCore)
+        case work(@Sendable () -> Void)
+    }
+
+    private struct State {
+        var jobs = RingBuffer<Job>()
+        var queuedEvents = 0
+        var scheduled = false
+        var statistics = Statistics()
+
+        /// Whether the caller must wake the queue: only when it was idle.
+        mutating func schedule() -> Bool {
+            if scheduled { return false }
+            scheduled = true
+            return true
+        }
+    }
+
+    private let state = Mutex(State())
+    /// Jobs taken per lock acquisition by the queue.
+    private static let batchSize = 256
+
+    public init(label: String, capacity: Int = 10_000) {
+        self.label = label
+        self.capacity = max(1, capacity)
+        self.queue = DispatchQueue(label: "eventbus.mailbox.\(label)")
+    }
+
+    public var statistics: Statistics {
+        state.withLock { state in
+            var statistics = state.statistics
+            statistics.queued = state.queuedEvents
+            return statistics
+        }
+    }
+
+    /// Runs `work` on the mailbox's queue, after what is already queued. Not bounded: for the
+    /// host's own calls into module code (activate, reconfigure), which must not be dropped.
+    public func perform(_ work: @escaping @Sendable () -> Void) {
+        submit(.work(work))
+    }
+
+    /// Waits until everything queued before this call has been delivered, or `timeout` passed.
+    /// Returns whether it drained.
+    public func drain(timeout: Duration) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        perform { done.signal() }
+        let nanoseconds = Int(clamping: timeout.nanoseconds)
+        return done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success
+    }
+
+    // MARK: Called by the bus
+
+    func submit(_ event: Event, for subscription: SubscriptionCore) {
+        let wake = state.withLock { state -> Bool in
+            guard state.queuedEvents < capacity else {
+                state.statistics.dropped += 1
+                if let open = subscription.openMailboxGap {
+                    open.gap.dropped += 1
+                    open.gap.lastSequence = event.sequence
+                } else {
+                    let gap = MailboxGap(Gap(dropped: 1, firstSequence: event.sequence, lastSequence: event.sequence))
+                    subscription.openMailboxGap = gap
+                    state.jobs.append(.gap(subscription, gap))  // may exceed capacity: one per run of drops
+                }
+                return state.schedule()
+            }
+            subscription.openMailboxGap = nil  // later drops get a notice after this event
+            state.queuedEvents += 1
+            state.jobs.append(.event(subscription, event))
+            return state.schedule()
+        }
+        if wake { queue.async { self.run() } }
+    }
+
+    func submit(_ job: Job) {
+        let wake = state.withLock { state -> Bool in
+            state.jobs.append(job)
+            return state.schedule()
+        }
+        if wake { queue.async { self.run() } }
+    }
+
+    private func run() {
+        var batch: [Job] = []
+        batch.reserveCapacity(Self.batchSize)
+        while true {
+            let more = state.withLock { state -> Bool in
+                while batch.count < Self.batchSize, let job = state.jobs.popFirst() {
+                    switch job {
+                    case .event:
+                        state.queuedEvents -= 1
+                        state.statistics.delivered += 1
+                    case .gap(let subscription, let gap):
+                        // Closed now: the notice's counts are final once it is taken.
+                        if subscription.openMailboxGap === gap { subscription.openMailboxGap = nil }
+                    default: break
+                    }
+                    batch.append(job)
+                }
+                if batch.isEmpty { state.scheduled = false }
+                return !batch.isEmpty
+            }
+            guard more else { return }
+            for job in batch {
+                switch job {
+                case .event(let subscription, let event): subscription.deliverOnLane(event)
+                case .gap(let subscription, let gap): subscription.deliverOnLane(gap.gap)
+                case .request(let subscription, let demand): subscription.addDemand(demand)
+                case .release(let subscription): subscription.release()
+                case .finish(let subscription): subscription.finish()
+                case .work(let work): work()
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+}
+
+/// A gap notice still collecting drops. A class, so the mailbox can keep counting into the
+/// notice that already waits in its queue. Guarded by the mailbox's lock.
+final class MailboxGap: @unchecked Sendable {
+    var gap: Gap
+    init(_ gap: Gap) { self.gap = gap }
+}

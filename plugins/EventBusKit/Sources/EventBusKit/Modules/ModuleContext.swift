@@ -1,0 +1,56 @@
+import Dispatch
+import Synchronization
+
+/// What the host gives a module: its view of the bus, its config section, a logger, and a place
+/// for its subscriptions. Used only on the module's queue.
+public final class ModuleContext: @unchecked Sendable {
+    /// The bus, scoped to this module's mailbox: every subscription made through it delivers on
+    /// the module's serial queue.
+    public let bus: Bus
+    /// The module's section of the host config (`[modules.NAME]`).
+    public internal(set) var config: ModuleConfig
+    public let log: ModuleLog
+    /// Subscriptions live as long as they are kept here; the host cancels them on deactivation.
+    public var cancellables = Set<AnyCancellable>()
+
+    private let errorCount = Atomic<Int>(0)
+
+    public init(bus: Bus, config: ModuleConfig, log: ModuleLog) {
+        precondition(bus.mailbox != nil, "a module's bus must be scoped to its mailbox")
+        self.bus = bus
+        self.config = config
+        self.log = log
+    }
+
+    /// The module's serial queue; pass it as the scheduler of `debounce`, `throttle`, `delay`…
+    /// so their output stays on the module's queue (`scheduler: context.queue.ocombine`).
+    public var queue: DispatchQueue { bus.mailbox!.queue }
+
+    /// Errors thrown by the module's handlers so far (see ``Publisher/handle(in:_:)``).
+    public var errors: Int { errorCount.load(ordering: .relaxed) }
+
+    /// Records an error thrown by module code: logged with the module's name and counted; the
+    /// module and the host keep running.
+    public func report(_ error: any Error, while doing: String) {
+        errorCount.add(1, ordering: .relaxed)
+        log.error("\(doing) failed: \(error)")
+    }
+
+    /// Cancels and forgets every subscription the module stored.
+    func cancelAll() {
+        for cancellable in cancellables { cancellable.cancel() }
+        cancellables.removeAll()
+    }
+}
+
+extension Publisher where Failure == Never {
+    /// Like `sink`, for handlers that can fail: an error thrown by `body` is caught, logged with
+    /// the module's name and counted in ``ModuleContext/errors``; the subscription carries on.
+    /// The subscription is stored in the context.
+    public func handle(in context: ModuleContext, _ body: @escaping (Output) throws -> Void) {
+        sink { value in
+            do { try body(value) } catch { context.report(error, while: "handler") }
+        }
+        .store(in: &context.cancellables)
+    }
+}

@@ -1,0 +1,77 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The symbol every module exports; the host looks it up with `dlsym`.
+public let moduleEntrySymbol = "eventbus_module"
+
+/// Exports a module's entry point. The one line a module adds:
+///
+/// ```swift
+/// @_cdecl("eventbus_module") public func entry() -> UnsafeRawPointer { exportModule(Hello.init) }
+/// ```
+///
+/// It returns a C-layout record: word 0 is a C string naming the SDK interface version and the
+/// compiler the module was built with; word 1 is the module factory. The host reads word 0 —
+/// plain C, safe whatever the module was built with — and touches the Swift object in word 1
+/// only when the tags match, so a mismatched module is refused instead of loaded into a crash.
+/// `@inlinable` so the tag is the one compiled into the module, not the host's.
+@inlinable
+public func exportModule(_ make: @escaping () -> any EventBusModule) -> UnsafeRawPointer {
+    let record = UnsafeMutablePointer<UnsafeRawPointer>.allocate(capacity: 2)
+    record[0] = UnsafeRawPointer(strdup(ModuleABI.buildTag)!)
+    record[1] = UnsafeRawPointer(Unmanaged.passRetained(ModuleFactory(make) as AnyObject).toOpaque())
+    return UnsafeRawPointer(record)
+}
+
+/// What a module must have been built with to be loaded.
+public enum ModuleABI {
+    /// Evaluated where it is compiled: in a module, the SDK and compiler *it* was built with.
+    /// Swift has no stable ABI here (no library evolution), so both must match the host's.
+    @inlinable
+    public static var buildTag: String {
+        // The SDK interface version: bump it with every change to a public type.
+        let sdk = "eventbuskit-abi-1"
+        #if compiler(>=6.4)
+        let compiler = "swift-6.4-or-later"
+        #elseif compiler(>=6.3.2)
+        let compiler = "swift-6.3.2-or-later"
+        #elseif compiler(>=6.3.1)
+        let compiler = "swift-6.3.1"
+        #elseif compiler(>=6.3)
+        let compiler = "swift-6.3.0"
+        #else
+        let compiler = "swift-before-6.3"
+        #endif
+        return sdk + " " + compiler
+    }
+}
+
+/// Makes module instances; what word 1 of the export record holds.
+public final class ModuleFactory {
+    @usableFromInline let make: () -> any EventBusModule
+
+    @usableFromInline
+    init(_ make: @escaping () -> any EventBusModule) {
+        self.make = make
+    }
+
+    /// Reads an export record (what the module's `eventbus_module` returned) and returns its
+    /// factory, refusing a module built for another ABI, or one carrying its own SDK copy.
+    public static func open(record: UnsafeRawPointer) throws -> ModuleFactory {
+        let words = record.assumingMemoryBound(to: UnsafeRawPointer.self)
+        let tag = String(cString: words[0].assumingMemoryBound(to: CChar.self))
+        guard tag == ModuleABI.buildTag else {
+            throw EventBusError(.moduleABIMismatch,
+                "built for \"\(tag)\", this host runs \"\(ModuleABI.buildTag)\"; rebuild the module against this host's SDK (eventbus module sdk-path)")
+        }
+        let object = Unmanaged<AnyObject>.fromOpaque(words[1]).takeUnretainedValue()
+        guard let factory = object as? ModuleFactory else {
+            throw EventBusError(.duplicateSDK,
+                "its objects are not this host's EventBusKit types (\(type(of: object))): the module links its own copy of EventBusKit or OpenCombine; depend only on the EventBusKit product, which is a dynamic library")
+        }
+        return factory
+    }
+
+    public func makeModule() -> any EventBusModule { make() }
+}
