@@ -12,7 +12,8 @@ final class TimerSource: EventSource, @unchecked Sendable {
     private let queue: DispatchQueue
     // Owned by `queue`.
     private var timer: DispatchSourceTimer?
-    private weak var bus: Bus?
+    /// Strong while running (the bus hands each source a handle of its own); cleared on stop.
+    private var bus: Bus?
     private var stopped = false
 
     init(id: String, schedule: TimerSchedule, queue: DispatchQueue = TimerSource.sharedQueue) {
@@ -43,6 +44,7 @@ final class TimerSource: EventSource, @unchecked Sendable {
             stopped = true
             timer?.cancel()
             timer = nil
+            bus = nil
         }
     }
 
