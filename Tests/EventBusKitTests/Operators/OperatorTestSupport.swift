@@ -1,0 +1,198 @@
+import EventBusKit
+import Foundation
+import Synchronization
+
+/// The error the operator tests fail publishers with.
+struct OperatorTestError: Error, Equatable {
+    let id: Int
+    init(_ id: Int) { self.id = id }
+}
+
+/// A subscriber that records everything it receives and whose demand the test controls.
+///
+/// It also checks the two rules an operator must keep towards its downstream, whatever the test:
+/// - `overlaps`: calls that entered while another one was still running (concurrent delivery);
+/// - `demandViolations`: values received beyond the demand it had requested.
+/// Demand must be requested through `request(_:)` (or returned by `onValue`) for that accounting.
+final class TestSubscriber<Input, Failure: Error>: Subscriber, @unchecked Sendable {
+    enum Event {
+        case subscription
+        case value(Input)
+        case completion(Subscribers.Completion<Failure>)
+    }
+
+    let combineIdentifier = CombineIdentifier()
+    private let initialDemand: Subscribers.Demand
+    private let onValue: (TestSubscriber, Input) -> Subscribers.Demand
+    private let lock = NSLock()
+    private var _events: [Event] = []
+    private var _subscription: Subscription?
+    private var outstanding = Subscribers.Demand.none
+    private var _demandViolations = 0
+    private let inFlight = Atomic<Int>(0)
+    private let _overlaps = Atomic<Int>(0)
+
+    /// - Parameters:
+    ///   - initialDemand: requested when the subscription arrives (`.none`: nothing).
+    ///   - onValue: runs inside `receive(_:)`; its result is returned as additional demand.
+    init(
+        initialDemand: Subscribers.Demand = .none,
+        onValue: @escaping (TestSubscriber, Input) -> Subscribers.Demand = { _, _ in .none }
+    ) {
+        self.initialDemand = initialDemand
+        self.onValue = onValue
+    }
+
+    var events: [Event] { lock.withLock { _events } }
+    var values: [Input] {
+        events.compactMap { if case .value(let value) = $0 { value } else { nil } }
+    }
+    var completions: [Subscribers.Completion<Failure>] {
+        events.compactMap { if case .completion(let completion) = $0 { completion } else { nil } }
+    }
+    var subscriptionCount: Int {
+        events.filter { if case .subscription = $0 { true } else { false } }.count
+    }
+    var demandViolations: Int { lock.withLock { _demandViolations } }
+    var overlaps: Int { _overlaps.load(ordering: .relaxed) }
+
+    func request(_ demand: Subscribers.Demand) {
+        let subscription = lock.withLock {
+            outstanding += demand
+            return _subscription
+        }
+        subscription?.request(demand)
+    }
+
+    func cancel() {
+        lock.withLock { _subscription }?.cancel()
+    }
+
+    func receive(subscription: Subscription) {
+        enter()
+        defer { leave() }
+        lock.withLock {
+            _events.append(.subscription)
+            _subscription = subscription
+        }
+        if initialDemand > 0 { request(initialDemand) }
+    }
+
+    func receive(_ input: Input) -> Subscribers.Demand {
+        enter()
+        defer { leave() }
+        lock.withLock {
+            _events.append(.value(input))
+            if outstanding > 0 { outstanding -= 1 } else { _demandViolations += 1 }
+        }
+        let more = onValue(self, input)
+        lock.withLock { outstanding += more }
+        return more
+    }
+
+    func receive(completion: Subscribers.Completion<Failure>) {
+        enter()
+        defer { leave() }
+        lock.withLock { _events.append(.completion(completion)) }
+    }
+
+    // Nested calls on the same thread are legal in Combine; only overlap across threads is not.
+    // The operators under test never nest (they drain), so any depth > 1 is reported.
+    private func enter() {
+        if inFlight.add(1, ordering: .acquiringAndReleasing).newValue > 1 {
+            _overlaps.add(1, ordering: .relaxed)
+        }
+    }
+
+    private func leave() {
+        inFlight.subtract(1, ordering: .acquiringAndReleasing)
+    }
+}
+
+extension TestSubscriber.Event: Equatable where Input: Equatable, Failure: Equatable {}
+
+/// A subscription that records every `request` and `cancel` it gets.
+final class TestSubscription: Subscription, @unchecked Sendable {
+    enum Event: Equatable {
+        case requested(Subscribers.Demand)
+        case cancelled
+    }
+
+    let combineIdentifier = CombineIdentifier()
+    private let lock = NSLock()
+    private var _history: [Event] = []
+
+    var history: [Event] { lock.withLock { _history } }
+
+    func request(_ demand: Subscribers.Demand) {
+        lock.withLock { _history.append(.requested(demand)) }
+    }
+
+    func cancel() {
+        lock.withLock { _history.append(.cancelled) }
+    }
+}
+
+/// A publisher for one subscriber that sends exactly what the test tells it to, whatever the
+/// demand — so a test can check the operator's own accounting (and feed it misbehaving input) —
+/// and whose `subscription` records what the operator requested and cancelled.
+final class TestPublisher<Output, Failure: Error>: Publisher, @unchecked Sendable {
+    let subscription = TestSubscription()
+    private let lock = NSLock()
+    private var subscriber: AnySubscriber<Output, Failure>?
+
+    var isSubscribed: Bool { lock.withLock { subscriber != nil } }
+
+    func receive<S: Subscriber>(subscriber: S) where S.Input == Output, S.Failure == Failure {
+        lock.withLock { self.subscriber = AnySubscriber(subscriber) }
+        subscriber.receive(subscription: subscription)
+    }
+
+    /// Sends `value` and returns the demand the subscriber returned.
+    @discardableResult
+    func send(_ value: Output) -> Subscribers.Demand {
+        lock.withLock { subscriber }?.receive(value) ?? .none
+    }
+
+    func send(completion: Subscribers.Completion<Failure>) {
+        lock.withLock { subscriber }?.receive(completion: completion)
+    }
+
+    /// Hands the subscriber another subscription, as a misbehaving upstream would.
+    func resubscribe(with subscription: Subscription) {
+        lock.withLock { subscriber }?.receive(subscription: subscription)
+    }
+}
+
+/// Runs `body(index)` on `count` threads started together, and returns when all have finished.
+func runConcurrently(threads count: Int, _ body: @escaping @Sendable (Int) -> Void) {
+    let ready = DispatchGroup()
+    let start = DispatchSemaphore(value: 0)
+    let done = DispatchGroup()
+    for index in 0..<count {
+        ready.enter()
+        done.enter()
+        let thread = Thread {
+            ready.leave()
+            start.wait()
+            body(index)
+            done.leave()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+    ready.wait()
+    for _ in 0..<count { start.signal() }
+    done.wait()
+}
+
+/// A value shared between test threads.
+final class SharedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _value: Value
+    init(_ value: Value) { _value = value }
+    var value: Value {
+        get { lock.withLock { _value } }
+        set { lock.withLock { _value = newValue } }
+    }
+}
