@@ -1,0 +1,96 @@
+import Dispatch
+import EventBusKit
+import Foundation
+import Testing
+
+@Suite struct MailboxTests {
+    /// Marks a mailbox's queue so a test can tell where a call runs.
+    static let onQueue = DispatchSpecificKey<String>()
+
+    @Test func scopedSubscriptionsDeliverOnTheMailboxQueueOneAtATime() async throws {
+        let bus = Bus()
+        let mailbox = Mailbox(label: "m")
+        mailbox.queue.setSpecific(key: Self.onQueue, value: "m")
+        let scoped = bus.scoped(to: mailbox)
+        let subscriber = RecordingSubscriber()
+        let queues = Collected<Set<String>>([])
+        subscriber.onValue = { _ in
+            queues.update { _ = $0.insert(DispatchQueue.getSpecific(key: Self.onQueue) ?? "elsewhere") }
+            return .none
+        }
+        try scoped.publisher(for: "e.*").subscribe(subscriber)
+        await withTaskGroup(of: Void.self) { group in
+            for t in 0..<4 { group.addTask { for i in 0..<2_000 { bus.post("e.\(t)", fields: ["i": .int(Int64(i))]) } } }
+        }
+        #expect(await eventually { subscriber.events.count == 8_000 })
+        #expect(queues.value == ["m"])
+        #expect(subscriber.violations.isEmpty)
+        let sequences = subscriber.events.map(\.sequence)
+        #expect(sequences == sequences.sorted())
+    }
+
+    @Test func aStalledMailboxDropsItsOwnEventsWithAGapAndSlowsNobody() async throws {
+        let bus = Bus()
+        let mailbox = Mailbox(label: "stalled", capacity: 10)
+        let stalled = RecordingSubscriber()
+        try bus.scoped(to: mailbox).publisher(for: "e.*").subscribe(stalled)
+        let healthy = RecordingSubscriber()
+        try bus.scoped(to: Mailbox(label: "healthy")).publisher(for: "e.*").subscribe(healthy)
+        let inline = RecordingSubscriber()
+        try bus.publisher(for: "e.*").subscribe(inline)
+
+        let release = DispatchSemaphore(value: 0)
+        let blocked = DispatchSemaphore(value: 0)
+        mailbox.perform { blocked.signal(); release.wait() }
+        blocked.wait()
+
+        for i in 1...50 { bus.post("e.\(i)") }  // returns although the mailbox is stuck
+        #expect(inline.events.count == 50)
+        #expect(await eventually { healthy.events.count == 50 })
+        #expect(mailbox.statistics.dropped == 40)
+        #expect(mailbox.drain(timeout: .milliseconds(50)) == false)
+
+        release.signal()
+        #expect(await eventually { stalled.events.count == 11 })
+        #expect(stalled.names.prefix(10) == ArraySlice((1...10).map { "e.\($0)" }))
+        #expect(stalled.events[10].gap == Gap(dropped: 40, firstSequence: 11, lastSequence: 50))
+
+        bus.post("e.51")  // room again: arrives after the gap
+        #expect(await eventually { stalled.events.count == 12 })
+        #expect(stalled.events[11].name == "e.51")
+        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(stalled.violations.isEmpty)
+    }
+
+    @Test func demandAndCancelAreHandledOnTheMailbox() async throws {
+        let bus = Bus()
+        let mailbox = Mailbox(label: "m")
+        let subscriber = RecordingSubscriber(initialDemand: .max(2))
+        try bus.scoped(to: mailbox).publisher(for: "e.*").subscribe(subscriber)
+        for i in 1...5 { bus.post("e.\(i)") }
+        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(subscriber.names == ["e.1", "e.2"])
+        subscriber.request(.max(1))
+        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(subscriber.names == ["e.1", "e.2", "e.3"])
+        subscriber.cancel()
+        subscriber.request(.unlimited)
+        bus.post("e.6")
+        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(subscriber.names == ["e.1", "e.2", "e.3"])
+        #expect(bus.statistics.subscriptions == 0)
+        #expect(subscriber.violations.isEmpty)
+    }
+
+    @Test func finishReachesMailboxSubscribersOnTheirQueue() async throws {
+        let bus = Bus()
+        let mailbox = Mailbox(label: "m")
+        let subscriber = RecordingSubscriber()
+        try bus.scoped(to: mailbox).publisher(for: ">").subscribe(subscriber)
+        bus.post("e")
+        bus.finish()
+        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(subscriber.names == ["e"])
+        #expect(subscriber.completions == 1)
+    }
+}
