@@ -1,15 +1,14 @@
-import Synchronization
 
 /// The engine behind every ``Bus`` handle: routing, the delivery loop, shared sources.
 /// See ``Bus`` for the delivery model.
 final class BusCore: Sendable {
     let configuration: Bus.Configuration
-    private let state: Mutex<State>
+    private let state: Locked<State>
     let sources = SharedSources()
 
     init(configuration: Bus.Configuration) {
         self.configuration = configuration
-        self.state = Mutex(State(routeCacheLimit: configuration.routeCacheLimit))
+        self.state = Locked(State(routeCacheLimit: configuration.routeCacheLimit))
     }
 
     // MARK: Posting

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// A bounded, serial delivery queue: the lane of every subscription made through a bus handle
 /// scoped to it (``Bus/scoped(to:)``). The host gives each handler module one.
@@ -49,7 +48,7 @@ public final class Mailbox: Sendable {
         }
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Jobs taken per lock acquisition by the queue.
     private static let batchSize = 256
 

@@ -31,7 +31,7 @@ final class SharedSources: Sendable {
         var leases: Int
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Locked<[String: Entry]>([:])
 
     /// Takes a lease on the source, making it if nobody holds one. The caller starts the returned
     /// source only when `isFirst` — after it has registered its subscription, so the first events

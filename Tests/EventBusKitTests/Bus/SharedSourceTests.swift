@@ -1,0 +1,64 @@
+import EventBusKit
+import Synchronization
+import Testing
+
+/// A source that counts its starts and stops and posts one `probe.started` event when started.
+final class ProbeSource: EventSource {
+    static let starts = Atomic<Int>(0)
+    static let stops = Atomic<Int>(0)
+    let id: String
+    init(id: String) { self.id = id }
+    func start(posting bus: Bus) {
+        Self.starts.add(1, ordering: .relaxed)
+        bus.post(Event(name: "probe.started", source: id))
+    }
+    func stop() { Self.stops.add(1, ordering: .relaxed) }
+}
+
+@Suite(.serialized) struct SharedSourceTests {
+    let request = SourceRequest(id: "probe:a") { ProbeSource(id: "probe:a") }
+
+    @Test func firstSubscriberStartsLastCancelStopsAndTheNextStartsAnew() throws {
+        let bus = Bus()
+        let (starts0, stops0) = (ProbeSource.starts.load(ordering: .relaxed), ProbeSource.stops.load(ordering: .relaxed))
+        let first = RecordingSubscriber()
+        let second = RecordingSubscriber()
+        bus.publisher(for: [.all], from: request).subscribe(first)
+        bus.publisher(for: [.all], from: request).subscribe(second)
+        #expect(ProbeSource.starts.load(ordering: .relaxed) - starts0 == 1)
+        #expect(first.names == ["probe.started"])  // registered before the source started
+        #expect(second.names.isEmpty)  // hot: no replay for late subscribers
+        #expect(bus.statistics.sources == ["probe:a": 2])
+
+        first.cancel()
+        #expect(ProbeSource.stops.load(ordering: .relaxed) - stops0 == 0)
+        second.cancel()
+        #expect(ProbeSource.stops.load(ordering: .relaxed) - stops0 == 1)
+        #expect(bus.statistics.sources.isEmpty)
+
+        let third = RecordingSubscriber()
+        bus.publisher(for: [.all], from: request).subscribe(third)
+        #expect(ProbeSource.starts.load(ordering: .relaxed) - starts0 == 2)
+        #expect(third.names == ["probe.started"])
+        third.cancel()
+    }
+
+    @Test func sourceSubscribersSeeOnlyTheirSourcesEvents() throws {
+        let bus = Bus()
+        let subscriber = RecordingSubscriber()
+        bus.publisher(for: [.all], from: request).subscribe(subscriber)
+        bus.post("probe.started")  // same name, posted by a user: not this source's
+        #expect(subscriber.events.map(\.source) == ["probe:a"])
+        subscriber.cancel()
+    }
+
+    @Test func finishingTheBusStopsItsSources() throws {
+        let bus = Bus()
+        let stops0 = ProbeSource.stops.load(ordering: .relaxed)
+        let subscriber = RecordingSubscriber()
+        bus.publisher(for: [.all], from: request).subscribe(subscriber)
+        bus.finish()
+        #expect(ProbeSource.stops.load(ordering: .relaxed) - stops0 == 1)
+        #expect(subscriber.completions == 1)
+    }
+}
