@@ -62,3 +62,36 @@ final class ProbeSource: EventSource {
         #expect(subscriber.completions == 1)
     }
 }
+
+struct ProbeOptions: SourceOptions {
+    static let kind = "probe"
+    var target: String
+    var description: String { target }
+}
+
+@Suite struct SourceKindTests {
+    @Test func aKindWithoutDriverIsRefusedWithTheReason() {
+        let bus = Bus()
+        #expect {
+            try bus.publisher(for: [.all], from: ProbeOptions(target: "x"))
+        } throws: { ($0 as? EventBusError)?.code == .sourceUnavailable }
+    }
+
+    @Test func registeredDriversMakeOneSharedSourcePerOptions() throws {
+        let bus = Bus()
+        let made = Collected<[String]>([])
+        bus.registerSource(kind: ProbeOptions.kind) { options, id in
+            made.update { $0.append(id) }
+            return ProbeSource(id: id)
+        }
+        #expect(bus.hasSource(kind: "probe"))
+        let a = RecordingSubscriber(), b = RecordingSubscriber(), c = RecordingSubscriber()
+        try bus.publisher(for: [.all], from: ProbeOptions(target: "x")).subscribe(a)
+        try bus.publisher(for: [.all], from: ProbeOptions(target: "x")).subscribe(b)
+        try bus.publisher(for: [.all], from: ProbeOptions(target: "y")).subscribe(c)
+        #expect(made.value == ["probe:x", "probe:y"])
+        #expect(bus.statistics.sources == ["probe:x": 2, "probe:y": 1])
+        #expect(a.events.map(\.source) == ["probe:x"] && c.events.map(\.source) == ["probe:y"])
+        for s in [a, b, c] { s.cancel() }
+    }
+}

@@ -5,6 +5,8 @@ final class BusCore: Sendable {
     let configuration: Bus.Configuration
     private let state: Locked<State>
     let sources = SharedSources()
+    /// Drivers of host-provided source kinds, by kind (see ``SourceOptions``).
+    let drivers = Locked<[String: SourceDriver]>([:])
 
     init(configuration: Bus.Configuration) {
         self.configuration = configuration

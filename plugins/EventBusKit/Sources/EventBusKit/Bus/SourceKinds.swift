@@ -1,0 +1,38 @@
+/// Options of a kind of source whose implementation the host provides (file changes, journal).
+///
+/// Why a registry: module code asks for these sources through the SDK (`bus.files(at:)`), but
+/// their implementations talk to the OS (inotify, libsystemd) and live in the host, outside
+/// the SDK. The SDK names the options; the host registers a driver per kind at start-up.
+/// Equal options mean one shared source: `description` is part of the source's id.
+public protocol SourceOptions: Sendable, Hashable, CustomStringConvertible {
+    /// The kind, e.g. `files` or `journal`; the prefix of source ids (`files:/etc recursive`).
+    static var kind: String { get }
+}
+
+/// Makes a source for options of one kind.
+public typealias SourceDriver = @Sendable (_ options: any SourceOptions, _ id: String) -> any EventSource
+
+extension Bus {
+    /// Registers the driver for `kind` (the host does this for its built-in sources), replacing
+    /// any earlier one; running sources keep the driver that made them.
+    public func registerSource(kind: String, driver: @escaping SourceDriver) {
+        core.drivers.withLock { $0[kind] = driver }
+    }
+
+    /// Whether a driver is registered for `kind`.
+    public func hasSource(kind: String) -> Bool {
+        core.drivers.withLock { $0[kind] != nil }
+    }
+
+    /// Events matching `patterns` from the shared source for `options`, started on first use.
+    /// Throws ``EventBusError/Code/sourceUnavailable`` when no driver is registered for the kind
+    /// (for example in a plain `Bus()` outside the host).
+    public func publisher<Options: SourceOptions>(for patterns: [EventPattern], from options: Options) throws -> EventPublisher {
+        guard let driver = core.drivers.withLock({ $0[Options.kind] }) else {
+            throw EventBusError(.sourceUnavailable,
+                "no \(Options.kind) source on this bus: the host registers it (a bus made with Bus() has timers only)")
+        }
+        let id = "\(Options.kind):\(options)"
+        return publisher(for: patterns, from: SourceRequest(id: id) { driver(options, id) })
+    }
+}
