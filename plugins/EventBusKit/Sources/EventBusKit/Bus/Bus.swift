@@ -73,6 +73,11 @@ public final class Bus: Sendable {
         EventPublisher(bus: self, patterns: [pattern], source: nil, bufferLimit: configuration.subscriptionBufferLimit)
     }
 
+    /// Events whose names match any of `patterns`: one subscription, each event once.
+    public func publisher(for patterns: [EventPattern]) -> EventPublisher {
+        EventPublisher(bus: self, patterns: patterns, source: nil, bufferLimit: configuration.subscriptionBufferLimit)
+    }
+
     /// Events whose names match any of `patterns` (NATS syntax, see ``EventPattern``).
     /// Throws ``EventBusError/Code/invalidPattern`` for a malformed pattern.
     public func publisher(for patterns: String...) throws -> EventPublisher {

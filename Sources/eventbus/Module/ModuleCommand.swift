@@ -1,0 +1,72 @@
+import ArgumentParser
+
+/// `eventbus module …`: for authors of handler modules.
+struct ModuleCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "module",
+        abstract: "Create handler modules and find the SDK they build against.",
+        subcommands: [NewModule.self, SDKPath.self]
+    )
+}
+
+/// Where the SDK is: the option shared by the subcommands that need it.
+struct SDKOptions: ParsableArguments {
+    @Option(name: .customLong("sdk"),
+            help: ArgumentHelp("The EventBusKit SDK package folder (default: $\(SDKLocator.environmentVariable), else found next to this executable).",
+                               valueName: "path"))
+    var path: String?
+
+    func locate() throws -> SDKLocator.Location {
+        try SDKLocator.locate(option: path)
+    }
+}
+
+/// `eventbus module sdk-path`: prints the SDK folder, for a module package's `.package(path:)`.
+struct SDKPath: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sdk-path",
+        abstract: "Print the folder of the EventBusKit SDK package that modules must build against."
+    )
+
+    @OptionGroup var sdk: SDKOptions
+
+    func run() throws {
+        print(try sdk.locate().path)
+    }
+}
+
+/// `eventbus module new NAME`: scaffolds a module package that builds against this SDK.
+struct NewModule: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "new",
+        abstract: "Create a module package: Package.swift, a working module, README.md and sample.yaml.",
+        discussion: """
+            NAME is lowercase words joined by dashes (e.g. disk-watch); its Swift target is the \
+            CamelCase form (DiskWatch). The package is created in DIR/NAME, which must not exist.
+            """
+    )
+
+    @Argument(help: "The module's name: lowercase letters and digits, words joined by '-'.")
+    var name: String
+
+    @Option(name: .customLong("path"), help: ArgumentHelp("The folder to create the package in.", valueName: "dir"))
+    var parent: String = "."
+
+    @OptionGroup var sdk: SDKOptions
+
+    func validate() throws {
+        _ = try ModuleName(name)
+    }
+
+    func run() throws {
+        let moduleName = try ModuleName(name)
+        let location = try sdk.locate()
+        let scaffold = ModuleScaffold(name: moduleName, sdkPath: location.path)
+        let folder = try scaffold.write(into: parent)
+        print("""
+            Created \(folder) (target \(moduleName.target), SDK \(location.path), \(location.origin)).
+            Build it:  swift build -c release --package-path \(folder)
+            Load it:   add the section in \(folder)/sample.yaml to the host's config.
+            """)
+    }
+}

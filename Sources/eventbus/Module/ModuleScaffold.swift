@@ -1,0 +1,173 @@
+import ArgumentParser
+import Foundation
+
+/// A module's name as its author gives it (`disk-watch`), and the Swift names made from it.
+struct ModuleName {
+    /// Lowercase words of letters and digits joined by single dashes, starting with a letter: the
+    /// form config keys and folder names take.
+    let name: String
+    /// CamelCase (`DiskWatch`): the Swift target, module and class name, and `libDiskWatch.so`.
+    let target: String
+
+    /// CamelCase names that would shadow a module the package imports or a Swift keyword type.
+    static let reserved: Set<String> = [
+        "Any", "Self", "Type", "Protocol", "Swift", "Foundation", "Dispatch", "Glibc", "Musl",
+        "EventBusKit", "OpenCombine", "OpenCombineDispatch", "OpenCombineFoundation",
+    ]
+
+    init(_ name: String) throws {
+        let words = name.split(separator: "-", omittingEmptySubsequences: false)
+        let valid = words.allSatisfy { word in
+            !word.isEmpty && word.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) }
+        } && name.first.map { ("a"..."z").contains($0) } == true
+        guard valid else {
+            throw ValidationError("""
+                invalid module name "\(name)": use lowercase letters and digits, words joined by single \
+                dashes, starting with a letter (e.g. disk-watch)
+                """)
+        }
+        let target = words.map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined()
+        guard !ModuleName.reserved.contains(target) else {
+            throw ValidationError("invalid module name \"\(name)\": its Swift name \(target) would clash with \(target) in Swift or the SDK")
+        }
+        self.name = name
+        self.target = target
+    }
+}
+
+/// The files of a new module package. What it writes builds as is and loads into the host.
+struct ModuleScaffold {
+    let name: ModuleName
+    let sdkPath: String
+
+    /// Creates `parent/NAME` with the package in it and returns its absolute path. Refuses a
+    /// folder that exists, so it never overwrites anyone's work.
+    func write(into parent: String) throws -> String {
+        let files = FileManager.default
+        let parentURL = URL(fileURLWithPath: parent).standardizedFileURL
+        var isFolder: ObjCBool = false
+        guard files.fileExists(atPath: parentURL.path, isDirectory: &isFolder), isFolder.boolValue else {
+            throw CommandError("\(parentURL.path) is not a folder")
+        }
+        let folder = parentURL.appendingPathComponent(name.name)
+        guard !files.fileExists(atPath: folder.path) else {
+            throw CommandError("\(folder.path) already exists; choose another name or --path")
+        }
+        let contents: [(String, String)] = [
+            ("Package.swift", packageManifest),
+            ("Sources/\(name.target)/\(name.target).swift", moduleSource),
+            ("README.md", readme),
+            ("sample.yaml", sampleConfig(folder: folder.path)),
+            (".gitignore", ".build/\n.swiftpm/\nPackage.resolved\n"),
+        ]
+        for (path, text) in contents {
+            let url = folder.appendingPathComponent(path)
+            try files.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(text.utf8).write(to: url)
+        }
+        return folder.path
+    }
+
+    var packageManifest: String {
+        """
+        // swift-tools-version:6.0
+        // An EventBus handler module. It depends on the SDK of the host that will load it (a module
+        // must be built with that host's SDK and compiler), and on nothing that the SDK re-exports.
+        import PackageDescription
+
+        let package = Package(
+            name: \(swiftLiteral(name.name)),
+            products: [
+                .library(name: \(swiftLiteral(name.target)), type: .dynamic, targets: [\(swiftLiteral(name.target))]),
+            ],
+            dependencies: [
+                .package(path: \(swiftLiteral(sdkPath))),
+            ],
+            targets: [
+                .target(
+                    name: \(swiftLiteral(name.target)),
+                    dependencies: [.product(name: "EventBusKit", package: "EventBusKit")]
+                ),
+            ]
+        )
+
+        """
+    }
+
+    var moduleSource: String {
+        """
+        import EventBusKit
+
+        /// The \(name.name) module. `activate` runs on the module's own serial queue, where all of
+        /// its subscriptions deliver too, so its code never runs concurrently with itself.
+        final class \(name.target): EventBusModule {
+            let name = \(swiftLiteral(name.name))
+            let version = "0.1.0"
+
+            func activate(_ context: ModuleContext) throws {
+                // Keys of the module's config section; a wrong one refuses the module with a message.
+                let pattern = try context.config.string("subscribe", default: "user.>")
+                try context.bus.publisher(for: pattern)
+                    .handle(in: context) { event in
+                        context.log.info("\\(event.name) #\\(event.sequence) from \\(event.source)")
+                    }
+            }
+        }
+
+        @_cdecl("eventbus_module") public func entry() -> UnsafeRawPointer { exportModule(\(name.target).init) }
+
+        """
+    }
+
+    var readme: String {
+        """
+        # \(name.name)
+
+        An EventBus handler module. It logs every event matching `subscribe`.
+
+        ## Config keys
+
+        | key | default | meaning |
+        |---|---|---|
+        | `subscribe` | `user.>` | the events to log (NATS-style pattern: `*` one token, `>` the rest) |
+
+        ## Build and load
+
+        ```sh
+        swift build -c release
+        ```
+
+        builds `.build/release/lib\(name.target).so` against the SDK at `\(sdkPath)` — the SDK
+        of the host that loads it; rebuild after that host is upgraded. Add the entry in
+        `sample.yaml` to the `modules:` of the host's config (the keys above go under `config:`)
+        and reload (`kill -HUP`) or restart the host.
+
+        """
+    }
+
+    func sampleConfig(folder: String) -> String {
+        """
+        # This module's entry in the host's config (relative paths resolve against the config
+        # file's folder). `swift build -c release` makes the library.
+        modules:
+          \(name.name):
+            path: \(folder)/.build/release/lib\(name.target).so
+            config:
+              subscribe: "user.>"
+
+        """
+    }
+
+    /// `text` as a Swift string literal, for the generated manifest.
+    private func swiftLiteral(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            switch character {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            default: escaped.append(character)
+            }
+        }
+        return "\"" + escaped + "\""
+    }
+}

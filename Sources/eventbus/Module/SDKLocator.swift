@@ -1,0 +1,71 @@
+import Foundation
+
+/// Finds the EventBusKit SDK package that modules must be built against: the one this CLI ships
+/// with, because a module has to match the host's SDK and compiler exactly (DESIGN.md §3).
+///
+/// In order: `--sdk PATH`; `$EVENTBUS_SDK`; then, from the folder of this executable (symlinks
+/// resolved) upwards, the first `plugins/EventBusKit` (a source checkout, where the CLI runs from
+/// `.build/…`) or `share/eventbus/EventBusKit` (an install: `PREFIX/bin/eventbus` with the SDK
+/// in `PREFIX/share/eventbus/EventBusKit`).
+enum SDKLocator {
+    static let environmentVariable = "EVENTBUS_SDK"
+    /// The SDK's folder name is also its package identity (SwiftPM names a path dependency after
+    /// its folder), which a module's manifest refers to.
+    static let folderName = "EventBusKit"
+
+    struct Location {
+        var path: String
+        /// How it was found, for messages: "from --sdk", "from $EVENTBUS_SDK", "next to …".
+        var origin: String
+    }
+
+    static func locate(option: String?) throws -> Location {
+        if let option {
+            return try check(option, origin: "from --sdk")
+        }
+        if let variable = ProcessInfo.processInfo.environment[environmentVariable], !variable.isEmpty {
+            return try check(variable, origin: "from $\(environmentVariable)")
+        }
+        let executable = URL(fileURLWithPath: try executablePath()).resolvingSymlinksInPath()
+        var folder = executable.deletingLastPathComponent()
+        while true {
+            for candidate in ["plugins/\(folderName)", "share/eventbus/\(folderName)"] {
+                let url = folder.appendingPathComponent(candidate)
+                if isSDK(url.path) { return Location(path: url.standardizedFileURL.path, origin: "next to \(executable.path)") }
+            }
+            let parent = folder.deletingLastPathComponent()
+            if parent.path == folder.path { break }
+            folder = parent
+        }
+        throw CommandError("""
+            cannot find the EventBusKit SDK: no plugins/\(folderName) or share/eventbus/\(folderName) \
+            above \(executable.path); pass --sdk PATH or set \(environmentVariable)
+            """)
+    }
+
+    private static func check(_ path: String, origin: String) throws -> Location {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        guard url.lastPathComponent == folderName else {
+            throw CommandError("the SDK folder \(url.path) (\(origin)) must be named \(folderName): SwiftPM names a path dependency after its folder")
+        }
+        guard isSDK(url.path) else {
+            throw CommandError("\(url.path) (\(origin)) is not the EventBusKit SDK package: no Package.swift and Sources/\(folderName) in it")
+        }
+        return Location(path: url.path, origin: origin)
+    }
+
+    private static func isSDK(_ path: String) -> Bool {
+        var isFolder: ObjCBool = false
+        let files = FileManager.default
+        return files.fileExists(atPath: path + "/Package.swift")
+            && files.fileExists(atPath: path + "/Sources/\(folderName)", isDirectory: &isFolder) && isFolder.boolValue
+    }
+
+    private static func executablePath() throws -> String {
+        do {
+            return try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        } catch {
+            throw CommandError("cannot tell where this executable is (/proc/self/exe: \(error)); pass --sdk PATH or set \(environmentVariable)")
+        }
+    }
+}

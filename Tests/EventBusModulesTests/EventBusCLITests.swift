@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+
+/// The `eventbus module` commands, run as the built binary.
+@Suite struct EventBusCLITests {
+    private let repositorySDK = BuildProducts.repository.appendingPathComponent("plugins/EventBusKit").path
+
+    private func temporaryFolder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("eventbus-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    private func environment(sdk: String?) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        environment["EVENTBUS_SDK"] = sdk
+        return environment
+    }
+
+    @Test func sdkPathFindsTheCheckoutsSDKFromTheExecutable() async throws {
+        let result = try await run(BuildProducts.cli, ["module", "sdk-path"], environment: environment(sdk: nil))
+        #expect(result.status == 0)
+        #expect(result.output == repositorySDK + "\n")
+    }
+
+    @Test func sdkPathPrefersTheOptionThenTheEnvironment() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let linked = folder.appendingPathComponent("EventBusKit").path
+        try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: repositorySDK)
+
+        let fromEnvironment = try await run(BuildProducts.cli, ["module", "sdk-path"], environment: environment(sdk: linked))
+        #expect(fromEnvironment.output == linked + "\n")
+        let fromOption = try await run(BuildProducts.cli, ["module", "sdk-path", "--sdk", repositorySDK],
+                                       environment: environment(sdk: linked))
+        #expect(fromOption.output == repositorySDK + "\n")
+
+        let wrong = try await run(BuildProducts.cli, ["module", "sdk-path"], environment: environment(sdk: folder.path))
+        #expect(wrong.status == 1)
+        #expect(wrong.output.contains("must be named EventBusKit"))
+        let notSDK = folder.appendingPathComponent("other/EventBusKit")
+        try FileManager.default.createDirectory(at: notSDK, withIntermediateDirectories: true)
+        let empty = try await run(BuildProducts.cli, ["module", "sdk-path", "--sdk", notSDK.path])
+        #expect(empty.status == 1)
+        #expect(empty.output.contains("is not the EventBusKit SDK package"))
+    }
+
+    @Test(arguments: [
+        ("Disk-Watch", "invalid module name"), ("disk_watch", "invalid module name"), ("x-", "invalid module name"),
+        ("disk--watch", "invalid module name"), ("9lives", "invalid module name"), ("", "invalid module name"),
+        ("event-bus-kit", "would clash with EventBusKit"), ("any", "would clash with Any"),
+    ])
+    func newRefusesInvalidNames(name: String, message: String) async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let result = try await run(BuildProducts.cli, ["module", "new", name, "--path", folder.path])
+        #expect(result.status == 64)  // EX_USAGE
+        #expect(result.output.contains(message))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
+    }
+
+    @Test func newRefusesAFolderThatExists() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let existing = folder.appendingPathComponent("disk-watch")
+        try FileManager.default.createDirectory(at: existing, withIntermediateDirectories: true)
+        try Data("mine".utf8).write(to: existing.appendingPathComponent("notes.txt"))
+
+        let result = try await run(BuildProducts.cli, ["module", "new", "disk-watch", "--path", folder.path])
+        #expect(result.status == 1)
+        #expect(result.output.contains("\(existing.path) already exists"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: existing.path) == ["notes.txt"])
+    }
+
+    @Test func newWritesAPackageAgainstTheSDK() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let result = try await run(BuildProducts.cli, ["module", "new", "disk-watch", "--path", folder.path])
+        #expect(result.status == 0, "\(result.output)")
+
+        let package = folder.appendingPathComponent("disk-watch")
+        let files = FileManager.default
+        for file in ["Package.swift", "Sources/DiskWatch/DiskWatch.swift", "README.md", "sample.yaml"] {
+            #expect(files.fileExists(atPath: package.appendingPathComponent(file).path), "\(file)")
+        }
+        let manifest = try String(contentsOf: package.appendingPathComponent("Package.swift"), encoding: .utf8)
+        #expect(manifest.contains(".package(path: \"\(repositorySDK)\")"))
+        #expect(manifest.contains(".library(name: \"DiskWatch\", type: .dynamic"))
+        let source = try String(contentsOf: package.appendingPathComponent("Sources/DiskWatch/DiskWatch.swift"), encoding: .utf8)
+        #expect(source.contains("@_cdecl(\"eventbus_module\") public func entry() -> UnsafeRawPointer { exportModule(DiskWatch.init) }"))
+        let sample = try String(contentsOf: package.appendingPathComponent("sample.yaml"), encoding: .utf8)
+        #expect(sample.contains("  disk-watch:\n    path: \(package.path)/.build/release/libDiskWatch.so\n    config:\n"))
+    }
+}
