@@ -11,12 +11,22 @@ let package = Package(
         .library(name: "Hello", type: .dynamic, targets: ["Hello"]),
         .library(name: "Follower", type: .dynamic, targets: ["Follower"]),
         .library(name: "RateSummary", type: .dynamic, targets: ["RateSummary"]),
+        .executable(name: "eventbusd", targets: ["eventbusd"]),
+        // Test fixtures: real module shared objects for EventBusHostTests to load.
+        .library(name: "FixtureCounter", type: .dynamic, targets: ["FixtureCounter"]),
+        .library(name: "FixtureStalled", type: .dynamic, targets: ["FixtureStalled"]),
+        .library(name: "FixtureActivationThrows", type: .dynamic, targets: ["FixtureActivationThrows"]),
+        .library(name: "FixtureThrowingHandler", type: .dynamic, targets: ["FixtureThrowingHandler"]),
+        .library(name: "FixtureABIMismatch", type: .dynamic, targets: ["FixtureABIMismatch"]),
     ],
     dependencies: [
         // The SDK is a nested package so SwiftPM links everything here against its one dynamic
         // library instead of static copies (DESIGN.md §3).
         .package(path: "plugins/EventBusKit"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         .executableTarget(
@@ -42,6 +52,50 @@ let package = Package(
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
             path: "plugins/rate-summary/Sources/RateSummary"
         ),
+        // The host: config, module loader and registry, lifecycle. Links the SDK dynamically
+        // and never OpenCombine itself (DESIGN.md §3).
+        .target(
+            name: "EventBusHost",
+            dependencies: [
+                .product(name: "EventBusKit", package: "EventBusKit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        .executableTarget(
+            name: "eventbusd",
+            dependencies: [
+                "EventBusHost",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .target(
+            name: "FixtureCounter",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureCounter"
+        ),
+        .target(
+            name: "FixtureStalled",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureStalled"
+        ),
+        .target(
+            name: "FixtureActivationThrows",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureActivationThrows"
+        ),
+        .target(
+            name: "FixtureThrowingHandler",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureThrowingHandler"
+        ),
+        .target(
+            name: "FixtureABIMismatch",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureABIMismatch"
+        ),
         .testTarget(
             name: "EventBusKitTests",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")]
@@ -51,6 +105,12 @@ let package = Package(
         .testTarget(
             name: "EventBusModulesTests",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")]
+        ),
+        // Config, loader, registry and lifecycle of the host, with real .so fixtures (built as the
+        // Fixture* products above) and the real eventbusd as a child process.
+        .testTarget(
+            name: "EventBusHostTests",
+            dependencies: ["EventBusHost"]
         ),
     ]
 )

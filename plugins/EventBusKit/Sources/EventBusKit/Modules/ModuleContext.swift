@@ -7,8 +7,9 @@ public final class ModuleContext: @unchecked Sendable {
     /// The bus, scoped to this module's mailbox: every subscription made through it delivers on
     /// the module's serial queue.
     public let bus: Bus
-    /// The module's section of the host config (`[modules.NAME]`).
-    public internal(set) var config: ModuleConfig
+    /// The module's section of the host config (`modules.NAME.config`).
+    /// The host replaces it when a reload changes the section and the module applied it.
+    public var config: ModuleConfig
     public let log: ModuleLog
     /// Subscriptions live as long as they are kept here; the host cancels them on deactivation.
     public var cancellables = Set<AnyCancellable>()

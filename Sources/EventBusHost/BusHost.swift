@@ -1,0 +1,123 @@
+import Dispatch
+import EventBusKit
+import Logging
+import Synchronization
+
+/// The host: one bus, the timers and the handler modules its config file names, started,
+/// reloaded and shut down as a whole.
+///
+/// ## Threads
+/// Every change — start, reload, shutdown — runs on one serial *control queue*, so they never
+/// overlap (a SIGHUP during startup waits for it) and none needs a lock of its own. They block
+/// that queue while module code runs (bounded by the module call time limit), never a Swift
+/// concurrency thread: the `async` methods only wait for the queue. Events flow independently
+/// of it: the bus's delivery loop and each module's mailbox queue.
+public final class BusHost: @unchecked Sendable {
+    // @unchecked: `config`, `timers` and `isShutDown` are touched only on `control`; the rest is
+    // immutable or Sendable.
+
+    public let bus: Bus
+    public let configPath: String
+    private let logger: Logger
+    private let modules: ModuleHost
+    private let control = DispatchQueue(label: "eventbus.host.control")
+    private let timers: HostTimers
+    private var config: HostConfig?
+    private var isShutDown = false
+
+    /// - Parameters:
+    ///   - configPath: the YAML config; read by ``start()`` and again by each ``reload()``.
+    ///   - moduleCallTimeout: how long the host waits for a module's activate, reconfigure or
+    ///     deactivate before giving up on it.
+    public init(configPath: String, logger: Logger, bus: Bus = Bus(), loader: ModuleLoader = ModuleLoader(),
+                moduleCallTimeout: Duration = .seconds(30)) {
+        self.bus = bus
+        self.configPath = configPath
+        self.logger = logger
+        self.modules = ModuleHost(bus: bus, loader: loader, logger: logger, callTimeout: moduleCallTimeout)
+        self.timers = HostTimers(bus: bus, logger: logger)
+    }
+
+    /// Per-module state and counts; any thread.
+    public var moduleStatistics: [ModuleStatistics] { modules.statistics }
+
+    private func onControlQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            control.async { continuation.resume(returning: body()) }
+        }
+    }
+
+    /// Reads the config and starts: modules first, so they are subscribed before the first
+    /// tick, then timers. A bad config throws (there is nothing to run); a module that fails to
+    /// load or activate is logged and left out — the host runs without it.
+    public func start() async throws(ConfigError) {
+        let result: Result<HostConfig, ConfigError> = await onControlQueue { [self] in
+            let config: HostConfig
+            do throws(ConfigError) { config = try HostConfig.load(from: configPath) } catch { return .failure(error) }
+            modules.apply(config.modules, defaultCapacity: config.moduleMailboxCapacity)
+            timers.apply(config.timers)
+            self.config = config
+            return .success(config)
+        }
+        let config = try result.get()
+        let statistics = modules.statistics
+        let active = statistics.filter { $0.state == .active }.count
+        let failed = statistics.filter { if case .failed = $0.state { return true } else { return false } }.count
+        logger.info("eventbusd started from \(config.file): \(active) module(s) active, \(failed) refused, \(config.timers.count) timer(s)")
+    }
+
+    /// Reads the config again and applies the differences (see ``ModulePlan``). A config that
+    /// does not load is logged and the running one stays. Returns whether the new config was
+    /// applied.
+    @discardableResult
+    public func reload() async -> Bool {
+        await onControlQueue { [self] in
+            guard !isShutDown else { return false }
+            let new: HostConfig
+            do {
+                new = try HostConfig.load(from: configPath)
+            } catch {
+                logger.error("reload failed, keeping the running config: \(error)")
+                return false
+            }
+            timers.apply(new.timers)
+            modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity)
+            config = new
+            let active = modules.statistics.filter { $0.state == .active }.count
+            logger.info("reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)")
+            return true
+        }
+    }
+
+    /// What a shutdown could not finish in its time budget.
+    public struct ShutdownReport: Sendable, Equatable {
+        /// Modules whose mailbox still held events at the deadline (those events are lost).
+        public var undrained: [String]
+        /// Modules whose `deactivate` had not returned at the deadline.
+        public var notDeactivated: [String]
+        public var isClean: Bool { undrained.isEmpty && notDeactivated.isEmpty }
+    }
+
+    /// Graceful shutdown within the config's `shutdown_timeout`: stop the timers, let every
+    /// mailbox deliver what it holds, deactivate every module, finish the bus. Waits never run
+    /// past the budget; what did not finish is logged and reported.
+    public func shutdown() async -> ShutdownReport {
+        await onControlQueue { [self] in
+            guard !isShutDown else { return ShutdownReport(undrained: [], notDeactivated: []) }
+            isShutDown = true
+            let budget = config?.shutdownTimeout ?? HostConfig.defaultShutdownTimeout
+            let deadline = ContinuousClock.now + budget
+            logger.info("shutting down (budget \(budget))")
+            timers.stopAll()
+            let undrained = modules.drainAll(until: deadline)
+            if !undrained.isEmpty {
+                logger.warning("mailboxes not drained within \(budget), their queued events are lost: \(undrained.joined(separator: ", "))")
+            }
+            let stuck = modules.deactivateAll(until: deadline)
+            bus.finish()
+            let report = ShutdownReport(undrained: undrained, notDeactivated: stuck)
+            logger.info("eventbusd stopped\(report.isClean ? "" : " (not clean: see above)")")
+            return report
+        }
+    }
+}

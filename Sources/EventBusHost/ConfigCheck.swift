@@ -1,0 +1,40 @@
+/// `eventbusd --check-config`: validates the config and loads every enabled module far enough to
+/// pass the ABI check (dlopen, entry symbol, export record), without activating anything.
+public enum ConfigCheck {
+    public struct Report: Sendable {
+        /// A summary for people, one line each.
+        public var lines: [String]
+        public var problems: Int
+        public var isOK: Bool { problems == 0 }
+    }
+
+    public static func run(configPath: String, loader: ModuleLoader = ModuleLoader()) -> Report {
+        let config: HostConfig
+        do {
+            config = try HostConfig.load(from: configPath)
+        } catch {
+            return Report(lines: ["\(error)"], problems: 1)
+        }
+        var lines = ["config \(config.file): syntax ok"]
+        var problems = 0
+        lines.append("  module_mailbox_capacity: \(config.moduleMailboxCapacity), shutdown_timeout: \(config.shutdownTimeout)")
+        for timer in config.timers {
+            lines.append("  timer \(timer.name): \(timer.schedule)")
+        }
+        for module in config.modules {
+            guard module.enabled else {
+                lines.append("  module \(module.name): disabled (\(module.path))")
+                continue
+            }
+            do {
+                let library = try loader.load(module.path)
+                lines.append("  module \(module.name): loads, ABI ok (\(library.resolvedPath))")
+            } catch {
+                problems += 1
+                lines.append("  module \(module.name): \(module.location): \(error)")
+            }
+        }
+        lines.append(problems == 0 ? "ok" : "\(problems) problem(s) found")
+        return Report(lines: lines, problems: problems)
+    }
+}

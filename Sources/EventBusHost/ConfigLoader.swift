@@ -1,0 +1,181 @@
+import EventBusKit
+import Foundation
+import Yams
+
+extension HostConfig {
+    /// Reads and checks a config file. Every problem is a ``ConfigError`` naming the file, the
+    /// line and the key; nothing is half-applied: the caller gets a whole config or an error.
+    ///
+    /// The file must come from a trusted place (see ``FileTrust``), since it names code the host
+    /// will run.
+    public static func load(from path: String) throws(ConfigError) -> HostConfig {
+        let absolute = Self.absolute(path, relativeTo: FileManager.default.currentDirectoryPath)
+        func fileError(_ message: String) -> ConfigError {
+            ConfigError(file: path, line: nil, key: "", message: message)
+        }
+        do {
+            try FileTrust.check(absolute)
+        } catch {
+            switch error {
+            case .missing(let error): throw fileError("cannot read the config file: \(error.reason)")
+            case .untrusted(let reason): throw fileError("config file refused: \(reason)")
+            }
+        }
+        let bytes: [UInt8]
+        do { bytes = try System.readFile(absolute) } catch { throw fileError("cannot read the config file: \(error.reason)") }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw fileError("the config file is not UTF-8 text")
+        }
+        return try parse(text, file: path, directory: (absolute as NSString).deletingLastPathComponent)
+    }
+
+    /// Parses config text. `file` names it in errors; relative module paths resolve against
+    /// `directory`.
+    static func parse(_ text: String, file: String, directory: String) throws(ConfigError) -> HostConfig {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch {
+            throw ConfigError(yamlError: error, file: file)
+        }
+        var config = HostConfig(file: file)
+        guard let root else { return config }  // an empty file: nothing configured
+        let document = ConfigNode(node: root, file: file, key: "")
+        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "shutdown_timeout"]) {
+            switch key {
+            case "sources": config.timers = try parseSources(value)
+            case "modules": config.modules = try parseModules(value, directory: directory)
+            case "module_mailbox_capacity": config.moduleMailboxCapacity = try value.int(atLeast: 1)
+            case "shutdown_timeout": config.shutdownTimeout = try value.duration()
+            default: preconditionFailure("key \(key) allowed but not handled")
+            }
+        }
+        return config
+    }
+
+    private static func parseSources(_ node: ConfigNode) throws(ConfigError) -> [TimerConfig] {
+        var timers: [TimerConfig] = []
+        var seen: [String: (name: String, line: Int?)] = [:]  // by schedule description
+        for (key, value) in try node.mapping(allowed: ["timers"]) {
+            precondition(key == "timers")
+            for item in try value.sequence() {
+                let (timer, nameNode) = try parseTimer(item)
+                if timers.contains(where: { $0.name == timer.name }) {
+                    throw nameNode.error("another timer is already named \"\(timer.name)\"")
+                }
+                if let other = seen[timer.schedule.description] {
+                    throw item.error("same schedule as timer \"\(other.name)\"\(other.line.map { " (line \($0))" } ?? ""): both would be one shared source; keep one")
+                }
+                seen[timer.schedule.description] = (timer.name, item.line)
+                timers.append(timer)
+            }
+        }
+        return timers
+    }
+
+    private static let timerKeys = ["name", "every", "calendar", "tolerance", "missed_runs"]
+
+    private static func parseTimer(_ node: ConfigNode) throws(ConfigError) -> (TimerConfig, nameNode: ConfigNode) {
+        let fields = try node.fields(allowed: timerKeys)
+        guard let nameNode = fields["name"] else { throw node.error("a timer needs a name") }
+        let name = try nameNode.string()
+        guard !name.isEmpty else { throw nameNode.error("must not be empty") }
+        let tolerance = try fields["tolerance"]?.duration() ?? .zero
+        var missedRuns = MissedRunPolicy.fireOnce
+        if let missedNode = fields["missed_runs"] {
+            let text = try missedNode.string()
+            guard let policy = MissedRunPolicy(rawValue: text) else {
+                throw missedNode.error("expected one of: \(MissedRunPolicy.allCases.map(\.rawValue).joined(separator: ", ")), found \"\(text)\"")
+            }
+            missedRuns = policy
+        }
+        switch (fields["every"], fields["calendar"]) {
+        case (let every?, nil):
+            let interval = try every.duration()
+            do {
+                return (TimerConfig(name: name, schedule: try .every(interval, tolerance: tolerance, missedRuns: missedRuns)), nameNode)
+            } catch {
+                throw every.error(Self.message(of: error))
+            }
+        case (nil, let calendar?):
+            let spec = try calendar.string()
+            do {
+                return (TimerConfig(name: name, schedule: try .calendar(spec, tolerance: tolerance, missedRuns: missedRuns)), nameNode)
+            } catch {
+                throw calendar.error(Self.message(of: error))
+            }
+        case (.some, .some):
+            throw node.error("a timer has either every or calendar, not both")
+        case (nil, nil):
+            throw node.error("a timer needs every (an interval such as 30s) or calendar (such as \"*-*-* 03:00\")")
+        }
+    }
+
+    /// The SDK's own words for what is wrong, without its error code.
+    private static func message(of error: any Error) -> String {
+        (error as? EventBusError)?.message ?? "\(error)"
+    }
+
+    private static func parseModules(_ node: ConfigNode, directory: String) throws(ConfigError) -> [ModuleEntry] {
+        var modules: [ModuleEntry] = []
+        for (name, value) in try node.mapping() {
+            guard isValidModuleName(name) else {
+                throw value.error("a module name is letters, digits, '.', '_' and '-', starting with a letter or digit")
+            }
+            let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "config"])
+            guard let pathNode = fields["path"] else { throw value.error("a module needs a path (its .so file)") }
+            let path = try pathNode.string()
+            guard !path.isEmpty else { throw pathNode.error("must not be empty") }
+            var config = ModuleConfig()
+            if let section = fields["config"] {
+                for (key, item) in try section.mapping() { config.values[key] = try item.configValue() }
+            }
+            modules.append(ModuleEntry(
+                name: name,
+                path: absolute(path, relativeTo: directory),
+                enabled: try fields["enabled"]?.bool() ?? true,
+                mailboxCapacity: try fields["mailbox_capacity"]?.int(atLeast: 1),
+                config: config,
+                location: "\(node.file):\(pathNode.line ?? value.line ?? 0)"))
+        }
+        return modules
+    }
+
+    private static func isValidModuleName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, first.properties.isAlphabetic || ("0"..."9").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
+        }
+    }
+
+    static func absolute(_ path: String, relativeTo directory: String) -> String {
+        let url = path.hasPrefix("/") ? URL(fileURLWithPath: path)
+                                      : URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent(path)
+        return url.standardizedFileURL.path
+    }
+}
+
+extension ConfigError {
+    /// Yams' errors, reduced to file, line and libyaml's own words.
+    init(yamlError error: any Error, file: String) {
+        guard let yaml = error as? YamlError else {
+            self.init(file: file, line: nil, key: "", message: "cannot parse YAML: \(error)")
+            return
+        }
+        switch yaml {
+        case .scanner(let context, let problem, let mark, _),
+             .parser(let context, let problem, let mark, _),
+             .composer(let context, let problem, let mark, _):
+            let while_ = context.map { " (\($0.text) at line \($0.mark.line))" } ?? ""
+            self.init(file: file, line: mark.line, key: "", message: "invalid YAML: \(problem)\(while_)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            self.init(file: file, line: context.mark.line, key: "",
+                      message: "duplicate key \(duplicates.map { "\"\($0)\"" }.joined(separator: ", ")) in one mapping")
+        case .reader(let problem, let offset, _, let yaml):
+            let line = offset.map { yaml.prefix($0).reduce(1) { $1 == "\n" ? $0 + 1 : $0 } }
+            self.init(file: file, line: line, key: "", message: "cannot read YAML: \(problem)")
+        default:
+            self.init(file: file, line: nil, key: "", message: "cannot parse YAML: \(yaml)")
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import EventBusKit
+import Yams
+
+/// A YAML node together with where it came from: the file, its line, and the dotted key path
+/// that leads to it. Every accessor that can fail throws a ``ConfigError`` naming all three, so
+/// no decoding code has to thread locations through by hand.
+///
+/// Why Yams' `Node` and not `Codable`: a decoding error from `YAMLDecoder` carries a coding path
+/// but no line; composing nodes keeps `Mark`s, so each error points at the line to fix.
+struct ConfigNode {
+    let node: Node
+    let file: String
+    let key: String
+
+    var line: Int? { node.mark?.line }
+
+    func error(_ message: String) -> ConfigError {
+        ConfigError(file: file, line: line, key: key, message: message)
+    }
+
+    private func child(_ node: Node, key childKey: String) -> ConfigNode {
+        ConfigNode(node: node, file: file, key: key.isEmpty ? childKey : key + "." + childKey)
+    }
+
+    /// What a node is, for "expected …, found …" messages.
+    private var found: String {
+        switch node {
+        case .mapping: return "a mapping"
+        case .sequence: return "a list"
+        case .alias: return "an alias"
+        case .scalar(let scalar):
+            switch node.tagName {
+            case .null: return "nothing (null)"
+            case .str: return "the string \"\(scalar.string)\""
+            default: return scalar.string
+            }
+        }
+    }
+
+    /// The entries of a mapping, in file order, with string keys. `allowed`, when given, lists
+    /// the keys that may appear; any other key is an error (a typo must not be ignored silently).
+    func mapping(allowed: [String]? = nil) throws(ConfigError) -> [(key: String, value: ConfigNode)] {
+        guard case .mapping(let mapping) = node else { throw error("expected a mapping, found \(found)") }
+        var entries: [(key: String, value: ConfigNode)] = []
+        for (keyNode, valueNode) in mapping {
+            guard case .scalar(let scalar) = keyNode, keyNode.tagName != .null else {
+                throw ConfigNode(node: keyNode, file: file, key: key).error("keys must be plain names")
+            }
+            let name = scalar.string
+            let value = child(valueNode, key: name)
+            if let allowed, !allowed.contains(name) {
+                throw value.error("unknown key; expected one of: \(allowed.joined(separator: ", "))")
+            }
+            entries.append((name, value))
+        }
+        return entries
+    }
+
+    /// A mapping's entries by key (for lookups), after checking keys against `allowed`.
+    func fields(allowed: [String]) throws(ConfigError) -> [String: ConfigNode] {
+        Dictionary(uniqueKeysWithValues: try mapping(allowed: allowed).map { ($0.key, $0.value) })
+    }
+
+    /// The items of a list; an item's key is `key[index]`.
+    func sequence() throws(ConfigError) -> [ConfigNode] {
+        guard case .sequence(let sequence) = node else { throw error("expected a list, found \(found)") }
+        return sequence.enumerated().map { index, item in
+            ConfigNode(node: item, file: file, key: "\(key)[\(index)]")
+        }
+    }
+
+    func string() throws(ConfigError) -> String {
+        guard case .scalar(let scalar) = node, node.tagName == .str else {
+            throw error("expected a string, found \(found)")
+        }
+        return scalar.string
+    }
+
+    func bool() throws(ConfigError) -> Bool {
+        guard node.tagName == .bool, let value = node.bool else { throw error("expected true or false, found \(found)") }
+        return value
+    }
+
+    func int(atLeast minimum: Int) throws(ConfigError) -> Int {
+        guard node.tagName == .int, let value = node.int else { throw error("expected an integer, found \(found)") }
+        guard value >= minimum else { throw error("must be at least \(minimum), found \(value)") }
+        return value
+    }
+
+    /// A duration such as `500ms`, `30s`, `5m`, `1.5h`; a plain number means seconds.
+    func duration() throws(ConfigError) -> Duration {
+        guard case .scalar(let scalar) = node, node.tagName != .null else {
+            throw error("expected a duration such as 30s or 500ms, found \(found)")
+        }
+        guard let duration = DurationText.parse(scalar.string) else {
+            throw error("expected a duration such as 30s or 500ms, found \"\(scalar.string)\"")
+        }
+        return duration
+    }
+
+    /// The node as a module config value: scalars by their YAML type, lists and mappings nested.
+    func configValue() throws(ConfigError) -> ConfigValue {
+        switch node {
+        case .scalar(let scalar):
+            switch node.tagName {
+            case .int:
+                guard let value = node.int else { throw error("integer out of range: \(scalar.string)") }
+                return .int(value)
+            case .float:
+                guard let value = node.float else { throw error("not a number: \(scalar.string)") }
+                return .double(value)
+            case .bool:
+                guard let value = node.bool else { throw error("not true or false: \(scalar.string)") }
+                return .bool(value)
+            case .null:
+                throw error("has no value (null); give it one or remove the key")
+            default:
+                // Strings, and scalars YAML would read as dates or binary: modules get the text.
+                return .string(scalar.string)
+            }
+        case .sequence:
+            var items: [ConfigValue] = []
+            for item in try sequence() { items.append(try item.configValue()) }
+            return .array(items)
+        case .mapping:
+            var table: [String: ConfigValue] = [:]
+            for (name, value) in try mapping() { table[name] = try value.configValue() }
+            return .table(table)
+        case .alias:
+            throw error("YAML aliases are not supported here; write the value out")
+        }
+    }
+}
+
+extension Node {
+    /// The node's resolved YAML type (`str`, `int`, `bool`…).
+    fileprivate var tagName: Tag.Name { Tag.Name(rawValue: tag.rawValue) }
+}

@@ -1,0 +1,75 @@
+import EventBusKit
+
+/// The host's configuration, as read from its YAML file (see `examples/eventbus.yaml`).
+/// Plain values: reading the file is ``HostConfig/load(from:)``'s business, acting on it the
+/// host's.
+public struct HostConfig: Sendable {
+    public static let defaultPath = "/etc/eventbus/eventbus.yaml"
+
+    /// The file it was read from, as named.
+    public var file: String
+    /// Timers the host runs for everyone (`sources.timers`).
+    public var timers: [TimerConfig]
+    /// Handler modules (`modules`), in file order.
+    public var modules: [ModuleEntry]
+    /// Events a module's mailbox holds before it drops (and announces) more
+    /// (`module_mailbox_capacity`); a module's `mailbox_capacity` overrides it.
+    public var moduleMailboxCapacity: Int
+    /// How long a graceful shutdown may take in all: draining mailboxes, then deactivating
+    /// modules (`shutdown_timeout`).
+    public var shutdownTimeout: Duration
+
+    public static let defaultMailboxCapacity = 10_000
+    public static let defaultShutdownTimeout = Duration.seconds(10)
+
+    public init(file: String, timers: [TimerConfig] = [], modules: [ModuleEntry] = [],
+                moduleMailboxCapacity: Int = HostConfig.defaultMailboxCapacity,
+                shutdownTimeout: Duration = HostConfig.defaultShutdownTimeout) {
+        self.file = file
+        self.timers = timers
+        self.modules = modules
+        self.moduleMailboxCapacity = moduleMailboxCapacity
+        self.shutdownTimeout = shutdownTimeout
+    }
+}
+
+/// One timer of `sources.timers`. The host holds a subscription to it, so it ticks for every
+/// subscriber of `timer.tick`, whether or not any module asked for it.
+public struct TimerConfig: Sendable, Hashable {
+    /// The name in the config, for logs and for telling timers apart on reload.
+    public var name: String
+    public var schedule: TimerSchedule
+
+    public init(name: String, schedule: TimerSchedule) {
+        self.name = name
+        self.schedule = schedule
+    }
+}
+
+/// One entry of `modules`: which shared object to load under which name, and the module's own
+/// section.
+public struct ModuleEntry: Sendable {
+    /// The key under `modules`; the module's identity in the host, logs and statistics.
+    public var name: String
+    /// Absolute path of the `.so`; a relative path in the file is resolved against the config
+    /// file's directory, so a config and its modules can move together.
+    public var path: String
+    /// `enabled: false` keeps an entry in the file without loading it.
+    public var enabled: Bool
+    /// This module's mailbox capacity, when it overrides `module_mailbox_capacity`.
+    public var mailboxCapacity: Int?
+    /// The module's own section (`config:`), handed to it as its ``ModuleContext/config``.
+    public var config: ModuleConfig
+    /// Where the entry is, `file:line`, so load errors can point at it.
+    public var location: String
+
+    public init(name: String, path: String, enabled: Bool = true, mailboxCapacity: Int? = nil,
+                config: ModuleConfig = ModuleConfig(), location: String) {
+        self.name = name
+        self.path = path
+        self.enabled = enabled
+        self.mailboxCapacity = mailboxCapacity
+        self.config = config
+        self.location = location
+    }
+}

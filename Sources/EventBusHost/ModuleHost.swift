@@ -1,0 +1,236 @@
+import EventBusKit
+import Logging
+import Synchronization
+
+/// The registry of handler modules: loads, activates, reconfigures and deactivates them, and
+/// reports on them.
+///
+/// ## Threads
+/// - Changes (``apply(_:defaultCapacity:)``, ``drainAll(until:)``, ``deactivateAll(until:)``)
+///   come from one thread at a time — ``BusHost``'s control queue. They block while module code
+///   runs, never longer than the call time limit.
+/// - Module code runs only on the module's mailbox queue: activation, reconfiguration and
+///   deactivation are ``ModuleCall``s there, and its subscriptions deliver there.
+/// - ``statistics`` may be read from any thread.
+///
+/// ## Isolation
+/// A module that throws from `activate` is refused (logged, its subscriptions cancelled, state
+/// `failed`); one that throws from a handler is counted (``ModuleContext/errors``) and keeps
+/// running; one that stalls loses only its own events — its bounded mailbox drops and announces
+/// them — and the host stops waiting for it after the call time limit. None of these stops the
+/// host or the other modules.
+final class ModuleHost: Sendable {
+    private let bus: Bus
+    private let loader: ModuleLoader
+    private let logger: Logger
+    private let callTimeout: Duration
+    /// In config order.
+    private let slots = Mutex<[ModuleSlot]>([])
+
+    /// `callTimeout` bounds how long the host waits for one call into a module (activate,
+    /// reconfigure, deactivate) before it gives up on it.
+    init(bus: Bus, loader: ModuleLoader, logger: Logger, callTimeout: Duration) {
+        self.bus = bus
+        self.loader = loader
+        self.logger = logger
+        self.callTimeout = callTimeout
+    }
+
+    var statistics: [ModuleStatistics] {
+        slots.withLock { $0 }.map(\.statistics)
+    }
+
+    private func slot(_ name: String) -> ModuleSlot? {
+        slots.withLock { $0.first { $0.name == name } }
+    }
+
+    // MARK: Reconciling with the config
+
+    /// Brings the modules in line with `modules`, the config's list: starts new ones, stops
+    /// removed or disabled ones, reconfigures changed ones, retries refused ones. Every outcome
+    /// is logged and shows in ``statistics``; none is thrown, because one module's trouble must
+    /// not stop the others.
+    func apply(_ modules: [ModuleEntry], defaultCapacity: Int) {
+        let current = Dictionary(uniqueKeysWithValues: slots.withLock { $0 }.map { slot in
+            (slot.name, ModulePlan.Current(entry: slot.entry, isActive: slot.running != nil,
+                                           mailboxCapacity: slot.mailbox.capacity))
+        })
+        let desired = Dictionary(uniqueKeysWithValues: modules.map { ($0.name, $0) })
+        for action in ModulePlan.actions(current: current, desired: modules, defaultCapacity: defaultCapacity) {
+            switch action {
+            case .stop(let name, let removed):
+                guard let slot = slot(name) else { continue }
+                deactivate(slot, reason: removed ? "removed from the config" : "disabled in the config", becoming: .disabled)
+                if removed {
+                    slots.withLock { $0.removeAll { $0 === slot } }
+                } else {
+                    slot.entry = desired[name]!
+                    slot.status = .disabled
+                }
+            case .reconfigure(let name):
+                reconfigure(slot(name)!, with: desired[name]!)
+            case .restartNeededForPath(let name, let running, let configured):
+                logger.warning("\(desired[name]!.location): modules.\(name).path changed from \(running) to \(configured); loaded code cannot be unloaded, so \(name) keeps running the old file until eventbusd restarts",
+                               metadata: ["module": "\(name)"])
+            case .restartNeededForCapacity(let name):
+                logger.notice("modules.\(name): the new mailbox capacity applies when eventbusd restarts",
+                              metadata: ["module": "\(name)"])
+            case .start(let name):
+                let entry = desired[name]!
+                let slot = slot(name) ?? makeSlot(entry, capacity: entry.mailboxCapacity ?? defaultCapacity)
+                activate(slot, entry: entry)
+            }
+        }
+        // Disabled modules are listed too, so status shows them.
+        for entry in modules where !entry.enabled && slot(entry.name) == nil {
+            _ = makeSlot(entry, capacity: entry.mailboxCapacity ?? defaultCapacity)
+        }
+        // Keep the registry in config order (new slots were appended; the config may reorder).
+        let order = Dictionary(uniqueKeysWithValues: modules.enumerated().map { ($1.name, $0) })
+        slots.withLock { $0.sort { order[$0.name, default: .max] < order[$1.name, default: .max] } }
+    }
+
+    private func makeSlot(_ entry: ModuleEntry, capacity: Int) -> ModuleSlot {
+        let slot = ModuleSlot(entry: entry, mailboxCapacity: capacity)
+        slots.withLock { $0.append(slot) }
+        return slot
+    }
+
+    private func log(for name: String) -> Logger {
+        var logger = logger
+        logger[metadataKey: "module"] = "\(name)"
+        return logger
+    }
+
+    // MARK: Module lifecycle
+
+    private enum Activation: Sendable {
+        case activated(ModuleSlot.Running)
+        case threw(String)
+    }
+
+    /// Loads the module's library (once per process) and activates a new instance on its queue.
+    private func activate(_ slot: ModuleSlot, entry: ModuleEntry) {
+        let logger = log(for: slot.name)
+        slot.status = .starting
+        slot.entry = entry
+        let library: LoadedLibrary
+        do {
+            library = try loader.load(entry.path)
+        } catch {
+            logger.error("\(entry.location): modules.\(slot.name): \(error)")
+            slot.status = .failed(error.description)
+            return
+        }
+        if library.changedOnDisk {
+            logger.warning("\(entry.path) was replaced on disk after it was loaded; \(slot.name) runs the code loaded first until eventbusd restarts")
+        }
+        let module = ModuleBox(module: library.factory.makeModule())
+        let context = ModuleContext(bus: bus.scoped(to: slot.mailbox), config: entry.config,
+                                    log: .bridged(to: self.logger, module: slot.name))
+        let outcome = ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
+            do {
+                try module.module.activate(context)
+                return Activation.activated(.init(module: module, context: context,
+                                                  reportedName: module.module.name, version: module.module.version))
+            } catch {
+                // Undo what it subscribed before throwing: a refused module receives nothing.
+                context.cancelSubscriptions()
+                return Activation.threw("\(error)")
+            }
+        }, ifAbandoned: { outcome in
+            // It finished after the host gave up: it is not registered, so take it down again.
+            if case .activated = outcome { module.module.deactivate() }
+            context.cancelSubscriptions()
+        })
+        switch outcome {
+        case .activated(let running)?:
+            slot.didActivate(running, entry: entry)
+            logger.info("module \(slot.name) active (\(running.reportedName) \(running.version), \(library.resolvedPath))")
+        case .threw(let message)?:
+            logger.error("module \(slot.name) refused: activate threw: \(message); its subscriptions were cancelled, eventbusd carries on without it")
+            slot.status = .failed("activate threw: \(message)")
+        case nil:
+            logger.error("module \(slot.name) refused: activate did not return within \(callTimeout); it will be taken down if it ever returns")
+            slot.status = .failed("activate did not return within \(callTimeout)")
+        }
+    }
+
+    private enum Reconfiguration: Sendable {
+        case result(ReconfigureResult)
+        case threw(String)
+    }
+
+    private func reconfigure(_ slot: ModuleSlot, with entry: ModuleEntry) {
+        guard let running = slot.running else { return }
+        let logger = log(for: slot.name)
+        let outcome = ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
+            do {
+                let result = try running.module.module.reconfigure(entry.config, context: running.context)
+                // On the module's queue, like every other use of its context.
+                if case .applied = result { running.context.config = entry.config }
+                return Reconfiguration.result(result)
+            } catch {
+                return Reconfiguration.threw("\(error)")
+            }
+        }, ifAbandoned: { _ in })
+        switch outcome {
+        case .result(.applied)?:
+            var updated = slot.entry
+            updated.config = entry.config
+            slot.entry = updated
+            logger.info("module \(slot.name) applied its new config")
+        case .result(.reactivate)?:
+            logger.info("module \(slot.name) restarts with its new config")
+            deactivate(slot, reason: "reactivating with its new config", becoming: .starting)
+            var updated = entry
+            updated.path = slot.entry.path  // a changed path needs a process restart
+            activate(slot, entry: updated)
+        case .threw(let message)?:
+            logger.error("module \(slot.name) rejected its new config: \(message); it keeps running with the previous one")
+        case nil:
+            logger.error("module \(slot.name) did not answer reconfigure within \(callTimeout); its config is left as it was")
+        }
+    }
+
+    /// Calls the module's `deactivate`, cancels its subscriptions and drops the instance — on its
+    /// queue, after what is already queued there. The library stays loaded (never `dlclose`).
+    /// Returns false when the module overran `timeout`; the deactivation still runs if it ever
+    /// gets its queue back.
+    @discardableResult
+    private func deactivate(_ slot: ModuleSlot, reason: String, becoming status: ModuleState,
+                            timeout: Duration? = nil) -> Bool {
+        guard let running = slot.running else { return true }
+        let logger = log(for: slot.name)
+        let finished = ModuleCall.run(on: slot.mailbox, timeout: timeout ?? callTimeout, {
+            running.module.module.deactivate()
+            running.context.cancelSubscriptions()
+            return true
+        }, ifAbandoned: { _ in }) ?? false
+        slot.retire(as: status)
+        if finished {
+            logger.info("module \(slot.name) deactivated (\(reason))")
+        } else {
+            logger.warning("module \(slot.name) did not finish deactivating within \(timeout ?? callTimeout) (\(reason)); its subscriptions are cancelled when it returns")
+        }
+        return finished
+    }
+
+    // MARK: Shutdown
+
+    /// Waits, up to `deadline`, for every mailbox to deliver what it holds. Returns the modules
+    /// that did not drain in time.
+    func drainAll(until deadline: ContinuousClock.Instant) -> [String] {
+        slots.withLock { $0 }.filter { slot in
+            slot.running != nil && !slot.mailbox.drain(timeout: max(.zero, deadline - .now))
+        }.map(\.name)
+    }
+
+    /// Deactivates every module, waiting at most until `deadline` in all. Returns the modules
+    /// that did not finish deactivating in time.
+    func deactivateAll(until deadline: ContinuousClock.Instant) -> [String] {
+        slots.withLock { $0 }.filter { slot in
+            !deactivate(slot, reason: "shutting down", becoming: .stopped, timeout: max(.zero, deadline - .now))
+        }.map(\.name)
+    }
+}

@@ -1,0 +1,116 @@
+import EventBusKit
+import Synchronization
+
+/// Why a module file was not loaded. ``description`` is the whole story for a log line.
+public struct ModuleLoadError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// The file (or a directory on its path) does not exist.
+        case fileMissing
+        /// The file or a directory above it could be written by another user.
+        case untrusted
+        /// Not an ELF file at all (a script, text, a truncated download…).
+        case notELF
+        /// An ELF file the dynamic loader refused (wrong architecture, missing dependency,
+        /// unresolved symbol — often a module built against another SDK).
+        case loaderRefused
+        /// A shared object without the module entry symbol: not an EventBus module.
+        case missingEntry
+        /// Built against another SDK version or compiler.
+        case abiMismatch
+        /// Carries its own copy of EventBusKit or OpenCombine.
+        case duplicateSDK
+    }
+
+    public var path: String
+    public var kind: Kind
+    public var message: String
+
+    public var description: String { "cannot load module \(path): \(message)" }
+}
+
+/// A module library the process has loaded. Never unloaded (see ``System/openLibrary(_:)``).
+public struct LoadedLibrary: @unchecked Sendable {
+    // @unchecked: `ModuleFactory` is an immutable SDK class that is not marked Sendable; the
+    // host calls `makeModule()` only from its control queue.
+
+    /// The path as configured, and the file it resolved to when it was loaded.
+    public let path: String
+    public let resolvedPath: String
+    let factory: ModuleFactory
+    /// When the cached library was asked for again: whether the file on disk is no longer the
+    /// one loaded (replaced by an upgrade). The loaded code stays until the host restarts.
+    public internal(set) var changedOnDisk = false
+    let identity: System.FileStatus
+}
+
+/// Loads module shared objects: checks the file, `dlopen`s it, finds the entry symbol and opens
+/// its export record with the SDK's ABI check.
+///
+/// Each file is opened once per process and remembered by its resolved path: a library cannot
+/// be unloaded, so loading it again could only return the same code, and calling its entry again
+/// would leak another export record.
+public final class ModuleLoader: Sendable {
+    private let libraries = Mutex<[String: LoadedLibrary]>([:])
+
+    public init() {}
+
+    /// Loads the module at `path` (absolute), or says precisely why not.
+    public func load(_ path: String) throws(ModuleLoadError) -> LoadedLibrary {
+        func fail(_ kind: ModuleLoadError.Kind, _ message: String) -> ModuleLoadError {
+            ModuleLoadError(path: path, kind: kind, message: message)
+        }
+        do {
+            try FileTrust.check(path)
+        } catch {
+            switch error {
+            case .missing(let error): throw fail(.fileMissing, error.isNoSuchFile ? "no such file" : error.reason)
+            case .untrusted(let reason): throw fail(.untrusted, "refused: \(reason)")
+            }
+        }
+        let resolved: String
+        let identity: System.FileStatus
+        do {
+            resolved = try System.realPath(path)
+            identity = try System.status(of: resolved)
+        } catch {
+            throw fail(.fileMissing, error.reason)
+        }
+        if var cached = libraries.withLock({ $0[resolved] }) {
+            cached.changedOnDisk = cached.identity != identity
+            return cached
+        }
+        guard identity.isRegularFile else { throw fail(.notELF, "not a regular file") }
+        let magic: [UInt8]
+        do { magic = try System.readPrefix(resolved, count: 4) } catch { throw fail(.fileMissing, error.reason) }
+        guard magic == [0x7F, 0x45, 0x4C, 0x46] else {
+            throw fail(.notELF, "not an ELF shared object; a module is a .so built with swift build")
+        }
+
+        let handle: UnsafeMutableRawPointer
+        do { handle = try System.openLibrary(resolved) } catch { throw fail(.loaderRefused, "the dynamic loader refused it: \(error.message)") }
+        guard let entry = System.symbol(moduleEntrySymbol, in: handle) else {
+            throw fail(.missingEntry,
+                "no \(moduleEntrySymbol) symbol: not an EventBus module (a module exports it with @_cdecl(\"\(moduleEntrySymbol)\") and exportModule)")
+        }
+        typealias Entry = @convention(c) () -> UnsafeRawPointer
+        let record = unsafeBitCast(entry, to: Entry.self)()
+        let factory: ModuleFactory
+        do {
+            factory = try ModuleFactory.open(record: record)
+        } catch let error as EventBusError where error.code == .moduleABIMismatch {
+            throw fail(.abiMismatch, "ABI mismatch: \(error.message)")
+        } catch let error as EventBusError where error.code == .duplicateSDK {
+            throw fail(.duplicateSDK, "duplicate SDK: \(error.message)")
+        } catch {
+            throw fail(.missingEntry, "its export record was refused: \(error)")
+        }
+        let library = LoadedLibrary(path: path, resolvedPath: resolved, factory: factory, identity: identity)
+        // Two threads loading the same new file both reach here; the first record wins, the
+        // other library handle is the same mapping (dlopen counts references).
+        return libraries.withLock { libraries in
+            if let first = libraries[resolved] { return first }
+            libraries[resolved] = library
+            return library
+        }
+    }
+}

@@ -1,0 +1,61 @@
+/// What a reload does to the modules: the difference between the modules as they run and as the
+/// new config lists them. Pure, so every rule can be tested without loading anything.
+enum ModuleAction: Equatable {
+    /// Load and activate: newly listed, re-enabled, or refused before (a reload retries it).
+    case start(name: String)
+    /// Deactivate and drop: no longer listed (`removed`) or `enabled: false`.
+    case stop(name: String, removed: Bool)
+    /// Running, and its `config:` section changed: ask the module (``EventBusModule/reconfigure(_:context:)``).
+    case reconfigure(name: String)
+    /// Running, and its `path` changed: loaded code cannot be unloaded, so the old code keeps
+    /// running until the host restarts.
+    case restartNeededForPath(name: String, running: String, configured: String)
+    /// Running, and its mailbox capacity changed: a mailbox's bound is fixed, so the new one
+    /// applies when the module is next started.
+    case restartNeededForCapacity(name: String)
+}
+
+enum ModulePlan {
+    /// What runs now, per module name.
+    struct Current {
+        var entry: ModuleEntry
+        var isActive: Bool
+        var mailboxCapacity: Int
+    }
+
+    /// The actions, stops first (so a renamed module frees what it held before its successor
+    /// starts), then changes, then starts, each group in config order.
+    static func actions(current: [String: Current], desired: [ModuleEntry], defaultCapacity: Int) -> [ModuleAction] {
+        var stops: [ModuleAction] = []
+        var changes: [ModuleAction] = []
+        var starts: [ModuleAction] = []
+        let desiredNames = Set(desired.map(\.name))
+        for name in current.keys.sorted() where !desiredNames.contains(name) {
+            stops.append(.stop(name: name, removed: true))
+        }
+        for entry in desired {
+            guard let now = current[entry.name] else {
+                if entry.enabled { starts.append(.start(name: entry.name)) }
+                continue
+            }
+            guard entry.enabled else {
+                if now.entry.enabled || now.isActive { stops.append(.stop(name: entry.name, removed: false)) }
+                continue
+            }
+            guard now.isActive else {
+                starts.append(.start(name: entry.name))
+                continue
+            }
+            if now.entry.path != entry.path {
+                changes.append(.restartNeededForPath(name: entry.name, running: now.entry.path, configured: entry.path))
+            }
+            if (entry.mailboxCapacity ?? defaultCapacity) != now.mailboxCapacity {
+                changes.append(.restartNeededForCapacity(name: entry.name))
+            }
+            if now.entry.config != entry.config {
+                changes.append(.reconfigure(name: entry.name))
+            }
+        }
+        return stops + changes + starts
+    }
+}

@@ -1,0 +1,43 @@
+/// Where a configured module stands.
+public enum ModuleState: Sendable, Equatable, CustomStringConvertible {
+    /// Being loaded and activated.
+    case starting
+    /// Loaded, activated, receiving events.
+    case active
+    /// Refused: its file did not load, or its activation threw or overran. The reason is the
+    /// message that was logged. The next reload tries it again.
+    case failed(String)
+    /// `enabled: false` in the config.
+    case disabled
+    /// Deactivated because eventbusd is shutting down.
+    case stopped
+
+    public var description: String {
+        switch self {
+        case .starting: return "starting"
+        case .active: return "active"
+        case .failed(let reason): return "failed: \(reason)"
+        case .disabled: return "disabled"
+        case .stopped: return "stopped"
+        }
+    }
+}
+
+/// A snapshot of one module, for status displays and tests.
+public struct ModuleStatistics: Sendable, Equatable {
+    /// The module's key under `modules`.
+    public var name: String
+    public var path: String
+    public var state: ModuleState
+    /// What the module says it is, while active: its `name` and `version` properties.
+    public var reportedName: String?
+    public var version: String?
+    /// Events its mailbox handed to the module, and events it dropped because the module did
+    /// not keep up (each run of drops is announced to the module as a `Gap`).
+    public var delivered: UInt64
+    public var dropped: UInt64
+    /// Events waiting in its mailbox now.
+    public var queued: Int
+    /// Errors its handlers threw (``ModuleContext/report(_:while:)``), over every activation.
+    public var errors: Int
+}

@@ -1,0 +1,117 @@
+import Glibc
+
+/// The host's operating-system boundary: every libc call the host makes (stat, realpath, read,
+/// dlopen, dlsym) lives here, as in SwiftNIO's `System.swift`. Everything else works with the
+/// Swift values and errors these return, so `errno` and `dlerror()` are read right after the
+/// call that set them and nowhere else.
+enum System {
+    /// What `stat(2)` says about a path, reduced to what the host decides on.
+    struct FileStatus: Equatable {
+        var mode: UInt32
+        var ownerID: UInt32
+        var device: UInt64
+        var inode: UInt64
+        var modifiedSeconds: Int
+        var modifiedNanoseconds: Int
+
+        var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
+        var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+        var isWorldWritable: Bool { mode & UInt32(S_IWOTH) != 0 }
+        var isSticky: Bool { mode & UInt32(S_ISVTX) != 0 }
+        var permissions: String { "0" + String(mode & 0o7777, radix: 8) }
+    }
+
+    /// A failed system call, with the path it was about and `strerror` of its `errno`.
+    struct CallError: Error, CustomStringConvertible {
+        var call: String
+        var path: String
+        var errno: Int32
+
+        var isNoSuchFile: Bool { errno == ENOENT || errno == ENOTDIR }
+        var reason: String { String(cString: strerror(errno)) }
+        var description: String { "\(call)(\(path)): \(reason)" }
+    }
+
+    /// `stat(2)`: follows symbolic links.
+    static func status(of path: String) throws(CallError) -> FileStatus {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw CallError(call: "stat", path: path, errno: errno) }
+        return FileStatus(
+            mode: UInt32(info.st_mode), ownerID: UInt32(info.st_uid),
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+            modifiedSeconds: Int(info.st_mtim.tv_sec), modifiedNanoseconds: Int(info.st_mtim.tv_nsec))
+    }
+
+    /// `realpath(3)`: the absolute path with every symbolic link, `.` and `..` resolved.
+    static func realPath(_ path: String) throws(CallError) -> String {
+        guard let resolved = realpath(path, nil) else { throw CallError(call: "realpath", path: path, errno: errno) }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// The whole file, read with `open`/`read`.
+    static func readFile(_ path: String) throws(CallError) -> [UInt8] {
+        try read(path, limit: nil)
+    }
+
+    /// At most the first `count` bytes of a file (fewer if it is shorter).
+    static func readPrefix(_ path: String, count: Int) throws(CallError) -> [UInt8] {
+        try read(path, limit: count)
+    }
+
+    private static func read(_ path: String, limit: Int?) throws(CallError) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw CallError(call: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while limit.map({ bytes.count < $0 }) ?? true {
+            let wanted = min(chunk.count, limit.map { $0 - bytes.count } ?? chunk.count)
+            let got = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw CallError(call: "read", path: path, errno: errno)
+            }
+            if got == 0 { break }
+            bytes.append(contentsOf: chunk[0..<got])
+        }
+        return bytes
+    }
+
+    /// The effective user id: files owned by it (or by root) are trusted.
+    static var effectiveUserID: UInt32 { UInt32(geteuid()) }
+
+    /// `dlopen(3)` with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE`.
+    ///
+    /// Why these flags: NOW resolves every symbol at load, so a module built against another SDK
+    /// fails here with the missing symbol's name instead of crashing on first call; LOCAL keeps
+    /// one module's symbols from satisfying another's; NODELETE keeps the code mapped for the
+    /// life of the process, because the Swift runtime caches conformance records and metadata
+    /// from it (DESIGN.md §3). The handle is deliberately never passed to `dlclose`.
+    static func openLibrary(_ path: String) throws(CallError.DynamicLoader) -> UnsafeMutableRawPointer {
+        _ = dlerror()  // clear a stale message
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            throw CallError.DynamicLoader(message: lastDynamicLoaderError() ?? "dlopen failed without a message")
+        }
+        return handle
+    }
+
+    /// `dlsym(3)`: the address of `symbol` in the library, or nil when it does not export it.
+    static func symbol(_ symbol: String, in handle: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+        _ = dlerror()
+        return dlsym(handle, symbol)
+    }
+
+    private static func lastDynamicLoaderError() -> String? {
+        guard let message = dlerror() else { return nil }
+        return String(cString: message)
+    }
+}
+
+extension System.CallError {
+    /// A failure of the dynamic loader: `dlerror()`'s message, which already names the file.
+    struct DynamicLoader: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+}

@@ -1,0 +1,238 @@
+import EventBusHost
+import EventBusKit
+import Foundation
+import Testing
+
+/// Config errors name file, line and key; a valid file becomes plain values.
+@Suite struct ConfigTests {
+    /// Writes `yaml` to a private temp file and loads it; returns the error it must raise.
+    func error(in yaml: String) throws -> ConfigError {
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("eventbus.yaml", yaml)
+        do {
+            _ = try HostConfig.load(from: file)
+        } catch {
+            #expect(error.file == file)
+            return error
+        }
+        Issue.record("config loaded without error:\n\(yaml)")
+        return ConfigError(file: "", line: nil, key: "", message: "")
+    }
+
+    @Test func aPathThatIsNotAStringNamesFileLineAndKey() throws {
+        let error = try error(in: """
+            shutdown_timeout: 5s
+            modules:
+              hello:
+                path: 12
+            """)
+        #expect(error.line == 4)
+        #expect(error.key == "modules.hello.path")
+        #expect(error.description == "\(error.file):4: modules.hello.path: expected a string, found 12")
+    }
+
+    @Test func anUnknownKeyIsAnErrorNotIgnored() throws {
+        let error = try error(in: """
+            modules: {}
+            shutdown_timout: 5s
+            """)
+        #expect(error.line == 2)
+        #expect(error.key == "shutdown_timout")
+        #expect(error.message.contains("unknown key"))
+        #expect(error.message.contains("shutdown_timeout"))
+    }
+
+    @Test func aBadTimerIntervalPointsAtTheListItem() throws {
+        let error = try error(in: """
+            sources:
+              timers:
+                - name: ok
+                  every: 1s
+                - name: broken
+                  every: fast
+            """)
+        #expect(error.line == 6)
+        #expect(error.key == "sources.timers[1].every")
+        #expect(error.message.contains("expected a duration"))
+    }
+
+    @Test func aTimerIntervalTheSDKRefusesIsReportedAtItsKey() throws {
+        let error = try error(in: """
+            sources:
+              timers:
+                - name: tiny
+                  every: 10us
+            """)
+        #expect(error.line == 4)
+        #expect(error.key == "sources.timers[0].every")
+        #expect(error.message.contains("1 ms"))
+    }
+
+    @Test func aTimerNeedsExactlyOneSchedule() throws {
+        let both = try error(in: """
+            sources:
+              timers:
+                - name: t
+                  every: 1s
+                  calendar: "*-*-* 03:00"
+            """)
+        #expect(both.line == 3)
+        #expect(both.key == "sources.timers[0]")
+        #expect(both.message.contains("not both"))
+        let neither = try error(in: """
+            sources:
+              timers:
+                - name: t
+            """)
+        #expect(neither.message.contains("needs every"))
+    }
+
+    @Test func duplicateTimerNamesAndSchedulesAreRefused() throws {
+        let names = try error(in: """
+            sources:
+              timers:
+                - {name: a, every: 1s}
+                - {name: a, every: 2s}
+            """)
+        #expect(names.line == 4)
+        #expect(names.key == "sources.timers[1].name")
+        let schedules = try error(in: """
+            sources:
+              timers:
+                - {name: a, every: 1s}
+                - {name: b, every: 1s}
+            """)
+        #expect(schedules.line == 4)
+        #expect(schedules.message.contains("same schedule as timer \"a\" (line 3)"))
+    }
+
+    @Test func invalidYAMLNamesTheLine() throws {
+        let error = try error(in: """
+            modules:
+              hello:
+                path: "unterminated
+            """)
+        #expect(error.line != nil)
+        #expect(error.message.contains("YAML"))
+    }
+
+    @Test func duplicateKeysAreRefused() throws {
+        let error = try error(in: """
+            modules:
+              hello:
+                path: a.so
+              hello:
+                path: b.so
+            """)
+        #expect(error.message.contains("duplicate key \"hello\""))
+        #expect(error.line != nil)
+    }
+
+    @Test func rangeAndTypeErrorsInNestedSections() throws {
+        let capacity = try error(in: "module_mailbox_capacity: 0\n")
+        #expect(capacity.description.hasSuffix(":1: module_mailbox_capacity: must be at least 1, found 0"))
+        let enabled = try error(in: """
+            modules:
+              hello:
+                path: hello.so
+                enabled: maybe
+            """)
+        #expect(enabled.key == "modules.hello.enabled")
+        #expect(enabled.line == 4)
+        let null = try error(in: """
+            modules:
+              hello:
+                path: hello.so
+                config:
+                  greeting:
+            """)
+        #expect(null.key == "modules.hello.config.greeting")
+        #expect(null.message.contains("null"))
+        let missing = try error(in: """
+            modules:
+              hello:
+                enabled: true
+            """)
+        #expect(missing.key == "modules.hello")
+        #expect(missing.message.contains("needs a path"))
+        let topLevel = try error(in: "- a\n- b\n")
+        #expect(topLevel.line == 1)
+        #expect(topLevel.message.contains("expected a mapping, found a list"))
+    }
+
+    @Test func aMissingFileSaysSo() {
+        #expect(throws: ConfigError.self) { try HostConfig.load(from: "/nonexistent/eventbus.yaml") }
+        do {
+            _ = try HostConfig.load(from: "/nonexistent/eventbus.yaml")
+        } catch {
+            #expect(error.description == "/nonexistent/eventbus.yaml: cannot read the config file: No such file or directory")
+        }
+    }
+
+    @Test func aValidConfigBecomesPlainValues() throws {
+        let directory = try TemporaryDirectory()
+        let file = try directory.write("eventbus.yaml", """
+            module_mailbox_capacity: 500
+            shutdown_timeout: 1.5s
+            sources:
+              timers:
+                - name: heartbeat
+                  every: 30s
+                  tolerance: 100ms
+                - name: nightly
+                  calendar: "*-*-* 03:00"
+                  missed_runs: skip
+            modules:
+              hello:
+                path: modules/libHello.so
+                config:
+                  greeting: hi
+                  times: 3
+                  ratio: 0.5
+                  loud: true
+                  tags: [a, b]
+                  nested: {x: 1}
+              other:
+                path: /opt/other.so
+                enabled: false
+                mailbox_capacity: 7
+            """)
+        let config = try HostConfig.load(from: file)
+        #expect(config.moduleMailboxCapacity == 500)
+        #expect(config.shutdownTimeout == .milliseconds(1500))
+        #expect(config.timers.map(\.name) == ["heartbeat", "nightly"])
+        #expect(config.timers[0].schedule == (try .every(.seconds(30), tolerance: .milliseconds(100))))
+        #expect(config.timers[1].schedule.missedRuns == .skip)
+        #expect(config.modules.map(\.name) == ["hello", "other"])
+        let hello = config.modules[0]
+        #expect(hello.path == directory.path + "/modules/libHello.so")  // relative to the config
+        #expect(hello.enabled)
+        #expect(hello.location == "\(file):13")
+        #expect(hello.config == ModuleConfig([
+            "greeting": .string("hi"), "times": .int(3), "ratio": .double(0.5), "loud": .bool(true),
+            "tags": .array([.string("a"), .string("b")]), "nested": .table(["x": .int(1)]),
+        ]))
+        #expect(config.modules[1].path == "/opt/other.so")
+        #expect(!config.modules[1].enabled)
+        #expect(config.modules[1].mailboxCapacity == 7)
+    }
+
+    @Test func anEmptyFileIsAnEmptyConfig() throws {
+        let directory = try TemporaryDirectory()
+        let config = try HostConfig.load(from: try directory.write("eventbus.yaml", "# nothing yet\n"))
+        #expect(config.modules.isEmpty && config.timers.isEmpty)
+        #expect(config.shutdownTimeout == HostConfig.defaultShutdownTimeout)
+    }
+}
+
+/// The example config in the repo stays valid.
+@Suite struct ExampleConfigTests {
+    @Test func theExampleConfigParses() throws {
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let config = try HostConfig.load(from: repository.appendingPathComponent("examples/eventbus.yaml").path)
+        #expect(config.timers.map(\.name) == ["heartbeat", "nightly"])
+        #expect(config.modules.map(\.name) == ["hello", "follower", "rate-summary"])
+        #expect(config.modules.allSatisfy { $0.path.hasPrefix(repository.path + "/.build/release/lib") })
+    }
+}

@@ -1,0 +1,118 @@
+import EventBusHost
+import EventBusKit
+import Foundation
+import Logging
+import Synchronization
+
+/// Polls `condition` until it holds or `timeout` passes. The timeout only bounds a broken test:
+/// it is generous on purpose, so a slow machine (or TSan) never fails a correct one.
+func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return condition()
+}
+
+/// A thread-safe box for what a test collects from other threads.
+final class Collected<Value: Sendable>: Sendable {
+    private let storage: Mutex<Value>
+    init(_ initial: Value) { storage = Mutex(initial) }
+    var value: Value { storage.withLock { $0 } }
+    func update<R>(_ body: (inout Value) -> R) -> R { storage.withLock { body(&$0) } }
+}
+
+/// The built fixture modules and executables: next to the test bundle in the build folder
+/// (`.build*/<triple>/<config>/`), found from the running test executable.
+enum BuildProducts {
+    static let directory: String = {
+        var candidates: [String] = []
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            candidates.append((exe as NSString).deletingLastPathComponent)
+        }
+        candidates.append(Bundle.main.bundlePath)
+        candidates.append(((CommandLine.arguments.first ?? "") as NSString).deletingLastPathComponent)
+        for directory in candidates {
+            var current = directory
+            // The bundle may be a folder inside the build folder; look a few levels up.
+            for _ in 0..<4 {
+                if FileManager.default.fileExists(atPath: current + "/libFixtureCounter.so") { return current }
+                current = (current as NSString).deletingLastPathComponent
+            }
+        }
+        fatalError("fixture modules not found near \(candidates); build with swift build --build-tests first")
+    }()
+
+    static func fixture(_ name: String) -> String { directory + "/lib\(name).so" }
+    static var eventbusd: String { directory + "/eventbusd" }
+}
+
+/// A private temporary folder (mode 0700, so the host trusts what is in it), removed at deinit.
+final class TemporaryDirectory: @unchecked Sendable {
+    let path: String
+
+    init() throws {
+        let base = (NSTemporaryDirectory() as NSString).appendingPathComponent("eventbus-host-test-XXXXXX")
+        var template = Array(base.utf8CString)
+        guard let made = mkdtemp(&template), let resolved = realpath(made, nil) else { throw POSIXError(.EIO) }
+        path = String(cString: resolved)
+        free(resolved)
+    }
+
+    /// Writes `text` to `name` in the folder and returns its path.
+    @discardableResult
+    func write(_ name: String, _ text: String) throws -> String {
+        let file = path + "/" + name
+        try text.write(toFile: file, atomically: false, encoding: .utf8)
+        return file
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A swift-log handler that keeps every message, so tests can check what was announced.
+struct RecordingLogHandler: LogHandler {
+    struct Entry: Sendable {
+        var level: Logger.Level
+        var message: String
+        var module: String?
+    }
+
+    let entries: Collected<[Entry]>
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let module = (event.metadata?["module"] ?? metadata["module"]).map { "\($0)" }
+        entries.update { $0.append(Entry(level: event.level, message: "\(event.message)", module: module)) }
+    }
+}
+
+/// A logger whose messages the test can read back.
+func recordingLogger() -> (Logger, Collected<[RecordingLogHandler.Entry]>) {
+    let entries = Collected<[RecordingLogHandler.Entry]>([])
+    let logger = Logger(label: "test") { _ in RecordingLogHandler(entries: entries) }
+    return (logger, entries)
+}
+
+/// Collects the events of `pattern` on `bus` (on the bus's delivery loop), for the test to wait on.
+final class EventCollector: @unchecked Sendable {
+    let events = Collected<[Event]>([])
+    private var subscription: AnyCancellable?
+
+    init(_ bus: Bus, _ pattern: String) throws {
+        let events = events
+        subscription = try bus.publisher(for: pattern).sink { event in events.update { $0.append(event) } }
+    }
+
+    func first(timeout: Duration = .seconds(60)) async -> Event? {
+        _ = await eventually(timeout: timeout) { !events.value.isEmpty }
+        return events.value.first
+    }
+}
