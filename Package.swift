@@ -31,11 +31,32 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "eventbus-bench",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
+                           "EventBusHost", "ControlProtocol"]
+        ),
+        // The control socket's wire format (JSON lines) and a client connection: shared by the
+        // host and the eventbus CLI, which links neither the SDK nor the host.
+        .target(name: "ControlProtocol"),
+        // libsystemd (sd-journal) for the journal source.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
+        .target(
+            name: "EventSources",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd"]
+        ),
+        // A journal consumer with a persisted position, which the resume tests SIGKILL and restart.
+        .executableTarget(
+            name: "journal-consumer-fixture",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources"],
+            path: "Tests/Fixtures/JournalConsumerFixture"
         ),
         .executableTarget(
             name: "eventbus",
-            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser"), "ControlProtocol"]
         ),
         .target(
             name: "Hello",
@@ -58,10 +79,12 @@ let package = Package(
             name: "EventBusHost",
             dependencies: [
                 .product(name: "EventBusKit", package: "EventBusKit"),
+                "EventSources",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
+                "ControlProtocol",
             ]
         ),
         .executableTarget(
@@ -104,13 +127,18 @@ let package = Package(
         // package and a scaffold the way an outside author would.
         .testTarget(
             name: "EventBusModulesTests",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
         ),
         // Config, loader, registry and lifecycle of the host, with real .so fixtures (built as the
         // Fixture* products above) and the real eventbusd as a child process.
         .testTarget(
             name: "EventBusHostTests",
-            dependencies: ["EventBusHost"]
+            dependencies: ["EventBusHost", "ControlProtocol"]
+        ),
+        // The built-in sources against the real OS: a private journald, real inotify.
+        .testTarget(
+            name: "EventSourcesTests",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
         ),
     ]
 )

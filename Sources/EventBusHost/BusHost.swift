@@ -1,9 +1,11 @@
 import Dispatch
 import EventBusKit
+import EventSources
 import Logging
 import Synchronization
 
-/// The host: one bus, the timers and the handler modules its config file names, started,
+/// The host: one bus, the timers, file and journal watches and the handler modules its config
+/// file names, started,
 /// reloaded and shut down as a whole.
 ///
 /// ## Threads
@@ -22,20 +24,40 @@ public final class BusHost: @unchecked Sendable {
     private let modules: ModuleHost
     private let control = DispatchQueue(label: "eventbus.host.control")
     private let timers: HostTimers
+    private let watches: HostWatches
     private var config: HostConfig?
     private var isShutDown = false
+    private let controlServer: ControlServer?
+    private let inheritedControlSocket: Int32?
 
     /// - Parameters:
     ///   - configPath: the YAML config; read by ``start()`` and again by each ``reload()``.
     ///   - moduleCallTimeout: how long the host waits for a module's activate, reconfigure or
     ///     deactivate before giving up on it.
+    ///   - control: whether the host serves the control socket (``ControlSocket``); none by
+    ///     default, so hosts embedded in tests or tools do not compete for the system's socket.
     public init(configPath: String, logger: Logger, bus: Bus = Bus(), loader: ModuleLoader = ModuleLoader(),
-                moduleCallTimeout: Duration = .seconds(30)) {
+                moduleCallTimeout: Duration = .seconds(30), control: ControlSocket = .none) {
         self.bus = bus
         self.configPath = configPath
         self.logger = logger
-        self.modules = ModuleHost(bus: bus, loader: loader, logger: logger, callTimeout: moduleCallTimeout)
+        let modules = ModuleHost(bus: bus, loader: loader, logger: logger, callTimeout: moduleCallTimeout)
+        self.modules = modules
         self.timers = HostTimers(bus: bus, logger: logger)
+        self.watches = HostWatches(bus: bus, logger: logger)
+        // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
+        // driver needs the config's state directory and is registered by `start`.
+        FileSources.register(on: bus)
+        switch control {
+        case .none:
+            controlServer = nil
+            inheritedControlSocket = nil
+        case .configured, .inherited:
+            controlServer = ControlServer(bus: bus, logger: logger) {
+                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics)
+            }
+            if case .inherited(fileDescriptor: let fd) = control { inheritedControlSocket = fd } else { inheritedControlSocket = nil }
+        }
     }
 
     /// Per-module state and counts; any thread.
@@ -54,8 +76,17 @@ public final class BusHost: @unchecked Sendable {
         let result: Result<HostConfig, ConfigError> = await onControlQueue { [self] in
             let config: HostConfig
             do throws(ConfigError) { config = try HostConfig.load(from: configPath) } catch { return .failure(error) }
+            // Before the modules, so the replay ring holds their first events too.
+            do throws(ControlServer.StartError) {
+                try controlServer?.start(settings: config.control, inherited: inheritedControlSocket)
+            } catch {
+                return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: error.description))
+            }
+            // Before the modules, so their activate can subscribe to the journal.
+            JournalDriver.register(on: bus, stateDirectory: config.stateDirectory)
             modules.apply(config.modules, defaultCapacity: config.moduleMailboxCapacity)
             timers.apply(config.timers)
+            watches.apply(config.watches)
             self.config = config
             return .success(config)
         }
@@ -63,7 +94,7 @@ public final class BusHost: @unchecked Sendable {
         let statistics = modules.statistics
         let active = statistics.filter { $0.state == .active }.count
         let failed = statistics.filter { if case .failed = $0.state { return true } else { return false } }.count
-        logger.info("eventbusd started from \(config.file): \(active) module(s) active, \(failed) refused, \(config.timers.count) timer(s)")
+        logger.info("eventbusd started from \(config.file): \(active) module(s) active, \(failed) refused, \(config.timers.count) timer(s), \(config.watches.count) watch(es)")
     }
 
     /// Reads the config again and applies the differences (see ``ModulePlan``). A config that
@@ -80,8 +111,14 @@ public final class BusHost: @unchecked Sendable {
                 logger.error("reload failed, keeping the running config: \(error)")
                 return false
             }
+            if new.stateDirectory != config?.stateDirectory {
+                // Running journal watches keep their driver; new ones use the new directory.
+                JournalDriver.register(on: bus, stateDirectory: new.stateDirectory)
+            }
             timers.apply(new.timers)
+            watches.apply(new.watches)
             modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity)
+            controlServer?.apply(new.control)
             config = new
             let active = modules.statistics.filter { $0.state == .active }.count
             logger.info("reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)")
@@ -109,11 +146,15 @@ public final class BusHost: @unchecked Sendable {
             let deadline = ContinuousClock.now + budget
             logger.info("shutting down (budget \(budget))")
             timers.stopAll()
+            watches.stopAll()
             let undrained = modules.drainAll(until: deadline)
             if !undrained.isEmpty {
                 logger.warning("mailboxes not drained within \(budget), their queued events are lost: \(undrained.joined(separator: ", "))")
             }
             let stuck = modules.deactivateAll(until: deadline)
+            // Control clients last, so a tail sees what modules posted while stopping. They get a
+            // moment to read their last lines even when the modules used up the budget.
+            controlServer?.stop(within: min(.seconds(2), max(.milliseconds(100), deadline - .now)))
             bus.finish()
             let report = ShutdownReport(undrained: undrained, notDeactivated: stuck)
             logger.info("eventbusd stopped\(report.isClean ? "" : " (not clean: see above)")")

@@ -18,6 +18,8 @@ public enum ConfigCheck {
         var lines = ["config \(config.file): syntax ok"]
         var problems = 0
         lines.append("  module_mailbox_capacity: \(config.moduleMailboxCapacity), shutdown_timeout: \(config.shutdownTimeout)")
+        let control = config.control
+        lines.append("  control socket \(control.socketPath): tail \(control.tailGroup.map { "root and group \($0)" } ?? "root only"), post \(control.postGroup.map { "root and group \($0)" } ?? "root only"), client_buffer \(control.clientBuffer), replay_events \(control.replayEvents)")
         for timer in config.timers {
             lines.append("  timer \(timer.name): \(timer.schedule)")
         }

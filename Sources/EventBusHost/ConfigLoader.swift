@@ -41,23 +41,37 @@ extension HostConfig {
         var config = HostConfig(file: file)
         guard let root else { return config }  // an empty file: nothing configured
         let document = ConfigNode(node: root, file: file, key: "")
-        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "shutdown_timeout"]) {
+        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "shutdown_timeout", "control", "state_directory"]) {
             switch key {
-            case "sources": config.timers = try parseSources(value)
+            case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
+            case "state_directory":
+                config.stateDirectory = try value.string()
+                guard config.stateDirectory.hasPrefix("/") else { throw value.error("must be an absolute path") }
             case "modules": config.modules = try parseModules(value, directory: directory)
             case "module_mailbox_capacity": config.moduleMailboxCapacity = try value.int(atLeast: 1)
             case "shutdown_timeout": config.shutdownTimeout = try value.duration()
+            case "control": config.control = try parseControl(value, directory: directory)
             default: preconditionFailure("key \(key) allowed but not handled")
             }
         }
         return config
     }
 
-    private static func parseSources(_ node: ConfigNode) throws(ConfigError) -> [TimerConfig] {
+    private static func parseSources(_ node: ConfigNode, directory: String) throws(ConfigError) -> ([TimerConfig], [WatchConfig]) {
         var timers: [TimerConfig] = []
+        var watches: [WatchConfig] = []
         var seen: [String: (name: String, line: Int?)] = [:]  // by schedule description
-        for (key, value) in try node.mapping(allowed: ["timers"]) {
-            precondition(key == "timers")
+        for (key, value) in try node.mapping(allowed: ["timers", "files", "journal"]) {
+            guard key == "timers" else {
+                for item in try value.sequence() {
+                    let (watch, nameNode) = key == "files" ? try parseFileWatch(item, directory: directory) : try parseJournalWatch(item)
+                    if watches.contains(where: { $0.name == watch.name }) {
+                        throw nameNode.error("another watch is already named \"\(watch.name)\"")
+                    }
+                    watches.append(watch)
+                }
+                continue
+            }
             for item in try value.sequence() {
                 let (timer, nameNode) = try parseTimer(item)
                 if timers.contains(where: { $0.name == timer.name }) {
@@ -70,7 +84,60 @@ extension HostConfig {
                 timers.append(timer)
             }
         }
-        return timers
+        return (timers, watches)
+    }
+
+    private static func watchName(_ fields: [String: ConfigNode], in node: ConfigNode) throws(ConfigError) -> (String, ConfigNode) {
+        guard let nameNode = fields["name"] else { throw node.error("a watch needs a name") }
+        let name = try nameNode.string()
+        guard !name.isEmpty else { throw nameNode.error("must not be empty") }
+        return (name, nameNode)
+    }
+
+    /// `{name, path, recursive?, rearm?}`: a file-change watch (``FileWatch``); a relative path
+    /// resolves against the config file's folder, as module paths do.
+    private static func parseFileWatch(_ node: ConfigNode, directory: String) throws(ConfigError) -> (WatchConfig, nameNode: ConfigNode) {
+        let fields = try node.fields(allowed: ["name", "path", "recursive", "rearm"])
+        let (name, nameNode) = try watchName(fields, in: node)
+        guard let pathNode = fields["path"] else { throw node.error("a files watch needs a path") }
+        var path = try pathNode.string()
+        guard !path.isEmpty else { throw pathNode.error("must not be empty") }
+        if !path.hasPrefix("/") { path = directory + "/" + path }
+        do {
+            let watch = try FileWatch(path: path, recursive: try fields["recursive"]?.bool() ?? false,
+                                      rearmWhenRecreated: try fields["rearm"]?.bool() ?? false)
+            return (WatchConfig(name: name, source: .files(watch)), nameNode)
+        } catch let error as ConfigError {
+            throw error
+        } catch {
+            throw pathNode.error(Self.message(of: error))
+        }
+    }
+
+    /// `{name, unit?, identifier?, priority?, directory?, consumer?}`: a journal watch
+    /// (``JournalWatch``); the conditions given must all hold.
+    private static func parseJournalWatch(_ node: ConfigNode) throws(ConfigError) -> (WatchConfig, nameNode: ConfigNode) {
+        let fields = try node.fields(allowed: ["name", "unit", "identifier", "priority", "directory", "consumer"])
+        let (name, nameNode) = try watchName(fields, in: node)
+        var match = JournalMatch.all
+        if let unit = fields["unit"] { match = match && .unit(try unit.string()) }
+        if let identifier = fields["identifier"] { match = match && .identifier(try identifier.string()) }
+        if let priorityNode = fields["priority"] {
+            let text = try priorityNode.string()
+            guard let priority = JournalPriority.allCases.first(where: { $0.description == text }) else {
+                throw priorityNode.error("expected one of: \(JournalPriority.allCases.map(\.description).joined(separator: ", ")), found \"\(text)\"")
+            }
+            match = match && .priority(atMost: priority)
+        }
+        var watch = JournalWatch(match: match)
+        if let directory = fields["directory"] { watch.location = .directory(try directory.string()) }
+        if let consumer = fields["consumer"] { watch.consumer = try consumer.string() }
+        do {
+            try watch.validate()
+        } catch {
+            throw node.error(Self.message(of: error))
+        }
+        return (WatchConfig(name: name, source: .journal(watch)), nameNode)
     }
 
     private static let timerKeys = ["name", "every", "calendar", "tolerance", "missed_runs"]

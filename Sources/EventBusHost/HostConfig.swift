@@ -1,4 +1,5 @@
 import EventBusKit
+import Foundation
 
 /// The host's configuration, as read from its YAML file (see `examples/eventbus.yaml`).
 /// Plain values: reading the file is ``HostConfig/load(from:)``'s business, acting on it the
@@ -10,6 +11,10 @@ public struct HostConfig: Sendable {
     public var file: String
     /// Timers the host runs for everyone (`sources.timers`).
     public var timers: [TimerConfig]
+    /// `sources.files` and `sources.journal`.
+    public var watches: [WatchConfig] = []
+    /// Where the host keeps state across restarts: persisted journal positions.
+    public var stateDirectory = HostConfig.defaultStateDirectory
     /// Handler modules (`modules`), in file order.
     public var modules: [ModuleEntry]
     /// Events a module's mailbox holds before it drops (and announces) more
@@ -18,8 +23,18 @@ public struct HostConfig: Sendable {
     /// How long a graceful shutdown may take in all: draining mailboxes, then deactivating
     /// modules (`shutdown_timeout`).
     public var shutdownTimeout: Duration
+    /// The control socket (`control`).
+    public var control = ControlSettings()
 
     public static let defaultMailboxCapacity = 10_000
+    /// `/var/lib/eventbus` as root, `$XDG_STATE_HOME/eventbus` (or `~/.local/state/eventbus`)
+    /// otherwise, as systemd's `StateDirectory=` and the XDG base directories put it.
+    public static var defaultStateDirectory: String {
+        if getuid() == 0 { return "/var/lib/eventbus" }
+        let environment = ProcessInfo.processInfo.environment
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/eventbus" }
+        return (environment["HOME"] ?? "/tmp") + "/.local/state/eventbus"
+    }
     public static let defaultShutdownTimeout = Duration.seconds(10)
 
     public init(file: String, timers: [TimerConfig] = [], modules: [ModuleEntry] = [],

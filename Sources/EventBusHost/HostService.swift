@@ -5,13 +5,19 @@ import UnixSignals
 /// The host as a swift-service-lifecycle `Service`: start, reload on SIGHUP, and on graceful
 /// shutdown (SIGTERM or SIGINT, which the `ServiceGroup` turns into one) shut down within the
 /// config's budget and return, so the process exits 0.
+///
+/// Under systemd (`Type=notify`, or `notify-reload` on systemd ≥ 253) each step is also told
+/// to the service manager through `notifier`: `READY=1` once modules and sources are up,
+/// `RELOADING=1` … `READY=1` around a reload, `STOPPING=1` before shutting down.
 public struct HostService: Service {
     private let host: BusHost
     private let logger: Logger
+    private let notifier: ServiceNotifier?
 
-    public init(host: BusHost, logger: Logger) {
+    public init(host: BusHost, logger: Logger, notifier: ServiceNotifier? = nil) {
         self.host = host
         self.logger = logger
+        self.notifier = notifier
     }
 
     public func run() async throws {
@@ -22,13 +28,18 @@ public struct HostService: Service {
             try await host.start()
         } catch {
             logger.critical("cannot start: \(error)")
+            notifier?.failed("Cannot start: \(error)")
             throw error
         }
         logger.info("ready; SIGHUP reloads \(host.configPath), SIGTERM stops")
+        notifier?.ready(status: host.statusLine)
         for await _ in hangups.cancelOnGracefulShutdown() {
             logger.info("SIGHUP: reloading \(host.configPath)")
+            notifier?.reloading()
             await host.reload()
+            notifier?.ready(status: host.statusLine)
         }
+        notifier?.stopping()
         _ = await host.shutdown()
     }
 }

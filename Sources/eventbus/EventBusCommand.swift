@@ -1,12 +1,13 @@
 import ArgumentParser
 
 /// `eventbus`: the command line of the EventBus host. Each group of subcommands lives in its own
-/// folder; the ones that talk to a running host (tail, post, status) join `subcommands` here.
+/// folder; the ones that talk to a running host (`Control/`: tail, post, status, modules) and
+/// the module tools (`Module/`) join `subcommands` here.
 @main
 struct EventBusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "eventbus",
         abstract: "Work with the EventBus host and its handler modules.",
-        subcommands: [ModuleCommand.self]
+        subcommands: [TailCommand.self, PostCommand.self, StatusCommand.self, ModulesCommand.self, ModuleCommand.self]
     )
 }

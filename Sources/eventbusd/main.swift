@@ -25,24 +25,41 @@ struct EventBusDaemon: ParsableCommand {
             for line in report.lines { print(line) }
             throw report.isOK ? ExitCode.success : ExitCode.failure
         }
-        let level = logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        // What systemd passed in the environment, read (and removed) before any thread runs.
+        let serviceManager = ServiceManagerEnvironment.take()
+        let activation = SocketActivation.take()
+        let journal = HostLogging.bootstrap(level: logLevel)
+        // The last lines (the shutdown report) must reach journald before the process ends.
+        defer { journal?.flush(timeout: .seconds(2)) }
         let logger = Logger(label: "eventbusd")
-        let host = BusHost(configPath: config, logger: logger)
+        let controlSocket = adoptControlSocket(from: activation, logger: logger)
+        // The control server accepts on systemd's socket when there is one, else binds control.socket.
+        let host = BusHost(configPath: config, logger: logger,
+                           control: controlSocket.map { .inherited(fileDescriptor: $0.fileDescriptor) } ?? .configured)
+        let notifier = ServiceNotifier(environment: serviceManager, logger: logger)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        // First, so the group stops it last: keep-alives go on while the host shuts down.
+        if let notifier { services.append(.init(service: ServiceManagerService(notifier: notifier, host: host))) }
+        services.append(.init(service: HostService(host: host, logger: logger, notifier: notifier)))
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: HostService(host: host, logger: logger))],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {
             // HostService has logged why it could not start.
             throw ExitCode.failure
         }
+    }
+
+    /// The control socket systemd opened for eventbusd (`eventbusd.socket`), if it was
+    /// socket-activated: the control server accepts on it instead of binding its own.
+    private func adoptControlSocket(from activation: SocketActivation, logger: Logger) -> SocketActivation.InheritedSocket? {
+        if let problem = activation.problem(takingListenerNamed: "control") {
+            logger.warning("\(problem); not using it")
+        }
+        guard let socket = activation.takeListener(named: "control") else { return nil }
+        logger.info("socket activation: adopted fd \(socket.fileDescriptor) listening on \(socket.path ?? "an unnamed socket") as the control socket")
+        return socket
     }
 }
 

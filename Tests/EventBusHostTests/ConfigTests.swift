@@ -233,6 +233,8 @@ import Testing
         let config = try HostConfig.load(from: repository.appendingPathComponent("examples/eventbus.yaml").path)
         #expect(config.timers.map(\.name) == ["heartbeat", "nightly"])
         #expect(config.modules.map(\.name) == ["hello", "follower", "rate-summary"])
-        #expect(config.modules.allSatisfy { $0.path.hasPrefix(repository.path + "/.build/release/lib") })
+        // `.build/release` is a symlink once a release build exists; the path may resolve through it.
+        #expect(config.modules.allSatisfy { $0.path.hasPrefix(repository.path + "/.build/") && $0.path.hasSuffix(".so") })
+        #expect(config.watches.map(\.name) == ["examples", "ssh-warnings"])
     }
 }

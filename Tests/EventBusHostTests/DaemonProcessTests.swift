@@ -50,6 +50,7 @@ import Testing
         let counter = BuildProducts.fixture("FixtureCounter")
         let first = """
             shutdown_timeout: 20s
+            control: {socket: \(directory.path)/control.sock}
             sources:
               timers:
                 - {name: fast, every: 100ms}

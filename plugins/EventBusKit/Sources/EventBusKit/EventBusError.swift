@@ -5,7 +5,9 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         fileprivate enum Base: String, Hashable, Sendable {
             case invalidPattern, invalidEventName, invalidCalendarSpec, invalidTimerInterval
             case sourceUnavailable, busFinished
+            case invalidFilePath
             case invalidModuleConfig, moduleABIMismatch, duplicateSDK, notAModule
+            case invalidJournalWatch, acknowledgementFailed
         }
         fileprivate let base: Base
 
@@ -21,6 +23,8 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let sourceUnavailable = Code(base: .sourceUnavailable)
         /// The bus has been finished; it takes no new subscriptions or sources.
         public static let busFinished = Code(base: .busFinished)
+        /// A file watch was asked for with an unusable path (empty).
+        public static let invalidFilePath = Code(base: .invalidFilePath)
 
         /// A module's config section lacks a key or has one of the wrong type.
         public static let invalidModuleConfig = Code(base: .invalidModuleConfig)
@@ -30,6 +34,13 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let duplicateSDK = Code(base: .duplicateSDK)
         /// A file is not a loadable EventBus module.
         public static let notAModule = Code(base: .notAModule)
+
+        /// A journal watch's options are malformed (field name, consumer name, directory, a match
+        /// that can never hold).
+        public static let invalidJournalWatch = Code(base: .invalidJournalWatch)
+        /// A journal entry could not be acknowledged: its watch has no consumer name or is no
+        /// longer running, or the position could not be persisted.
+        public static let acknowledgementFailed = Code(base: .acknowledgementFailed)
 
         public var description: String { base.rawValue }
     }

@@ -1,0 +1,80 @@
+import ControlProtocol
+
+/// The `control:` section of the config: the control socket that `eventbus tail`, `post`,
+/// `status` and `modules` talk to.
+public struct ControlSettings: Sendable, Equatable {
+    /// A group named in the config, with the id it had when the config was read.
+    public struct Group: Sendable, Equatable, CustomStringConvertible {
+        public var name: String
+        public var id: UInt32
+        public var description: String { name }
+
+        public init(name: String, id: UInt32) {
+            self.name = name
+            self.id = id
+        }
+    }
+
+    /// Where the socket is (`socket`); ``ControlProtocol/defaultSocketPath(userID:runtimeDirectory:)``
+    /// when the config names none.
+    public var socketPath: String
+    /// Members may tail, and read status and modules (`tail_group`). The socket's group, so
+    /// they can connect; without it only root can.
+    public var tailGroup: Group?
+    /// Members may post events (`post_group`); without it only root can. They must also be able
+    /// to connect: members of the tail group, or root.
+    public var postGroup: Group?
+    /// Events waiting for one client before more are dropped and announced (`client_buffer`).
+    public var clientBuffer: Int
+    /// Recent events kept for replay with `--since` and `--last` (`replay_events`).
+    public var replayEvents: Int
+
+    public static let defaultClientBuffer = 10_000
+    public static let defaultReplayEvents = 10_000
+
+    public init(socketPath: String = ControlProtocol.defaultSocketPath(), tailGroup: Group? = nil,
+                postGroup: Group? = nil, clientBuffer: Int = ControlSettings.defaultClientBuffer,
+                replayEvents: Int = ControlSettings.defaultReplayEvents) {
+        self.socketPath = socketPath
+        self.tailGroup = tailGroup
+        self.postGroup = postGroup
+        self.clientBuffer = clientBuffer
+        self.replayEvents = replayEvents
+    }
+}
+
+extension HostConfig {
+    static let controlKeys = ["socket", "tail_group", "post_group", "client_buffer", "replay_events"]
+
+    /// Reads the `control:` section. Groups are looked up now, so a misspelt group is an error
+    /// with its line, not a refusal later.
+    static func parseControl(_ node: ConfigNode, directory: String) throws(ConfigError) -> ControlSettings {
+        var settings = ControlSettings()
+        for (key, value) in try node.mapping(allowed: controlKeys) {
+            switch key {
+            case "socket":
+                let path = try value.string()
+                guard !path.isEmpty else { throw value.error("must not be empty") }
+                let absolute = absolute(path, relativeTo: directory)
+                guard absolute.utf8.count < System.StreamSocket.maximumPathLength else {
+                    throw value.error("a socket path has at most \(System.StreamSocket.maximumPathLength - 1) bytes; \(absolute) has \(absolute.utf8.count)")
+                }
+                settings.socketPath = absolute
+            case "tail_group": settings.tailGroup = try group(value)
+            case "post_group": settings.postGroup = try group(value)
+            case "client_buffer": settings.clientBuffer = try value.int(atLeast: 1)
+            case "replay_events": settings.replayEvents = try value.int(atLeast: 0)
+            default: preconditionFailure("key \(key) allowed but not handled")
+            }
+        }
+        return settings
+    }
+
+    private static func group(_ node: ConfigNode) throws(ConfigError) -> ControlSettings.Group {
+        let name = try node.string()
+        guard let id = System.StreamSocket.groupID(named: name) else {
+            throw node.error("no group named \"\(name)\" on this system")
+        }
+        return ControlSettings.Group(name: name, id: id)
+    }
+}

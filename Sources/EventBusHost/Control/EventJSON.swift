@@ -1,0 +1,119 @@
+import ControlProtocol
+import EventBusKit
+import Foundation
+import Glibc
+
+/// Encodes events as the protocol's `event` lines, straight into a ``JSONWriter``:
+///
+///     {"type":"event","seq":42,"name":"user.deploy.done","source":"user",
+///      "time":"2025-03-05T14:02:11.123456Z","mono":81234567890,"fields":{"env":"prod"}}
+///
+/// Fields are written in sorted key order so equal events are equal lines. Field values keep
+/// their type: strings, integers, doubles, booleans; a date field becomes an RFC 3339 string.
+///
+/// One encoder per client session (it caches the formatted second of the last timestamp, which
+/// most events of a burst share); used only on that session's queue.
+struct EventJSON {
+    private var cachedSecond = Int.min
+    private var cachedPrefix: [UInt8] = []  // "2025-03-05T14:02:11"
+
+    mutating func event(_ event: Event, into writer: inout JSONWriter) {
+        writer.raw("{\"type\":\"event\",\"seq\":")
+        writer.unsigned(event.sequence)
+        writer.raw(",\"name\":")
+        writer.string(event.name)
+        writer.raw(",\"source\":")
+        writer.string(event.source)
+        writer.raw(",\"time\":")
+        time(event.wallTime, into: &writer)
+        writer.raw(",\"mono\":")
+        writer.unsigned(event.monotonicNanoseconds)
+        writer.raw(",\"fields\":{")
+        let fields = event.fields
+        if fields.count == 1, let (key, value) = fields.first {
+            field(key, value, into: &writer)
+        } else if !fields.isEmpty {
+            for (index, key) in fields.keys.sorted().enumerated() {
+                if index > 0 { writer.byte(UInt8(ascii: ",")) }
+                field(key, fields[key]!, into: &writer)
+            }
+        }
+        writer.raw("}}\n")
+    }
+
+    private mutating func field(_ key: String, _ value: FieldValue, into writer: inout JSONWriter) {
+        writer.string(key)
+        writer.byte(UInt8(ascii: ":"))
+        switch value {
+        case .string(let text): writer.string(text)
+        case .int(let number): writer.int(number)
+        case .double(let number): writer.double(number)
+        case .bool(let flag): writer.bool(flag)
+        case .date(let date): time(date, into: &writer)
+        }
+    }
+
+    /// `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` in UTC, microseconds.
+    private mutating func time(_ date: Date, into writer: inout JSONWriter) {
+        let interval = date.timeIntervalSince1970
+        let second = Int(interval.rounded(.down))
+        let micros = min(999_999, max(0, Int((interval - Double(second)) * 1_000_000)))
+        if second != cachedSecond {
+            cachedSecond = second
+            var time = time_t(second)
+            var parts = tm()
+            gmtime_r(&time, &parts)
+            var prefix = JSONWriter(capacity: 20)
+            digits(Int(parts.tm_year) + 1900, 4, &prefix)
+            prefix.byte(UInt8(ascii: "-"))
+            digits(Int(parts.tm_mon) + 1, 2, &prefix)
+            prefix.byte(UInt8(ascii: "-"))
+            digits(Int(parts.tm_mday), 2, &prefix)
+            prefix.byte(UInt8(ascii: "T"))
+            digits(Int(parts.tm_hour), 2, &prefix)
+            prefix.byte(UInt8(ascii: ":"))
+            digits(Int(parts.tm_min), 2, &prefix)
+            prefix.byte(UInt8(ascii: ":"))
+            digits(Int(parts.tm_sec), 2, &prefix)
+            cachedPrefix = prefix.bytes
+        }
+        writer.byte(UInt8(ascii: "\""))
+        writer.bytes.append(contentsOf: cachedPrefix)
+        writer.byte(UInt8(ascii: "."))
+        digits(micros, 6, &writer)
+        writer.raw("Z\"")
+    }
+
+    private func digits(_ value: Int, _ width: Int, _ writer: inout JSONWriter) {
+        var divisor = 1
+        for _ in 1..<width { divisor *= 10 }
+        var value = value
+        while divisor > 0 {
+            writer.byte(UInt8(ascii: "0") &+ UInt8(value / divisor % 10))
+            value %= divisor
+            divisor /= 10
+        }
+    }
+}
+
+/// The protocol's `gap` line: events this client did not get, and why.
+enum GapReason: String {
+    /// Its buffer was full: it did not read fast enough.
+    case slowClient = "slow_client"
+    /// The replay it asked for starts before the oldest event the host still holds.
+    case replay
+}
+
+extension JSONWriter {
+    mutating func gapLine(dropped: Int, first: UInt64, last: UInt64, reason: GapReason) {
+        raw("{\"type\":\"gap\",\"reason\":")
+        string(reason.rawValue)
+        raw(",\"dropped\":")
+        int(dropped)
+        raw(",\"first_seq\":")
+        unsigned(first)
+        raw(",\"last_seq\":")
+        unsigned(last)
+        raw("}\n")
+    }
+}

@@ -1,0 +1,77 @@
+import ControlProtocol
+import EventBusKit
+
+/// A request the session answers with an `error` line: a stable `code` for programs, a message
+/// for people.
+struct RequestError: Error {
+    var code: String
+    var message: String
+
+    static func bad(_ message: String) -> RequestError { RequestError(code: "bad_request", message: message) }
+}
+
+/// A `subscribe` request, checked. Members it does not know are refused rather than ignored, so
+/// a misspelt `since_seq` is an error, not a silent full stream.
+struct SubscribeRequest {
+    var patterns: [EventPattern] = []
+    var since: UInt64?
+    var last: Int?
+    var count: Int?
+    var files: [String] = []
+    var recursive = false
+    var journal: [String] = []
+    var buffer: Int?
+
+    static let members: Set<String> = ["op", "id", "patterns", "since_seq", "last", "count", "files", "recursive", "journal", "buffer"]
+
+    init(_ request: [String: JSON], maximumBuffer: Int) throws(RequestError) {
+        if let unknown = request.keys.sorted().first(where: { !Self.members.contains($0) }) {
+            throw .bad("subscribe has no member \"\(unknown)\"; it takes \(Self.members.subtracting(["op", "id"]).sorted().joined(separator: ", "))")
+        }
+        files = try Self.strings(request["files"], "files")
+        journal = try Self.strings(request["journal"], "journal")
+        if let value = request["recursive"] {
+            guard let flag = value.boolValue else { throw .bad("\"recursive\" must be true or false, found \(value.kindName)") }
+            recursive = flag
+        }
+        for text in try Self.strings(request["patterns"], "patterns") {
+            do {
+                patterns.append(try EventPattern(text))
+            } catch {
+                throw RequestError(code: "invalid_pattern", message: (error as? EventBusError)?.message ?? "\(error)")
+            }
+        }
+        // No patterns and no sources: everything.
+        if patterns.isEmpty && files.isEmpty && journal.isEmpty { patterns = [EventPattern.all] }
+        since = try Self.number(request["since_seq"], "since_seq", atLeast: 0).map { UInt64(max(1, $0)) }  // sequences start at 1
+        last = try Self.number(request["last"], "last", atLeast: 0)
+        count = try Self.number(request["count"], "count", atLeast: 1)
+        buffer = try Self.number(request["buffer"], "buffer", atLeast: 1).map { min($0, maximumBuffer) }
+        if since != nil && last != nil { throw .bad("give since_seq or last, not both") }
+        if files.contains(where: \.isEmpty) { throw .bad("\"files\" holds an empty path") }
+        if journal.contains(where: \.isEmpty) { throw .bad("\"journal\" holds an empty unit name") }
+    }
+
+    /// A list of strings; a single string counts as a list of one.
+    private static func strings(_ value: JSON?, _ name: String) throws(RequestError) -> [String] {
+        switch value {
+        case nil: return []
+        case .string(let text)?: return [text]
+        case .array(let items)?:
+            var strings: [String] = []
+            for item in items {
+                guard let text = item.stringValue else { throw .bad("\"\(name)\" must be a list of strings, found \(item.kindName) in it") }
+                strings.append(text)
+            }
+            return strings
+        case let other?: throw .bad("\"\(name)\" must be a list of strings, found \(other.kindName)")
+        }
+    }
+
+    private static func number(_ value: JSON?, _ name: String, atLeast minimum: Int64) throws(RequestError) -> Int? {
+        guard let value else { return nil }
+        guard let number = value.intValue else { throw .bad("\"\(name)\" must be an integer, found \(value.kindName)") }
+        guard number >= minimum else { throw .bad("\"\(name)\" must be at least \(minimum), found \(number)") }
+        return Int(number)
+    }
+}

@@ -1,0 +1,165 @@
+import EventBusKit
+import Foundation
+
+/// One tailing client's bounded buffer: the bus's delivery loop puts events in, the client's
+/// session queue takes them out in batches and writes them to the socket.
+///
+/// ## Slow clients: drop with count, announced
+/// At most `capacity` events wait. When the client does not read — the socket's kernel buffer
+/// is full and this buffer too — further events are dropped and counted, and one `gap` line
+/// (count, first and last sequence) takes their place in the client's stream, exactly where the
+/// events are missing. Dropping, not disconnecting: a person tailing through a slow terminal
+/// keeps their session and sees how much they missed; a script that cannot afford loss sees the
+/// gap line and can re-read with `since_seq`. Either way the bus — and every other client and
+/// module — never waits for this client: putting an event in is a lock and an append, plus one
+/// `DispatchQueue.async` when the session was idle (so a burst costs one wake-up).
+///
+/// ## Threads
+/// ``offer(_:)`` is called on the bus's delivery loop only (by ``ControlServer``'s fan-out and
+/// by the client's source subscriptions, which deliver there too), so offers are in sequence
+/// order — which is what lets it drop duplicates by sequence. ``take(upTo:)`` runs on the
+/// session's queue. The lock guards what both touch.
+final class TailFeed: @unchecked Sendable {
+    // @unchecked: the mutable state is behind `lock`; the rest is immutable.
+
+    /// Names the client asked for; events of its own sources (`--files`, `--journal`) are
+    /// offered without this check.
+    let patterns: [EventPattern]
+    /// Live events below this sequence are not wanted (a `since_seq` in the future).
+    let fromSequence: UInt64
+    let capacity: Int
+    /// Which connection it feeds, for `stats`.
+    let client: (id: Int, userID: UInt32, processID: Int32)
+    /// Called (outside the lock) when the session should wake up and write.
+    private let wake: @Sendable () -> Void
+
+    enum Item {
+        case event(Event)
+        case gap(dropped: Int, first: UInt64, last: UInt64, reason: GapReason)
+    }
+
+    private struct State {
+        /// The replay and the replay-gap notice, ahead of any live event; not bounded (the ring is).
+        var replay: [Item] = []
+        var replayIndex = 0
+        var live: [Item] = []
+        var liveIndex = 0
+        var liveEvents = 0
+        /// Index in `live` of the gap notice still collecting drops, if the last item is one.
+        var openGap: Int?
+        var lastOffered: UInt64 = 0
+        var scheduled = false
+        var delivered: UInt64 = 0
+        var dropped: UInt64 = 0
+    }
+
+    private let lock = NSLock()
+    private var state = State()
+
+    init(patterns: [EventPattern], fromSequence: UInt64, capacity: Int,
+         client: (id: Int, userID: UInt32, processID: Int32), wake: @escaping @Sendable () -> Void) {
+        self.patterns = patterns
+        self.client = client
+        self.fromSequence = fromSequence
+        self.capacity = max(1, capacity)
+        self.wake = wake
+    }
+
+    /// Whether the fan-out should offer `event` (its name matches, it is not too old).
+    @inline(__always)
+    func wants(_ event: Event) -> Bool {
+        event.sequence >= fromSequence && patterns.contains { $0.matches(event.name) }
+    }
+
+    /// Sets what is sent before the live events. Called once, under the server's lock, before
+    /// the feed receives offers.
+    func setReplay(_ items: [Item], lastSequence: UInt64) {
+        lock.withLock {
+            state.replay = items
+            state.lastOffered = lastSequence
+        }
+    }
+
+    /// Adds a live event, or counts it dropped when the buffer is full. Delivery loop only.
+    func offer(_ event: Event) {
+        let mustWake = lock.withLock { () -> Bool in
+            // The same event can come through the pattern fan-out and a source subscription.
+            guard event.sequence > state.lastOffered else { return false }
+            state.lastOffered = event.sequence
+            if state.liveEvents < capacity {
+                state.live.append(.event(event))
+                state.liveEvents += 1
+                state.openGap = nil
+            } else {
+                state.dropped += 1
+                if let open = state.openGap, case .gap(let dropped, let first, _, let reason) = state.live[open] {
+                    state.live[open] = .gap(dropped: dropped + 1, first: first, last: event.sequence, reason: reason)
+                } else {
+                    // One notice per run of drops; it may exceed the capacity by one.
+                    state.openGap = state.live.count
+                    state.live.append(.gap(dropped: 1, first: event.sequence, last: event.sequence, reason: .slowClient))
+                }
+            }
+            if state.scheduled { return false }
+            state.scheduled = true
+            return true
+        }
+        if mustWake { wake() }
+    }
+
+    /// Asks for a wake-up even without a new event (the replay waits to be written).
+    func schedule() {
+        let mustWake = lock.withLock { () -> Bool in
+            if state.scheduled { return false }
+            state.scheduled = true
+            return true
+        }
+        if mustWake { wake() }
+    }
+
+    /// Up to `limit` items, replay first. An empty result means the feed is drained and the
+    /// session goes idle: the next offer wakes it again.
+    func take(upTo limit: Int, into items: inout [Item]) {
+        lock.withLock {
+            while items.count < limit, state.replayIndex < state.replay.count {
+                items.append(state.replay[state.replayIndex])
+                state.replayIndex += 1
+            }
+            if state.replayIndex == state.replay.count, !state.replay.isEmpty {
+                state.replay = []
+                state.replayIndex = 0
+            }
+            while items.count < limit, state.liveIndex < state.live.count {
+                let item = state.live[state.liveIndex]
+                state.liveIndex += 1
+                if case .event = item { state.liveEvents -= 1 }
+                items.append(item)
+            }
+            if let open = state.openGap, open < state.liveIndex { state.openGap = nil }  // taken: its count is final
+            if state.liveIndex == state.live.count {
+                state.live.removeAll(keepingCapacity: state.live.count <= 4096)
+                state.liveIndex = 0
+            } else if state.liveIndex > 4096 {
+                state.live.removeFirst(state.liveIndex)
+                if let open = state.openGap { state.openGap = open - state.liveIndex }
+                state.liveIndex = 0
+            }
+            if items.isEmpty { state.scheduled = false }
+        }
+    }
+
+    /// Events the session wrote out, for statistics.
+    func didDeliver(_ count: Int) {
+        lock.withLock { state.delivered += UInt64(count) }
+    }
+
+    struct Statistics {
+        var delivered: UInt64
+        var dropped: UInt64
+        var queued: Int
+    }
+
+    var statistics: Statistics {
+        lock.withLock { Statistics(delivered: state.delivered, dropped: state.dropped, queued: state.liveEvents) }
+    }
+}

@@ -1,0 +1,291 @@
+import Dispatch
+import EventBusKit
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The host's one inotify instance, shared by every `files` source.
+///
+/// Why one: inotify instances are a scarce per-user resource (`fs.inotify.max_user_instances`,
+/// 128 here, shared by every process of the user), and one instance lets the kernel share watches:
+/// `inotify_add_watch` on an inode already watched returns the same watch descriptor. The monitor
+/// reference-counts each descriptor by the sources that hold it, so two sources on `/etc` (or a
+/// recursive one on `/` and one on `/etc`) cost one kernel watch, removed when the last lets go.
+/// Every watch uses the same mask, so sharing never narrows what another source sees.
+///
+/// ## Threads
+/// One serial queue, `eventbus.files`, owns everything: the descriptor, the watch table, every
+/// source's tree and snapshot. A reader thread (`eventbus.files.reader`, see ``InotifyReader``)
+/// waits on the descriptor and handles what it reads as blocks on that queue, run on the reader
+/// thread itself; sources are attached and detached by blocks on the same queue. Events are
+/// posted to the bus from those blocks, so subscribers without a mailbox run on the reader
+/// thread — handler modules have mailboxes and never hold it up. A stalled reader cannot lose
+/// events silently: the kernel's queue fills, overflows, and every source says so and rescans.
+///
+/// The instance is made when the first source starts and closed when the last one stops.
+public final class FileChangeMonitor: @unchecked Sendable {
+    /// The monitor `FileSources.register(on:)` uses unless given another.
+    public static let shared = FileChangeMonitor()
+
+    let queue = DispatchQueue(label: "eventbus.files")
+
+    // Owned by `queue`.
+    private var descriptor: Int32 = -1
+    private var reader: InotifyReader?
+    private var readerPaused = false
+    /// Kernel watch → the sources holding it, in the order they took it.
+    private var holders: [Int32: [FileWatchSource]] = [:]
+    private var sources: [ObjectIdentifier: FileWatchSource] = [:]
+    private var overflows = 0
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
+
+    public init() {}
+
+    deinit {
+        buffer.deallocate()
+    }
+
+    /// A snapshot for status displays and tests.
+    public struct Statistics: Sendable {
+        /// Kernel watches held (each shared by every source that watches its directory).
+        public var kernelWatches: Int
+        /// Running `files` sources.
+        public var sources: Int
+        /// Kernel queue overflows seen since the monitor was made.
+        public var overflows: Int
+        /// Whether the inotify instance is open.
+        public var isOpen: Bool
+    }
+
+    /// Blocks until the monitor's queue has answered: not for use on that queue.
+    public var statistics: Statistics {
+        queue.sync {
+            Statistics(kernelWatches: holders.count, sources: sources.count, overflows: overflows,
+                       isOpen: descriptor >= 0)
+        }
+    }
+
+    // MARK: Sources (called from any thread)
+
+    func attach(_ source: FileWatchSource, bus: Bus) {
+        queue.async { [self] in
+            sources[ObjectIdentifier(source)] = source
+            source.begin(bus: bus)
+            if let failure = openIfNeeded() {
+                source.instanceFailed(failure)
+            } else {
+                source.arm(initial: true)
+            }
+        }
+    }
+
+    func detach(_ source: FileWatchSource) {
+        queue.async { [self] in
+            guard sources.removeValue(forKey: ObjectIdentifier(source)) != nil else { return }
+            source.end()
+            if sources.isEmpty { close() }
+        }
+    }
+
+    // MARK: Watches (on the queue)
+
+    /// Adds `source` as a holder of the kernel watch for `path`, making the watch if needed.
+    /// `following`: follow a symlink (a watch's root); below the root, a directory only — never a
+    /// symlink, so a link cannot lead the recursion out of the tree or into a loop.
+    func addWatch(_ path: String, following: Bool, for source: FileWatchSource) -> WatchResult {
+        guard descriptor >= 0 else { return .failed(EBADF) }
+        let flags = following ? 0 : InotifyMask.onlyDirectory | InotifyMask.dontFollow
+        let watch = inotify_add_watch(descriptor, path, InotifyMask.watched | flags)
+        guard watch >= 0 else { return .failed(errno) }
+        var list = holders[watch] ?? []
+        if !list.contains(where: { $0 === source }) { list.append(source) }
+        holders[watch] = list
+        return .watched(watch)
+    }
+
+    enum WatchResult {
+        case watched(Int32)
+        /// The `errno` of `inotify_add_watch`.
+        case failed(Int32)
+    }
+
+    /// `source` lets go of `watch`; the last holder's release removes the kernel watch.
+    func release(_ watch: Int32, by source: FileWatchSource) {
+        guard var list = holders[watch] else { return }
+        list.removeAll { $0 === source }
+        if list.isEmpty {
+            holders[watch] = nil
+            // Fails harmlessly when the kernel removed it already (directory deleted).
+            inotify_rm_watch(descriptor, watch)
+        } else {
+            holders[watch] = list
+        }
+    }
+
+    /// Nil on success, else the `errno` of `inotify_init1`.
+    private func openIfNeeded() -> Int32? {
+        guard descriptor < 0 else { return nil }
+        let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard fd >= 0 else { return errno }
+        guard let reader = InotifyReader(descriptor: fd) else { return errno }
+        descriptor = fd
+        self.reader = reader
+        reader.start(paused: readerPaused) { [weak self] reader in
+            guard let self else { return }
+            queue.sync {
+                // A reader stopped (or paused) meanwhile leaves the events to its successor.
+                guard self.reader === reader, !reader.isPaused else { return }
+                readAvailable()
+            }
+        }
+        return nil
+    }
+
+    private func close() {
+        guard let reader else { return }
+        reader.stop()  // the reader closes the descriptor
+        self.reader = nil
+        descriptor = -1
+        holders.removeAll()
+    }
+
+    // MARK: Reading (on the queue)
+
+    /// Reads and handles what the kernel has queued, one buffer at a time, and returns after a
+    /// bounded number of buffers so attach/detach blocks are not starved during a storm (the
+    /// reader comes back at once while data remains).
+    private func readAvailable() {
+        for _ in 0..<64 {
+            var events: [InotifyEvent] = []
+            guard readOnce(into: &events) else { return }
+            handle(events)
+        }
+    }
+
+    /// One `read`; false when nothing was there.
+    private func readOnce(into events: inout [InotifyEvent]) -> Bool {
+        let count = read(descriptor, buffer.baseAddress, buffer.count)
+        guard count > 0 else { return false }
+        parseInotifyEvents(UnsafeRawBufferPointer(buffer), count: count, into: &events)
+        return true
+    }
+
+    /// Waits up to `milliseconds` for more events and reads them; false if none came.
+    private func readMore(into events: inout [InotifyEvent], waiting milliseconds: Int32) -> Bool {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, milliseconds) > 0 else { return false }
+        return readOnce(into: &events)
+    }
+
+    /// How long an `IN_MOVED_FROM` waits for its `IN_MOVED_TO`. The kernel queues both halves of a
+    /// rename within one `rename(2)`, but as two insertions: the second can land just after a read
+    /// has emptied the queue. If nothing arrives within this window, the rename left the watched
+    /// directories (moved out).
+    static let movePartnerWait: Int32 = 2
+    /// How far ahead a move's partner is looked for: other events (from other directories) can
+    /// slip between the two halves, but only a few.
+    static let movePartnerWindow = 64
+
+    private func handle(_ batch: [InotifyEvent]) {
+        var events = batch
+        /// Events before this index were read before the queue was seen empty for a whole wait:
+        /// a partner they lack is not coming.
+        var settledThrough = 0
+        var index = 0
+        while index < events.count {
+            let event = events[index]
+            index += 1
+            if event.mask == 0 { continue }  // the second half of a move, already handled
+            if event.has(InotifyMask.overflow) {
+                overflows += 1
+                for source in sources.values.sorted(by: { $0.id < $1.id }) { source.overflowed() }
+            } else if event.has(InotifyMask.ignored) {
+                for source in holders.removeValue(forKey: event.wd) ?? [] { source.watchRemoved(event.wd) }
+            } else if event.has(InotifyMask.movedFrom) {
+                var partner: Int?
+                var next = index
+                while partner == nil, next < index + Self.movePartnerWindow {
+                    if next < events.count {
+                        if events[next].has(InotifyMask.movedTo), events[next].cookie == event.cookie { partner = next }
+                        next += 1
+                    } else if index - 1 < settledThrough {
+                        break
+                    } else if !readMore(into: &events, waiting: Self.movePartnerWait) {
+                        settledThrough = events.count
+                        break
+                    }
+                }
+                if let partner {
+                    let to = events[partner]
+                    events[partner].mask = 0
+                    dispatchMove(from: event, to: to)
+                } else {
+                    dispatchMove(from: event, to: nil)
+                }
+            } else if event.has(InotifyMask.movedTo) {
+                dispatchMove(from: nil, to: event)  // moved in from outside every watch
+            } else {
+                guard let list = holders[event.wd] else { continue }
+                for source in list { source.handle(event) }
+            }
+        }
+    }
+
+    /// Hands each source the halves of a rename that fall on watches it holds.
+    private func dispatchMove(from: InotifyEvent?, to: InotifyEvent?) {
+        let fromHolders = from.flatMap { holders[$0.wd] } ?? []
+        let toHolders = to.flatMap { holders[$0.wd] } ?? []
+        var seen = Set<ObjectIdentifier>()
+        for source in fromHolders + toHolders where seen.insert(ObjectIdentifier(source)).inserted {
+            source.handleMove(from: fromHolders.contains { $0 === source } ? from : nil,
+                              to: toHolders.contains { $0 === source } ? to : nil)
+        }
+    }
+
+    // MARK: Test hooks
+
+    /// Stops reading the descriptor (events pile up in the kernel until it overflows). For tests
+    /// of overflow handling. Nothing is read after it returns: reads happen in queue blocks.
+    func pauseReading() {
+        queue.sync {
+            readerPaused = true
+            reader?.setPaused(true)
+        }
+    }
+
+    func resumeReading() {
+        queue.sync {
+            readerPaused = false
+            reader?.setPaused(false)
+        }
+    }
+
+    /// The inotify descriptor (-1 when closed): tests read `/proc/self/fdinfo/<fd>`.
+    var inotifyDescriptor: Int32 { queue.sync { descriptor } }
+
+    // MARK: Error messages
+
+    static func instanceFailureMessage(_ code: Int32) -> String {
+        if code == EMFILE && !processIsOutOfDescriptors() {
+            let limit = FileWatchLimit.maxUserInstances
+            let value = readProcInteger("/proc/sys/fs/inotify/max_user_instances").map(String.init) ?? "?"
+            return "cannot create an inotify instance: the limit \(limit.sysctl) (\(value)) is reached for this user. "
+                + "Raise it (sysctl -w \(limit.sysctl)=N, and in /etc/sysctl.d to keep it); nothing is watched until then"
+        }
+        if code == EMFILE {
+            return "cannot create an inotify instance: this process has reached its open-file limit (RLIMIT_NOFILE, "
+                + "LimitNOFILE= in a systemd unit); nothing is watched until then"
+        }
+        return "cannot create an inotify instance: \(errorText(code)); nothing is watched until then"
+    }
+
+    /// `inotify_init1` says EMFILE both for the per-user instance limit and for the process's
+    /// descriptor limit; this tells them apart.
+    static func processIsOutOfDescriptors() -> Bool {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return false }
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
+        return UInt64(open) + 1 >= UInt64(limit.rlim_cur)
+    }
+}

@@ -1,0 +1,476 @@
+import EventBusKit
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One `files` source: a ``FileWatch`` (a path, maybe recursive) turned into `fs.*` events.
+///
+/// It keeps, for its own tree, which kernel watch stands for which directory and a snapshot of
+/// what its subscribers have been told exists (path → directory or not, and device, inode, mtime,
+/// size as last stat'ed — see ``FileState``). The snapshot makes the source lossless and idempotent:
+/// - a `created` for a path already known as the same file is a duplicate (a directory scan and the
+///   kernel both saw it) and is dropped; a `deleted` for an unknown path likewise;
+/// - after an overflow, comparing the snapshot with the disk gives what subscribers missed: paths
+///   that appeared, vanished or were replaced; files whose mtime or size differ from the last stat;
+///   and, conservatively, files changed by an event since they were last stat'ed (`modified`).
+///
+/// Threads: `start` and `stop` come from any thread and only hand over to the monitor; everything
+/// else runs on the monitor's queue (``FileChangeMonitor``), which owns all the state below.
+final class FileWatchSource: EventSource, @unchecked Sendable {
+    let id: String
+    let options: FileWatch
+    private let monitor: FileChangeMonitor
+    /// Set by `stop` at once, so that nothing is posted after it (the queue finishes the cleanup).
+    private let stopped = Atomic<Bool>(false)
+
+    // Owned by the monitor's queue.
+    private var bus: Bus?
+    /// Kernel watch → the directory (or the root file) it stands for in this tree.
+    private var directories: [Int32: String] = [:]
+    private var watchOf: [String: Int32] = [:]
+    private var snapshot = Snapshot()
+    /// The root's watch while armed.
+    private var rootWatch: Int32?
+    private var rootIsDirectory = false
+    /// While the root is missing and re-arming was asked for: the watch on its nearest existing
+    /// ancestor, waiting for the next component of the root's path to appear.
+    private var awaiting: (watch: Int32, directory: String)?
+
+    init(id: String, options: FileWatch, monitor: FileChangeMonitor) {
+        self.id = id
+        self.options = options
+        self.monitor = monitor
+    }
+
+    func start(posting bus: Bus) {
+        monitor.attach(self, bus: bus)
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .releasing)
+        monitor.detach(self)
+    }
+
+    private var root: String { options.path }
+
+    // MARK: Arming (on the queue)
+
+    func begin(bus: Bus) {
+        self.bus = bus
+    }
+
+    /// Watches the root and records what is there. `initial`: the first arming, silent (subscribers
+    /// get changes from now on); otherwise a re-arming, which reports what the root holds now.
+    func arm(initial: Bool) {
+        guard let state = FileState(path: root, following: true) else {
+            let code = errno
+            if initial {
+                let waiting = options.rearmWhenRecreated ? "; watching for it to be created" : ""
+                post(FileChange(kind: .error, path: root, message: "\(root): \(errorText(code))\(waiting)",
+                                errorNumber: code))
+            }
+            if options.rearmWhenRecreated { awaitRoot() }
+            return
+        }
+        var failures: [(String, Int32)] = []
+        guard let watch = addWatch(root, following: true, failures: &failures) else {
+            reportWatchFailures(failures)
+            if options.rearmWhenRecreated, FileState(path: root, following: true) == nil { awaitRoot() }
+            return
+        }
+        rootWatch = watch
+        rootIsDirectory = state.isDirectory
+        if !initial {
+            post(FileChange(kind: .rootRearmed, path: root, isDirectory: state.isDirectory, origin: .scan,
+                            message: "\(root) exists again and is watched"))
+        }
+        if state.isDirectory {
+            addTree(root, report: !initial, failures: &failures)
+        } else {
+            snapshot[root] = state
+        }
+        reportWatchFailures(failures)
+    }
+
+    /// Stopped: lets go of everything, the bus handle included.
+    func end() {
+        disarm()
+        bus = nil
+    }
+
+    /// Releases every kernel watch and forgets the tree (stopped, or the root went away).
+    private func disarm() {
+        for watch in Set(directories.keys) { monitor.release(watch, by: self) }
+        if let awaiting { monitor.release(awaiting.watch, by: self) }
+        directories.removeAll()
+        watchOf.removeAll()
+        snapshot.removeAll()
+        rootWatch = nil
+        awaiting = nil
+    }
+
+    /// The monitor could not make its inotify instance.
+    func instanceFailed(_ code: Int32) {
+        post(FileChange(kind: .error, path: root, message: FileChangeMonitor.instanceFailureMessage(code),
+                        limit: code == EMFILE && !FileChangeMonitor.processIsOutOfDescriptors() ? .maxUserInstances : nil,
+                        errorNumber: code))
+    }
+
+    /// Watches `top` (already watched: fine) and records what it contains, reporting each entry
+    /// as `created` (origin `scan`) when `report`; recursive: the same for every directory below.
+    ///
+    /// Why no event is missed: each directory's watch is added *before* it is listed, so an entry
+    /// made before the watch is in the listing and one made after it comes as an event; one in
+    /// both is recognised by the snapshot and reported once.
+    private func addTree(_ top: String, report: Bool, failures: inout [(String, Int32)]) {
+        var pending = [top]
+        while let directory = pending.popLast() {
+            guard addWatch(directory, following: directory == root, failures: &failures) != nil else { continue }
+            for name in FilePath.entries(of: directory) {
+                let path = FilePath.join(directory, name)
+                guard let state = FileState(path: path) else { continue }  // already gone: nothing to report
+                let known = snapshot[path]
+                snapshot[path] = state
+                // Known already (reported by an event): the same file, or of the same type when
+                // its inode was never taken.
+                let reported = known.map { $0.identity == nil ? $0.isDirectory == state.isDirectory : $0.isSameFile(as: state) }
+                if report, reported != true {
+                    post(FileChange(kind: .created, path: path, isDirectory: state.isDirectory, origin: .scan))
+                }
+                if options.recursive && state.isDirectory { pending.append(path) }
+            }
+        }
+    }
+
+    /// Adds (or joins) the kernel watch for `path` and maps it in this tree. Nil when it cannot be
+    /// watched; failures other than "already gone" are collected for one `fs.error` per cause.
+    private func addWatch(_ path: String, following: Bool, failures: inout [(String, Int32)]) -> Int32? {
+        if let watch = watchOf[path] { return watch }
+        switch monitor.addWatch(path, following: following, for: self) {
+        case .watched(let watch):
+            if let other = directories[watch], other != path {
+                // The same directory under a second path (a bind mount inside the tree): it is
+                // watched once, under the first path, and not descended into again (no loops).
+                return nil
+            }
+            directories[watch] = path
+            watchOf[path] = watch
+            return watch
+        case .failed(let code):
+            if code != ENOENT && code != ENOTDIR { failures.append((path, code)) }
+            return nil
+        }
+    }
+
+    private func reportWatchFailures(_ failures: [(String, Int32)]) {
+        let byCause = Dictionary(grouping: failures, by: { $0.1 })
+        for (code, failed) in byCause.sorted(by: { $0.key < $1.key }) {
+            let first = failed[0].0
+            let what = failed.count == 1 ? first : "\(failed.count) directories (first: \(first))"
+            if code == ENOSPC {
+                let limit = FileWatchLimit.maxUserWatches
+                let value = readProcInteger("/proc/sys/fs/inotify/max_user_watches").map(String.init) ?? "?"
+                post(FileChange(kind: .error, path: first, isDirectory: true, message:
+                    "cannot watch \(what): the inotify watch limit \(limit.sysctl) (\(value)) is reached "
+                    + "for this user. Raise it (sysctl -w \(limit.sysctl)=N, and in /etc/sysctl.d to keep it); "
+                    + "changes inside are not reported until then, existing watches keep working",
+                    limit: limit, errorNumber: code))
+            } else {
+                post(FileChange(kind: .error, path: first, isDirectory: true,
+                                message: "cannot watch \(what): \(errorText(code))", errorNumber: code))
+            }
+        }
+    }
+
+    // MARK: Kernel events (on the queue)
+
+    /// An event on a watch this source holds (moves go to `handleMove`).
+    func handle(_ event: InotifyEvent) {
+        if let awaiting, event.wd == awaiting.watch {
+            handleWhileAwaiting(event)
+            return
+        }
+        guard let directory = directories[event.wd] else { return }
+        if event.name.isEmpty {
+            // About the watched object itself. For directories below the root the parent's watch
+            // reports the same change by name, so only the root's own events count.
+            guard event.wd == rootWatch else { return }
+            if event.has(InotifyMask.deleteSelf | InotifyMask.moveSelf | InotifyMask.unmount) {
+                rootGone(event.has(InotifyMask.moveSelf) ? "moved away" : event.has(InotifyMask.unmount) ? "unmounted" : "deleted")
+            } else if let kind = Self.changeKind(event.mask) {
+                changed(kind, root, isDirectory: rootIsDirectory)
+            }
+            return
+        }
+        let path = FilePath.join(directory, event.name)
+        let isDirectory = event.has(InotifyMask.isDirectory)
+        if event.has(InotifyMask.create) {
+            created(path, isDirectory: isDirectory, origin: .event)
+        } else if event.has(InotifyMask.delete) {
+            deleted(path, isDirectory: isDirectory, origin: .event)
+        } else if let kind = Self.changeKind(event.mask) {
+            changed(kind, path, isDirectory: isDirectory)
+        }
+    }
+
+    private static func changeKind(_ mask: UInt32) -> FileChange.Kind? {
+        if mask & InotifyMask.modify != 0 { return .modified }
+        if mask & InotifyMask.closeWrite != 0 { return .closedAfterWrite }
+        if mask & InotifyMask.attrib != 0 { return .attributes }
+        return nil
+    }
+
+    /// One rename, as this source sees it: `from` and/or `to` are the halves on watches it holds.
+    func handleMove(from: InotifyEvent?, to: InotifyEvent?) {
+        if let awaiting {
+            if let to, to.wd == awaiting.watch { handleWhileAwaiting(to) }
+            return
+        }
+        let old = from.flatMap { event in directories[event.wd].map { FilePath.join($0, event.name) } }
+        let new = to.flatMap { event in directories[event.wd].map { FilePath.join($0, event.name) } }
+        let isDirectory = (from ?? to).map { $0.has(InotifyMask.isDirectory) } ?? false
+        switch (old, new) {
+        case let (old?, new?): moved(old, to: new, isDirectory: isDirectory)
+        case let (old?, nil): deleted(old, isDirectory: isDirectory, origin: .move)
+        case let (nil, new?): created(new, isDirectory: isDirectory, origin: .move)
+        case (nil, nil): break
+        }
+    }
+
+    /// The kernel dropped a watch this source held (`IN_IGNORED`: its directory is gone, or its
+    /// file system was unmounted).
+    func watchRemoved(_ watch: Int32) {
+        if let awaiting, awaiting.watch == watch {
+            self.awaiting = nil
+            awaitRoot()
+            return
+        }
+        guard let path = directories.removeValue(forKey: watch) else { return }
+        watchOf[path] = nil
+        if watch == rootWatch { rootGone("its watch was removed") }
+    }
+
+    // MARK: Changes
+
+    private func created(_ path: String, isDirectory: Bool, origin: FileChange.Origin) {
+        if let known = snapshot[path], known.identity != nil {
+            // Found by a scan (of a new directory, or a rescan) and reported then, unless it has
+            // been replaced since: only this case needs a stat.
+            guard let now = FileState(path: path), !now.isSameFile(as: known) else { return }
+        }
+        snapshot[path] = .changed(isDirectory: isDirectory)
+        post(FileChange(kind: .created, path: path, isDirectory: isDirectory, origin: origin))
+        if isDirectory, options.recursive {
+            var failures: [(String, Int32)] = []
+            addTree(path, report: true, failures: &failures)
+            reportWatchFailures(failures)
+        }
+    }
+
+    private func changed(_ kind: FileChange.Kind, _ path: String, isDirectory: Bool) {
+        if path != root {
+            snapshot[path, default: .changed(isDirectory: isDirectory)].identity = nil
+        } else if !rootIsDirectory, let state = FileState(path: root, following: true) {
+            // A root file is stat'ed at once: its identity is how a rescan tells a replaced root.
+            snapshot[root] = state
+        }
+        post(FileChange(kind: kind, path: path, isDirectory: isDirectory))
+    }
+
+    private func deleted(_ path: String, isDirectory: Bool, origin: FileChange.Origin) {
+        let known = snapshot.removeValue(forPath: path) != nil
+        if isDirectory { forget(below: path) }
+        if known { post(FileChange(kind: .deleted, path: path, isDirectory: isDirectory, origin: origin)) }
+    }
+
+    /// Drops what is known below `directory` (itself included, for watches) and releases its watches.
+    private func forget(below directory: String) {
+        let prefix = directory + "/"
+        for (path, _) in snapshot where path.hasPrefix(prefix) { snapshot[path] = nil }
+        for (path, watch) in watchOf where path == directory || path.hasPrefix(prefix) {
+            watchOf[path] = nil
+            directories[watch] = nil
+            monitor.release(watch, by: self)
+        }
+    }
+
+    private func moved(_ old: String, to new: String, isDirectory: Bool) {
+        let entry = snapshot.removeValue(forPath: old)
+        // A rename onto an existing name replaces it (an empty directory at most): the move says so.
+        if snapshot.removeValue(forPath: new)?.isDirectory == true { forget(below: new) }
+        snapshot[new] = entry ?? .changed(isDirectory: isDirectory)  // a rename keeps inode and mtime
+        if isDirectory {
+            let prefix = old + "/"
+            for (path, state) in snapshot where path.hasPrefix(prefix) {
+                snapshot[path] = nil
+                snapshot[FilePath.rebase(path, from: old, to: new)] = state
+            }
+            // A moved directory keeps its watches; only their paths change.
+            for (path, watch) in watchOf where path == old || path.hasPrefix(prefix) {
+                let rebased = FilePath.rebase(path, from: old, to: new)
+                watchOf[path] = nil
+                watchOf[rebased] = watch
+                directories[watch] = rebased
+            }
+        }
+        post(FileChange(kind: .moved, path: new, oldPath: old, isDirectory: isDirectory))
+    }
+
+    // MARK: The root going and coming back
+
+    private func rootGone(_ how: String) {
+        let wasDirectory = rootIsDirectory
+        disarm()
+        let rearm = options.rearmWhenRecreated ? "; watching for it to be created again" : ""
+        post(FileChange(kind: .rootDeleted, path: root, isDirectory: wasDirectory,
+                        message: "\(root) was \(how)\(rearm)"))
+        if options.rearmWhenRecreated { awaitRoot() }
+    }
+
+    /// Watches the nearest existing ancestor of the root for the next component of the root's
+    /// path to appear, then re-arms (walking down as components appear: `mkdir -p` of several
+    /// levels at once is fine).
+    private func awaitRoot() {
+        var directory = FilePath.parent(of: root)
+        while true {
+            if FileState(path: directory, following: true)?.isDirectory == true {
+                switch monitor.addWatch(directory, following: true, for: self) {
+                case .watched(let watch):
+                    awaiting = (watch, directory)
+                    checkAwaitedRoot()
+                    return
+                case .failed(let code) where code != ENOENT && code != ENOTDIR:
+                    reportWatchFailures([(directory, code)])
+                    return
+                case .failed:
+                    break  // removed meanwhile: try its parent
+                }
+            }
+            if directory == "/" { return }
+            directory = FilePath.parent(of: directory)
+        }
+    }
+
+    /// Re-arms if the root exists now; moves the wait down if a deeper ancestor does.
+    private func checkAwaitedRoot() {
+        guard let awaiting else { return }
+        if FileState(path: root, following: true) != nil {
+            monitor.release(awaiting.watch, by: self)
+            self.awaiting = nil
+            arm(initial: false)
+            return
+        }
+        let next = FilePath.join(awaiting.directory, nextComponent(below: awaiting.directory))
+        if next != root, FileState(path: next, following: true)?.isDirectory == true {
+            monitor.release(awaiting.watch, by: self)
+            self.awaiting = nil
+            awaitRoot()
+        }
+    }
+
+    private func nextComponent(below directory: String) -> String {
+        let rest = root.utf8.dropFirst(directory == "/" ? 1 : directory.utf8.count + 1)
+        return String(Substring(rest.prefix(while: { $0 != UInt8(ascii: "/") })))
+    }
+
+    private func handleWhileAwaiting(_ event: InotifyEvent) {
+        guard let awaiting else { return }
+        if event.name.isEmpty {
+            if event.has(InotifyMask.deleteSelf | InotifyMask.moveSelf | InotifyMask.unmount) {
+                monitor.release(awaiting.watch, by: self)
+                self.awaiting = nil
+                awaitRoot()
+            }
+        } else if event.has(InotifyMask.create | InotifyMask.movedTo),
+                  event.name == nextComponent(below: awaiting.directory) {
+            checkAwaitedRoot()
+        }
+    }
+
+    // MARK: Overflow
+
+    /// The kernel dropped events: say so, then report what changed against the snapshot.
+    func overflowed() {
+        let limit = readProcInteger("/proc/sys/fs/inotify/max_queued_events").map(String.init) ?? "?"
+        post(FileChange(kind: .overflow, path: root, isDirectory: rootIsDirectory, message:
+            "the kernel's inotify queue overflowed (fs.inotify.max_queued_events = \(limit)) and events were lost; "
+            + "rescanning \(root): what changed follows, then fs.rescanned"))
+        var counts = (created: 0, deleted: 0, modified: 0)
+        if awaiting != nil {
+            checkAwaitedRoot()
+        } else if rootWatch != nil {
+            counts = rescan()
+        }
+        post(FileChange(kind: .rescanned, path: root, isDirectory: rootIsDirectory, origin: .rescan, message:
+            "rescan of \(root) after overflow: \(counts.created) created, \(counts.deleted) deleted, \(counts.modified) modified"))
+    }
+
+    /// Walks the tree again (re-adding watches: the kernel hands back the same watch for a
+    /// directory already watched, and a new one for directories whose creation was lost) and
+    /// reports the difference with the snapshot.
+    private func rescan() -> (created: Int, deleted: Int, modified: Int) {
+        guard let state = FileState(path: root, following: true) else {
+            rootGone("deleted")
+            return (0, 0, 0)
+        }
+        if state.isDirectory != rootIsDirectory
+            || (!state.isDirectory && snapshot[root].map(state.isSameFile) != true) {
+            // The root file was replaced (or turned into a directory) while events were lost: its
+            // watch is on the old one. Treat it as gone; re-arming, if asked, finds the new one.
+            rootGone("replaced")
+            return (0, 0, 0)
+        }
+        let before = snapshot
+        let watchesBefore = Set(directories.keys)
+        var failures: [(String, Int32)] = []
+        if state.isDirectory {
+            snapshot.removeAll()
+            directories.removeAll()
+            watchOf.removeAll()
+            rootWatch = addWatch(root, following: true, failures: &failures)
+            addTree(root, report: false, failures: &failures)
+        } else {
+            snapshot.removeAll()
+            snapshot[root] = state
+        }
+        for watch in watchesBefore.subtracting(directories.keys) { monitor.release(watch, by: self) }
+
+        var counts = (created: 0, deleted: 0, modified: 0)
+        // Deepest first, so a directory's contents go before the directory.
+        for (path, old) in before.sorted(by: { $0.path > $1.path }) {
+            if let now = snapshot[path], Self.samePath(old, now) { continue }
+            post(FileChange(kind: .deleted, path: path, isDirectory: old.isDirectory, origin: .rescan))
+            counts.deleted += 1
+        }
+        // Parents first, so a directory is created before its contents.
+        for (path, now) in snapshot.sorted(by: { $0.path < $1.path }) {
+            if let old = before[path], Self.samePath(old, now) {
+                if !now.isDirectory && (old.identity == nil || now.contentDiffers(from: old)) {
+                    post(FileChange(kind: .modified, path: path, isDirectory: false, origin: .rescan))
+                    counts.modified += 1
+                }
+            } else {
+                post(FileChange(kind: .created, path: path, isDirectory: now.isDirectory, origin: .rescan))
+                counts.created += 1
+            }
+        }
+        reportWatchFailures(failures)
+        return counts
+    }
+
+    /// Whether a rescan sees the same file at a path: the same inode, or — for a path changed by
+    /// an event since it was last stat'ed, whose inode is unknown — the same type (a replacement
+    /// of such a file is reported as `modified`).
+    private static func samePath(_ old: FileState, _ now: FileState) -> Bool {
+        old.identity == nil ? old.isDirectory == now.isDirectory : old.isSameFile(as: now)
+    }
+
+    // MARK: Posting
+
+    private func post(_ change: FileChange) {
+        guard let bus, !stopped.load(ordering: .acquiring) else { return }
+        bus.post(Event(name: change.kind.eventName, source: id, fields: change.fields))
+    }
+}

@@ -1,0 +1,56 @@
+import EventBusKit
+import Foundation
+
+/// The host's implementation of the `journal` source kind (``JournalWatch``): registers the
+/// driver that makes one ``JournalSource`` per distinct watch.
+///
+/// ```swift
+/// JournalDriver.register(on: bus, stateDirectory: "/var/lib/eventbus/journal")
+/// ```
+public final class JournalDriver: Sendable {
+    public struct Configuration: Sendable {
+        /// Where consumer positions are persisted (`<consumer>.cursor`); created (mode 0700) on
+        /// the first acknowledgement.
+        public var stateDirectory: String
+        /// How long a reader at the end of the journal waits for inotify before looking for
+        /// new entries again. Bounds the follow latency journald's batched notifications would
+        /// otherwise add (DESIGN.md §4), at the cost of that many wake-ups per second per watch.
+        public var pollInterval: Duration
+        /// How long a reader waits before trying again when there is no journal or reading it
+        /// failed.
+        public var retryInterval: Duration
+
+        public init(stateDirectory: String, pollInterval: Duration = .milliseconds(2),
+                    retryInterval: Duration = .seconds(5)) {
+            self.stateDirectory = stateDirectory
+            self.pollInterval = pollInterval
+            self.retryInterval = retryInterval
+        }
+    }
+
+    public let configuration: Configuration
+    private let claims = JournalConsumerClaims()
+
+    private init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// Registers a driver with `configuration` as the bus's `journal` source kind.
+    @discardableResult
+    public static func register(on bus: Bus, configuration: Configuration) -> JournalDriver {
+        let driver = JournalDriver(configuration: configuration)
+        bus.registerSource(kind: JournalWatch.kind) { options, id in
+            // The bus calls a driver only with options of its kind.
+            JournalSource(id: id, watch: options as! JournalWatch, configuration: driver.configuration,
+                          claims: driver.claims)
+        }
+        return driver
+    }
+
+    /// Registers the `journal` source kind with default intervals, persisting consumer
+    /// positions in `stateDirectory`.
+    @discardableResult
+    public static func register(on bus: Bus, stateDirectory: String) -> JournalDriver {
+        register(on: bus, configuration: Configuration(stateDirectory: stateDirectory))
+    }
+}

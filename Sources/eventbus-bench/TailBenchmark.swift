@@ -1,0 +1,150 @@
+import ControlProtocol
+import EventBusHost
+import EventBusKit
+import Foundation
+import Logging
+
+// Tail benchmark: events per second delivered through the control socket to a real
+// `eventbus tail … > /dev/null` (a child process), timed from the first post to the tail's exit
+// after `--count N`. The host runs in this process (a BusHost with its control socket), so the
+// tail's rate is measured without a second process competing to post; the last row posts over
+// the socket instead, as `eventbus post` and scripts do, to show the ingest path too.
+//
+// Each event is a realistic small one: name, source, three fields (int, string, double).
+// Posting is paced so the tail's buffer never overflows: the benchmark reads the tail's
+// delivered count from the host's `stats` and stays within `window` events of it. A run that
+// drops anything is reported as such (it would be a bug, not a rate).
+
+/// One measured run.
+private struct TailRun {
+    var label: String
+    var events: Int
+    var seconds: Double
+    var dropped: Int64
+}
+
+func tailBenchmark(events: Int) async {
+    let directory = NSTemporaryDirectory() + "eventbus-bench-tail-\(getpid())"
+    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false,
+                                             attributes: [.posixPermissions: 0o700])
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let socket = directory + "/control.sock"
+    let config = directory + "/eventbus.yaml"
+    let window = 100_000
+    FileManager.default.createFile(atPath: config, contents: Data("""
+        control:
+          socket: \(socket)
+          client_buffer: \(2 * window)
+        """.utf8))
+    var logger = Logger(label: "eventbus-bench")
+    logger.logLevel = .warning
+    let host = BusHost(configPath: config, logger: logger, control: .configured)
+    do { try await host.start() } catch {
+        print("cannot start the host: \(error)")
+        exit(1)
+    }
+    let tool = ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+    let cli = (tool as NSString).deletingLastPathComponent + "/eventbus"
+    print("tail benchmark: \(events) events per run, \(ProcessInfo.processInfo.activeProcessorCount) cores, \(cli)")
+
+    var runs: [TailRun] = []
+    var first = 1
+    for (label, json, viaSocket) in [("tail --json, posted in-process", true, false),
+                                     ("tail --json, posted in-process (again)", true, false),
+                                     ("tail (human format), posted in-process", false, false),
+                                     ("tail --json, posted over the socket", true, true)] {
+        guard let run = tailRun(label: label, cli: cli, socket: socket, host: host, json: json, viaSocket: viaSocket,
+                                events: events, firstValue: first, window: window) else { exit(1) }
+        runs.append(run)
+        first += events
+    }
+    let lineBytes = lastEventLine(socket)?.count ?? 0
+    _ = await host.shutdown()
+
+    print("")
+    print("| run | events | seconds | events/s | MB/s of JSON lines | dropped |")
+    print("|---|---|---|---|---|---|")
+    for run in runs {
+        let rate = Double(run.events) / run.seconds
+        print("| \(run.label) | \(run.events) | \(String(format: "%.3f", run.seconds)) | \(String(format: "%.0f", rate)) | \(String(format: "%.1f", rate * Double(lineBytes + 1) / 1e6)) | \(run.dropped) |")
+    }
+    print("(an event line is \(lineBytes + 1) bytes)")
+}
+
+/// The protocol line of the newest event, as a tail receives it.
+private func lastEventLine(_ socket: String) -> [UInt8]? {
+    guard let connection = try? ControlConnection(path: socket) else { return nil }
+    _ = try? connection.readLine()  // hello
+    try? connection.send(["op": "subscribe", "last": .int(1), "count": .int(1)])
+    _ = try? connection.readLine()  // subscribed
+    return try? connection.readLine()
+}
+
+/// One tail process, `events` events, timed from the first post to its exit.
+private func tailRun(label: String, cli: String, socket: String, host: BusHost, json: Bool, viaSocket: Bool,
+                     events: Int, firstValue: Int, window: Int) -> TailRun? {
+    let tail = Process()
+    tail.executableURL = URL(fileURLWithPath: cli)
+    tail.arguments = ["tail", "--socket", socket, "--count", "\(events)", "bench.>"] + (json ? ["--json"] : [])
+    tail.standardOutput = FileHandle.nullDevice
+    tail.environment = ["NO_COLOR": "1"]
+    do { try tail.run() } catch {
+        print("cannot run \(cli): \(error)")
+        return nil
+    }
+    // Wait for its subscription, and for the previous run's tail to be gone from the stats.
+    while stats(socket)?["tailing"]?.arrayValue?.count != 1 { usleep(1_000) }
+
+    let start = ContinuousClock.now
+    let poster: ControlConnection? = viaSocket ? try? ControlConnection(path: socket) : nil
+    if viaSocket { _ = try? poster?.readLine() }  // hello
+    var posted = 0
+    while posted < events {
+        let delivered = Int(tailingStatistic(socket, "delivered") ?? 0)
+        let chunk = min(events - posted, max(0, delivered + window - posted), 20_000)
+        if chunk == 0 {
+            usleep(200)
+            continue
+        }
+        if let poster {
+            // Windows of requests whose answers are read before the next: the host stops
+            // reading a client whose answers it cannot write, so unread answers would stall both.
+            for windowStart in stride(from: posted, to: posted + chunk, by: 1_000) {
+                let windowEnd = min(windowStart + 1_000, posted + chunk)
+                var bytes: [UInt8] = []
+                for index in windowStart..<windowEnd {
+                    bytes += JSONWriter.line(["op": "post", "name": "bench.tail", "fields": [
+                        "n": .int(Int64(firstValue + index)), "host": "web-1", "latency_ms": .double(12.5)]])
+                }
+                try? poster.send(bytes)
+                for _ in windowStart..<windowEnd { _ = try? poster.readLine() }
+            }
+        } else {
+            for index in posted..<(posted + chunk) {
+                host.bus.post(Event(name: "bench.tail", source: "bench", fields: [
+                    "n": .int(Int64(firstValue + index)), "host": "web-1", "latency_ms": .double(12.5)]))
+            }
+        }
+        posted += chunk
+    }
+    let dropped = tailingStatistic(socket, "dropped") ?? 0
+    tail.waitUntilExit()
+    let elapsed = ContinuousClock.now - start
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    guard tail.terminationStatus == 0 else {
+        print("\(label): the tail exited with status \(tail.terminationStatus)")
+        return nil
+    }
+    return TailRun(label: label, events: events, seconds: seconds, dropped: dropped)
+}
+
+private func stats(_ socket: String) -> JSON? {
+    guard let connection = try? ControlConnection(path: socket) else { return nil }
+    _ = try? connection.readLine()
+    try? connection.send(["op": "stats"])
+    return try? connection.readJSON()
+}
+
+private func tailingStatistic(_ socket: String, _ name: String) -> Int64? {
+    stats(socket)?["tailing"]?.arrayValue?.first?[name]?.intValue
+}

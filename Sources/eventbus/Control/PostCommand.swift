@@ -1,0 +1,59 @@
+import ArgumentParser
+import ControlProtocol
+
+/// `eventbus post NAME [key=value…]`: posts an event on the running host's bus.
+struct PostCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "post",
+        abstract: "Post an event on the running eventbusd's bus.",
+        discussion: """
+            Values are typed: integers (42, -7), numbers with a fraction or exponent (1.5, 2e3), \
+            true and false; anything else is a string. For a string that looks like a number, use \
+            --json: `eventbus post app.ready --json '{"build": "1234"}'`. Posting needs \
+            root or membership of eventbusd's control.post_group.
+            """)
+
+    @Argument(help: ArgumentHelp("The event's name, dot-separated (user.deploy.done).", valueName: "name"))
+    var name: String
+
+    @Argument(help: ArgumentHelp("Fields as key=value.", valueName: "key=value"))
+    var fields: [String] = []
+
+    @Option(help: ArgumentHelp("Fields as one JSON object (strings, numbers, booleans), merged with key=value ones.", valueName: "object"))
+    var json: String?
+
+    @OptionGroup var socket: SocketOptions
+
+    func run() throws {
+        var values = try jsonFields()
+        for pair in fields {
+            guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
+                throw ValidationError("a field is key=value, found \"\(pair)\"")
+            }
+            values[String(pair[..<equals])] = Self.typed(String(pair[pair.index(after: equals)...]))
+        }
+        let host = try socket.connect()
+        _ = try host.request(["op": "post", "name": .string(name), "fields": .object(values)])
+    }
+
+    private func jsonFields() throws -> [String: JSON] {
+        guard let json else { return [:] }
+        let parsed: JSON
+        do { parsed = try JSON.parse(json) } catch { throw ValidationError("--json: \(error)") }
+        guard let object = parsed.objectValue else { throw ValidationError("--json takes an object, found \(parsed.kindName)") }
+        return object
+    }
+
+    /// `42` → int, `1.5`/`2e3` → double, `true`/`false` → bool, anything else → string.
+    static func typed(_ text: String) -> JSON {
+        if let number = Int64(text) { return .int(number) }
+        if text == "true" { return .bool(true) }
+        if text == "false" { return .bool(false) }
+        // Only what reads as a JSON number: not "nan", "inf" or "0x1p3", which stay strings.
+        if text.contains(where: { $0.isNumber }), text.allSatisfy({ "0123456789+-.eE".contains($0) }),
+           let number = Double(text), number.isFinite {
+            return .double(number)
+        }
+        return .string(text)
+    }
+}

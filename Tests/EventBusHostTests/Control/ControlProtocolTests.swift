@@ -1,0 +1,141 @@
+import ControlProtocol
+import EventBusKit
+import Foundation
+import Testing
+@testable import EventBusHost
+
+/// The pieces of the control socket without a socket: JSON in and out, the event encoding, the
+/// replay ring, a client's bounded feed, the config section.
+@Suite struct ControlProtocolTests {
+    // MARK: JSON
+
+    @Test func parsesEveryJSONTypeKeepingIntegersDoublesAndBooleansApart() throws {
+        let value = try JSON.parse(#" {"i": 42, "n": -7, "d": 1.5, "e": 2e3, "z": 0.0, "t": true, "f": false, "s": "x", "null": null, "a": [1, "two", [3]], "o": {}} "#)
+        #expect(value == ["i": .int(42), "n": .int(-7), "d": .double(1.5), "e": .double(2000), "z": .double(0), "t": .bool(true),
+                          "f": .bool(false), "s": "x", "null": .null, "a": [.int(1), "two", [.int(3)]], "o": .object([:])])
+        #expect(try JSON.parse("9223372036854775808") == .double(9_223_372_036_854_775_808), "too large for Int64")
+        #expect(try JSON.parse(#""tab\there \"q\" \\ \/ \u00e9 \ud83d\ude00""#) == "tab\there \"q\" \\ / é 😀")
+    }
+
+    @Test func refusesMalformedJSONSayingWhere() {
+        for (text, message) in [
+            ("", "unexpected end of input"), ("{\"a\" 1}", "expected ':'"), ("[1 2]", "expected ',' or ']'"),
+            ("\"open", "unterminated string"), (#""\x""#, "invalid escape"), ("01", "unexpected text after"),
+            ("1.", "digits must follow '.'"), ("tru", "invalid literal"), (#""\ud83d""#, "unpaired surrogate"),
+            ("{} {}", "unexpected text after"), ("\"a\u{01}\"", "control character"),
+            (String(repeating: "[", count: 100), "nested more than 64 levels"),
+        ] {
+            #expect(throws: JSONParseError.self, "\(text)") { try JSON.parse(text) }
+            do { _ = try JSON.parse(text) } catch { #expect(error.message.contains(message), "\(text): \(error)") }
+        }
+    }
+
+    @Test func writesJSONThatReadsBackTheSame() throws {
+        let strings = ["plain", "quote \" backslash \\ newline \n tab \t cr \r bell \u{07} nul \u{0}", "é 😀 日本", ""]
+        for text in strings {
+            var writer = JSONWriter()
+            writer.string(text)
+            #expect(try JSON.parse(String(decoding: writer.bytes, as: UTF8.self)) == .string(text))
+        }
+        var writer = JSONWriter()
+        writer.value(["b": [.int(Int64.min), .int(Int64.max), .double(1), .double(.infinity), .bool(true), .null], "a": "x"])
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == #"{"a":"x","b":[-9223372036854775808,9223372036854775807,1.0,null,true,null]}"#)
+    }
+
+    // MARK: Events
+
+    /// Events posted on a real bus, so they carry real sequence numbers.
+    private func postedEvents(_ count: Int, fields: [String: FieldValue] = [:]) -> [Event] {
+        let bus = Bus()
+        let events = Collected<[Event]>([])
+        let subscription = bus.publisher(for: EventPattern.all).sink { event in events.update { $0.append(event) } }
+        for index in 1...count { bus.post("test.e\(index)", fields: fields) }
+        subscription.cancel()
+        return events.value
+    }
+
+    @Test func encodesAnEventAsOneLineWithStableNamesAndTypedFields() throws {
+        let date = Date(timeIntervalSince1970: 1_741_183_331.5)
+        let event = postedEvents(1, fields: ["s": "a \"b\"", "i": 3, "d": 0.25, "b": true, "when": .date(date)])[0]
+        var encoder = EventJSON()
+        var writer = JSONWriter()
+        encoder.event(event, into: &writer)
+        let line = String(decoding: writer.bytes, as: UTF8.self)
+        #expect(line.hasPrefix(#"{"type":"event","seq":1,"name":"test.e1","source":"user","time":""#))
+        #expect(line.hasSuffix(#""fields":{"b":true,"d":0.25,"i":3,"s":"a \"b\"","when":"2025-03-05T14:02:11.500000Z"}}"# + "\n"))
+        #expect(line.filter { $0 == "\n" }.count == 1)
+        let parsed = try JSON.parse(line)
+        #expect(parsed["mono"]?.intValue == Int64(event.monotonicNanoseconds))
+        let time = try #require(parsed["time"]?.stringValue)
+        #expect(time.count == 27 && time.hasSuffix("Z"), "\(time)")
+    }
+
+    // MARK: Replay ring
+
+    @Test func theRingKeepsTheNewestAndKnowsWhatItLost() {
+        let events = postedEvents(5)
+        var ring = ReplayRing(capacity: 3)
+        #expect(ring.oldestSequence == 1 && ring.newestSequence == 0)
+        events.forEach { ring.append($0) }
+        #expect(ring.oldestSequence == 3 && ring.newestSequence == 5)
+        #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [3, 4, 5])
+        #expect(ring.events(from: 4) { _ in true }.map(\.sequence) == [4, 5])
+        #expect(ring.events(from: 6) { _ in true }.isEmpty)
+        #expect(ring.last(2) { _ in true }.map(\.sequence) == [4, 5])
+        #expect(ring.last(9) { $0.name != "test.e4" }.map(\.sequence) == [3, 5])
+        ring.resize(to: 2)
+        #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [4, 5])
+        ring.resize(to: 0)
+        #expect(ring.count == 0 && ring.oldestSequence == 6)
+    }
+
+    // MARK: A client's feed
+
+    @Test func aFullFeedDropsTheNewestIntoOneGapAndWakesOncePerIdleSpell() {
+        let events = postedEvents(6)
+        let wakes = Collected(0)
+        let feed = TailFeed(patterns: [EventPattern.all], fromSequence: 0, capacity: 2,
+                            client: (id: 1, userID: 0, processID: 0), wake: { wakes.update { $0 += 1 } })
+        events[0..<5].forEach(feed.offer)
+        feed.offer(events[1])  // again, as through a source subscription: ignored
+        #expect(wakes.value == 1)
+        var items: [TailFeed.Item] = []
+        feed.take(upTo: 100, into: &items)
+        #expect(items.count == 3)
+        guard case .event(let first) = items[0], case .event(let second) = items[1],
+              case .gap(let dropped, let firstDropped, let lastDropped, .slowClient) = items[2] else {
+            Issue.record("unexpected items \(items)")
+            return
+        }
+        #expect([first.sequence, second.sequence, UInt64(dropped), firstDropped, lastDropped] == [1, 2, 3, 3, 5])
+        items.removeAll()
+        feed.take(upTo: 100, into: &items)
+        #expect(items.isEmpty)  // idle again: the next offer wakes
+        feed.offer(events[5])
+        #expect(wakes.value == 2)
+        #expect(feed.statistics.dropped == 3)
+    }
+
+    // MARK: Config
+
+    @Test func theControlSectionIsCheckedWithLines() throws {
+        let config = try HostConfig.parse("""
+            control:
+              socket: run/control.sock
+              tail_group: root
+              client_buffer: 5
+              replay_events: 0
+            """, file: "e.yaml", directory: "/etc/eventbus")
+        #expect(config.control == ControlSettings(socketPath: "/etc/eventbus/run/control.sock", tailGroup: .init(name: "root", id: 0),
+                                                  clientBuffer: 5, replayEvents: 0))
+        #expect(try HostConfig.parse("", file: "e.yaml", directory: "/").control.socketPath == ControlProtocol.defaultSocketPath())
+
+        func error(_ yaml: String) -> String {
+            do { _ = try HostConfig.parse(yaml, file: "e.yaml", directory: "/"); return "no error" } catch { return error.description }
+        }
+        #expect(error("control:\n  post_group: no-such-group-here\n") == "e.yaml:2: control.post_group: no group named \"no-such-group-here\" on this system")
+        #expect(error("control:\n  sockett: /x\n").hasPrefix("e.yaml:2: control.sockett: unknown key; expected one of: socket, tail_group"))
+        #expect(error("control:\n  client_buffer: 0\n") == "e.yaml:2: control.client_buffer: must be at least 1, found 0")
+        #expect(error("control:\n  socket: /\(String(repeating: "x", count: 120))\n").contains("a socket path has at most 107 bytes"))
+    }
+}
