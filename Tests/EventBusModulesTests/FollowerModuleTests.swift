@@ -1,6 +1,10 @@
 import EventBusKit
+import EventSources
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The `follower` module as the root package builds it (`libFollower.so`).
 @Suite struct FollowerModuleTests {
@@ -99,14 +103,143 @@ import Testing
         #expect(matches.all.map { $0["matched_name"]?.stringValue } == ["x.one", "x.two"])
     }
 
+    // MARK: Targets named by a file; file and journal targets
+
+    /// A bus with the host's file sources on its own monitor: `monitor.statistics` waits for the
+    /// monitor's queue, so once a subscription has started a source, reading it means the kernel
+    /// watches are armed — no sleeping, no retrying.
+    private func followerWithFiles(_ config: [String: ConfigValue]) throws -> (ModuleHarness, FileChangeMonitor) {
+        let harness = try follower(config)
+        let monitor = FileChangeMonitor()
+        FileSources.register(on: harness.bus, monitor: monitor)
+        return (harness, monitor)
+    }
+
+    @Test func followsWhatTheTargetFileNames() async throws {
+        let scratch = ScratchFolder()
+        let watched = scratch.at("watched")
+        try FileManager.default.createDirectory(atPath: watched, withIntermediateDirectories: false)
+        let targetFile = scratch.at("target")
+        try "\nfile:\(watched)  \n# the rest is ignored\n".write(toFile: targetFile, atomically: false, encoding: .utf8)
+
+        // `target` is only the start: the file's content, read at activation, comes after it.
+        let (harness, monitor) = try followerWithFiles([
+            "target": .string("app.none"), "target_file": .string(targetFile), "debounce_ms": .int(20),
+        ])
+        let following = try harness.record("follower.following")
+        let matches = try harness.record("follower.match")
+        try harness.activate()
+        defer { harness.deactivate() }
+
+        #expect(await eventually { following.count == 1 })
+        #expect(targets(following) == ["file:\(watched)"])
+        _ = monitor.statistics  // both watches (target file, followed folder) are armed now
+
+        // A file appears in the followed folder: its fs.* events are re-posted.
+        try "hello".write(toFile: watched + "/one.txt", atomically: false, encoding: .utf8)
+        #expect(await eventually { matches.all.contains { $0["matched_name"] == "fs.closed" } })
+        let fileMatches = matches.all
+        #expect(fileMatches.allSatisfy { ($0["matched_name"]?.stringValue ?? "").hasPrefix("fs.") })
+        #expect(fileMatches.allSatisfy { $0["path"] == .string(watched + "/one.txt") })
+        #expect(fileMatches.allSatisfy { $0["matched_source"] == .string("files:\(watched) recursive") })
+
+        // Keep the folder's source running from here on (the same options share it), so the test
+        // can see the change the module must no longer follow.
+        let fileEvents = Recorder()
+        fileEvents.cancellable = try harness.bus.files(at: watched, recursive: true).sink { [fileEvents] event in
+            fileEvents.events.update { $0.append(event) }
+        }
+
+        // Rewrite the target file in place (write, then close): the module switches to a pattern.
+        try "app.b.*\n".write(toFile: targetFile, atomically: false, encoding: .utf8)
+        #expect(await eventually { following.count == 2 })
+        #expect(targets(following) == ["file:\(watched)", "app.b.*"])
+        let before = matches.count
+
+        // The folder's changes no longer match; the pattern's events do. The file change is on
+        // the bus before the event, so had the old subscription survived, it would match first.
+        try "again".write(toFile: watched + "/two.txt", atomically: false, encoding: .utf8)
+        #expect(await eventually { fileEvents.all.contains { $0.name == "fs.closed" } })
+        harness.bus.post("app.b.x", fields: ["n": 1])
+        #expect(await eventually { matches.count == before + 1 })
+        #expect(matches.all.dropFirst(before).map { $0["matched_name"]?.stringValue } == ["app.b.x"])
+
+        // Replaced by a rename (an atomic save): the re-armed watch reads the new file.
+        try "app.c.*\n".write(toFile: targetFile, atomically: true, encoding: .utf8)
+        #expect(await eventually { following.count == 3 })
+        #expect(targets(following).last == "app.c.*")
+        _ = monitor.statistics
+        harness.bus.post("app.c.x")
+        #expect(await eventually { matches.count == before + 2 })
+        #expect(matches.all.last?["matched_name"] == "app.c.x")
+    }
+
+    @Test func keepsTheTargetWhenTheNewOnesSourceFails() async throws {
+        let scratch = ScratchFolder()
+        // A bus with file sources but no journal driver, as on a host without journald support.
+        let (harness, _) = try followerWithFiles(["target": .string("app.*"), "debounce_ms": .int(0)])
+        let following = try harness.record("follower.following")
+        let matches = try harness.record("follower.match")
+        try harness.activate()
+        defer { harness.deactivate() }
+        #expect(await eventually { following.count == 1 })
+
+        harness.bus.post("user.follow.set", fields: ["target": "journal:nginx.service"])
+        #expect(await eventually { harness.logged("warning: cannot follow journal:nginx.service, still following app.*") })
+        harness.bus.post("user.follow.set", fields: ["target": .string("file:\(scratch.at("missing"))")])
+        #expect(await eventually { harness.logged("warning: cannot follow file:\(scratch.at("missing")), still following app.*") })
+        harness.bus.post("user.follow.set", fields: ["target": "file:relative/path"])
+        #expect(await eventually { harness.logged("warning: target refused, still following app.*") })
+
+        harness.bus.post("app.x")
+        #expect(await eventually { matches.count == 1 })
+        #expect(matches.all.first?["matched_name"] == "app.x")
+        #expect(targets(following) == ["app.*"])
+        #expect(harness.logs.value.contains { $0.contains("sourceUnavailable") || $0.contains("no journal source") })
+    }
+
+    @Test func readsTheTargetFileOnceWhereFilesCannotBeWatched() async throws {
+        let scratch = ScratchFolder()
+        let targetFile = scratch.at("target")
+        try "app.*\n".write(toFile: targetFile, atomically: false, encoding: .utf8)
+        // A plain bus: no file sources.
+        let harness = try follower(["target_file": .string(targetFile), "debounce_ms": .int(0)])
+        let following = try harness.record("follower.following")
+        try harness.activate()
+        defer { harness.deactivate() }
+
+        #expect(await eventually { following.count == 1 })
+        #expect(targets(following) == ["app.*"])
+        #expect(harness.logged("warning: cannot watch target_file \(targetFile)"))
+    }
+
     @Test(arguments: [
         ["equals": ConfigValue.string("x")],
         ["field": .string("a"), "equals": .string("x"), "contains": .string("y")],
         ["debounce_ms": .int(-1)],
         ["target": .int(1)],
+        ["target_file": .string("relative/target")],
     ])
     func refusesInconsistentConfig(_ config: [String: ConfigValue]) throws {
         let harness = try follower(config)
         #expect { try harness.activate() } throws: { ($0 as? EventBusError)?.code == .invalidModuleConfig }
     }
+}
+
+/// A temporary folder, removed when the test is done: on tmpfs (`/dev/shm`) when writable.
+private final class ScratchFolder {
+    let path: String
+
+    init() {
+        let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : NSTemporaryDirectory()
+        var template = Array("\(base)/eventbus-follower-XXXXXX".utf8CString)
+        path = template.withUnsafeMutableBufferPointer { buffer in
+            guard let made = mkdtemp(buffer.baseAddress!) else { preconditionFailure("mkdtemp failed: \(errno)") }
+            return String(cString: made)
+        }
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func at(_ name: String) -> String { path + "/" + name }
 }
