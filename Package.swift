@@ -119,26 +119,28 @@ let package = Package(
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
             path: "Tests/Fixtures/FixtureABIMismatch"
         ),
+        // What every test target shares: polling with a generous bound, a thread-safe box.
+        .target(name: "TestSupport", path: "Tests/Support"),
         .testTarget(
             name: "EventBusKitTests",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")]
+            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit")]
         ),
         // Loads the built example modules with dlopen, as the host does, and builds a module
         // package and a scaffold the way an outside author would.
         .testTarget(
             name: "EventBusModulesTests",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
+            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
         ),
         // Config, loader, registry and lifecycle of the host, with real .so fixtures (built as the
         // Fixture* products above) and the real eventbusd as a child process.
         .testTarget(
             name: "EventBusHostTests",
-            dependencies: ["EventBusHost", "ControlProtocol"]
+            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol"]
         ),
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
             name: "EventSourcesTests",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
+            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
         ),
     ]
 )

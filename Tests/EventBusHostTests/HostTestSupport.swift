@@ -1,27 +1,11 @@
+@_exported import TestSupport  // eventually, Collected: shared by every test target
 import EventBusHost
 import EventBusKit
 import Foundation
 import Logging
 import Synchronization
 
-/// Polls `condition` until it holds or `timeout` passes. The timeout only bounds a broken test:
-/// it is generous on purpose, so a slow machine (or TSan) never fails a correct one.
-func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
-}
 
-/// A thread-safe box for what a test collects from other threads.
-final class Collected<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ initial: Value) { storage = Mutex(initial) }
-    var value: Value { storage.withLock { $0 } }
-    func update<R>(_ body: (inout Value) -> R) -> R { storage.withLock { body(&$0) } }
-}
 
 /// The built fixture modules and executables: next to the test bundle in the build folder
 /// (`.build*/<triple>/<config>/`), found from the running test executable.

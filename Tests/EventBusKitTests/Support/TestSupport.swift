@@ -1,25 +1,9 @@
+@_exported import TestSupport  // eventually, Collected: shared by every test target
 import EventBusKit
 import Foundation
 import Synchronization
 
-/// Polls `condition` until it holds or `timeout` passes. The timeout only bounds a broken test:
-/// it is generous on purpose, so a slow machine never fails a correct one.
-func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return condition()
-}
 
-/// A thread-safe box for what a test collects from other threads.
-final class Collected<Value: Sendable>: Sendable {
-    private let storage: Mutex<Value>
-    init(_ initial: Value) { storage = Mutex(initial) }
-    var value: Value { storage.withLock { $0 } }
-    func update<R>(_ body: (inout Value) -> R) -> R { storage.withLock { body(&$0) } }
-}
 
 /// A subscriber whose demand the test controls, recording everything it gets and checking that
 /// Combine's rules hold: one subscription, nothing beyond demand, nothing after completion, no

@@ -22,7 +22,7 @@ import Glibc
         fileMkdir(d)
         rmdir(d)
 
-        #expect(await fileEventually { recorder.contains(.deleted, d) })
+        #expect(await eventually { recorder.contains(.deleted, d) })
         let seen = recorder.all.map { "\($0.kind) \($0.path.dropFirst(scratch.path.count + 1)) dir=\($0.isDirectory)" }
         #expect(seen == [
             "created f dir=false", "modified f dir=false", "closedAfterWrite f dir=false",
@@ -46,7 +46,7 @@ import Glibc
         fileRename(scratch.at("b/y"), outside.at("y"))  // out of the tree
         fileRename(outside.at("z"), scratch.at("a/z"))  // into the tree
 
-        #expect(await fileEventually { recorder.contains(.created, scratch.at("a/z")) })
+        #expect(await eventually { recorder.contains(.created, scratch.at("a/z")) })
         let moved = try #require(recorder.of(.moved).first)
         #expect(moved.oldPath == scratch.at("a/x"))
         #expect(moved.path == scratch.at("b/y"))
@@ -71,7 +71,7 @@ import Glibc
 
         fileTouch(scratch.at("f"))
         fileTouch(scratch.at("sub/g"))
-        #expect(await fileEventually {
+        #expect(await eventually {
             flat.contains(.created, scratch.at("f")) && flatAgain.contains(.created, scratch.at("f"))
                 && deep.contains(.created, scratch.at("f")) && deep.contains(.created, scratch.at("sub/g"))
                 && sub.contains(.created, scratch.at("sub/g"))
@@ -81,11 +81,11 @@ import Glibc
         // A watch goes when its last holder does.
         deep.cancel()
         sub.cancel()
-        #expect(await fileEventually { harness.kernelWatchLines == 1 })
+        #expect(await eventually { harness.kernelWatchLines == 1 })
         flat.cancel()
         #expect(harness.kernelWatchLines == 1)  // `flatAgain` still holds the source
         flatAgain.cancel()
-        #expect(await fileEventually { !harness.monitor.statistics.isOpen })
+        #expect(await eventually { !harness.monitor.statistics.isOpen })
     }
 
     @Test func recursiveWatchCatchesEverythingInDirectoriesMadeInATightLoop() async throws {
@@ -110,13 +110,13 @@ import Glibc
                 expected.append(path + "/f")
             }
         }
-        #expect(await fileEventually { recorder.paths(.created).isSuperset(of: expected) })
+        #expect(await eventually { recorder.paths(.created).isSuperset(of: expected) })
         #expect(recorder.of(.created).count == expected.count, "each path reported once")
         #expect(recorder.paths(.created) == Set(expected))
         // And every directory is watched: a file made now in the deepest one is reported.
         let deepest = expected[expected.count - 2]
         fileTouch(deepest + "/late")
-        #expect(await fileEventually { recorder.contains(.created, deepest + "/late") })
+        #expect(await eventually { recorder.contains(.created, deepest + "/late") })
     }
 
     @Test func movedDirectoriesCarryTheirWatchesAndMovedOutOnesAreDropped() async throws {
@@ -129,7 +129,7 @@ import Glibc
 
         fileRename(scratch.at("a"), scratch.at("c"))
         fileTouch(scratch.at("c/b/f"))
-        #expect(await fileEventually { recorder.contains(.created, scratch.at("c/b/f")) })
+        #expect(await eventually { recorder.contains(.created, scratch.at("c/b/f")) })
         let moved = try #require(recorder.of(.moved).first)
         #expect(moved.oldPath == scratch.at("a") && moved.path == scratch.at("c") && moved.isDirectory)
         let source = try #require(harness.bus.statistics.sources.keys.first)
@@ -138,7 +138,7 @@ import Glibc
         fileRename(scratch.at("c"), outside.at("c"))
         fileTouch(outside.at("c/b/ignored"))
         fileTouch(scratch.at("marker"))
-        #expect(await fileEventually { recorder.contains(.created, scratch.at("marker")) })
+        #expect(await eventually { recorder.contains(.created, scratch.at("marker")) })
         #expect(recorder.of(.deleted).map(\.path) == [scratch.at("c")])
         #expect(!recorder.all.contains { $0.path.hasSuffix("ignored") })
         #expect(harness.kernelWatchLines == 1)
@@ -157,7 +157,7 @@ import Glibc
         for file in files { fileTouch(file) }
         harness.monitor.resumeReading()
 
-        #expect(await fileEventually { recorder.contains(.rescanned, scratch.path) })
+        #expect(await eventually { recorder.contains(.rescanned, scratch.path) })
         let all = recorder.all
         let overflow = try #require(all.firstIndex { $0.kind == .overflow })
         let rescanned = try #require(all.firstIndex { $0.kind == .rescanned })
@@ -173,7 +173,7 @@ import Glibc
 
         // Reconciled: changes after the rescan are reported as usual.
         unlink(files[0])
-        #expect(await fileEventually { recorder.contains(.deleted, files[0]) })
+        #expect(await eventually { recorder.contains(.deleted, files[0]) })
     }
 
     @Test func rescanReportsDeletionsAndModificationsAgainstTheSnapshot() async throws {
@@ -191,7 +191,7 @@ import Glibc
         unlink(scratch.at("remove"))
         harness.monitor.resumeReading()
 
-        #expect(await fileEventually { recorder.contains(.rescanned, scratch.path) })
+        #expect(await eventually { recorder.contains(.rescanned, scratch.path) })
         let all = recorder.all
         let overflow = try #require(all.firstIndex { $0.kind == .overflow })
         let fromRescan = all[overflow...].filter { $0.origin == .rescan && $0.kind.isPathChange }
@@ -212,7 +212,7 @@ import Glibc
             let old = try fileSetSysctl(path, 1)
             defer { _ = try? fileSetSysctl(path, old) }
             fileMkdir(scratch.at("new"))
-            #expect(await fileEventually { !recorder.of(.error).isEmpty })
+            #expect(await eventually { !recorder.of(.error).isEmpty })
         }
         let error = try #require(recorder.of(.error).first)
         #expect(error.limit == .maxUserWatches)
@@ -223,7 +223,7 @@ import Glibc
 
         fileTouch(scratch.at("existing/f"))
         fileTouch(scratch.at("g"))
-        #expect(await fileEventually {
+        #expect(await eventually {
             recorder.contains(.created, scratch.at("existing/f")) && recorder.contains(.created, scratch.at("g"))
         })
     }
@@ -248,10 +248,10 @@ import Glibc
 
         // Raised again: a new subscription gets an instance.
         recorder?.cancel()
-        #expect(await fileEventually { harness.monitor.statistics.sources == 0 })
+        #expect(await eventually { harness.monitor.statistics.sources == 0 })
         let again = try harness.subscribe(FileWatch(path: scratch.path))
         fileTouch(scratch.at("f"))
-        #expect(await fileEventually { again.contains(.created, scratch.at("f")) && held.contains(.created, scratch.at("f")) })
+        #expect(await eventually { again.contains(.created, scratch.at("f")) && held.contains(.created, scratch.at("f")) })
     }
 
     @Test func deletedRootIsReportedAndReArmedWhenRecreated() async throws {
@@ -262,15 +262,15 @@ import Glibc
         let recorder = try harness.subscribe(FileWatch(path: root, recursive: true, rearmWhenRecreated: true))
 
         try FileManager.default.removeItem(atPath: scratch.at("p"))
-        #expect(await fileEventually { recorder.contains(.rootDeleted, root) })
+        #expect(await eventually { recorder.contains(.rootDeleted, root) })
         // Waiting on the nearest existing ancestor: one watch, on the scratch directory.
-        #expect(await fileEventually { harness.kernelWatchLines == 1 })
+        #expect(await eventually { harness.kernelWatchLines == 1 })
 
         try FileManager.default.createDirectory(atPath: root + "/again", withIntermediateDirectories: true)
         fileTouch(root + "/again/f")
-        #expect(await fileEventually { recorder.contains(.rootRearmed, root) && recorder.contains(.created, root + "/again/f") })
+        #expect(await eventually { recorder.contains(.rootRearmed, root) && recorder.contains(.created, root + "/again/f") })
         fileTouch(root + "/g")
-        #expect(await fileEventually { recorder.contains(.created, root + "/g") })
+        #expect(await eventually { recorder.contains(.created, root + "/g") })
         let all = recorder.all
         let rearmed = try #require(all.firstIndex { $0.kind == .rootRearmed })
         #expect(all[rearmed...].contains { $0.kind == .created && $0.path == root + "/again" })
@@ -284,8 +284,8 @@ import Glibc
         fileMkdir(root)
         let recorder = try harness.subscribe(FileWatch(path: root))
         rmdir(root)
-        #expect(await fileEventually { recorder.contains(.rootDeleted, root) })
-        #expect(await fileEventually { harness.monitor.statistics.kernelWatches == 0 })
+        #expect(await eventually { recorder.contains(.rootDeleted, root) })
+        #expect(await eventually { harness.monitor.statistics.kernelWatches == 0 })
         fileMkdir(root)
         fileTouch(root + "/f")
         #expect(recorder.all.map(\.kind) == [.rootDeleted])
@@ -299,15 +299,15 @@ import Glibc
         let recorder = try harness.subscribe(FileWatch(path: file, rearmWhenRecreated: true))
 
         fileWrite(file, "b")
-        #expect(await fileEventually { recorder.contains(.closedAfterWrite, file) })
+        #expect(await eventually { recorder.contains(.closedAfterWrite, file) })
         fileWrite(scratch.at("app.conf.tmp"), "c")
         fileRename(scratch.at("app.conf.tmp"), file)  // the old inode goes, a new one takes its name
-        #expect(await fileEventually { recorder.contains(.rootRearmed, file) })
+        #expect(await eventually { recorder.contains(.rootRearmed, file) })
         #expect(recorder.contains(.rootDeleted, file))
         #expect(!recorder.all.contains { $0.path.hasSuffix(".tmp") })
 
         fileWrite(file, "d")
-        #expect(await fileEventually { recorder.of(.closedAfterWrite).count == 2 })
+        #expect(await eventually { recorder.of(.closedAfterWrite).count == 2 })
     }
 
     @Test func missingRootIsAnErrorUnlessWaitedFor() async throws {
@@ -321,7 +321,7 @@ import Glibc
 
         fileMkdir(root)
         fileTouch(root + "/f")
-        #expect(await fileEventually { waiting.contains(.created, root + "/f") })
+        #expect(await eventually { waiting.contains(.created, root + "/f") })
         #expect(plain.all.count == 1)
     }
 

@@ -10,16 +10,6 @@ import Glibc
 // Helpers of the file-change tests. Names carry a `File` prefix: the journal tests share this
 // test target.
 
-/// Polls `condition` until it holds or `timeout` passes. The timeout only bounds a broken test:
-/// generous on purpose, so a slow machine (or a TSan run) never fails a correct one.
-func fileEventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return condition()
-}
 
 /// A temporary directory, removed when the test is done with it. On tmpfs (`/dev/shm`) when
 /// there is one: inotify behaves the same, and creating the overflow tests' 17k files takes

@@ -149,7 +149,7 @@ final class FileTestScheduler: Scheduler, @unchecked Sendable {
 
         // One burst unless the writer stalled for the whole quiet period; either way every
         // change is accounted for, and the last settled event is the close.
-        #expect(await fileEventually { received.withLock { $0 }.last?.name == "fs.closed" })
+        #expect(await eventually { received.withLock { $0 }.last?.name == "fs.closed" })
         let events = received.withLock { $0 }
         #expect(events.allSatisfy { $0.fileChange?.path == file })
         let names = Set(events.flatMap { $0.settledBurst?.eventNames ?? [] })

@@ -12,15 +12,15 @@ struct JournalFollowTests {
         writer.send("before the watch", identifier: "live")
         // journald takes datagrams asynchronously: make sure it is in the file before the watch
         // opens, so "tail" has something to start after.
-        #expect(await journalEventually { journalctlMessages(journald.logDirectory).contains("before the watch") })
+        #expect(await eventually { journalctlMessages(journald.logDirectory).contains("before the watch") })
         let recorder = try JournalRecorder()
         try recorder.follow(JournalWatch(match: .identifier("live"), location: .directory(journald.logDirectory)))
-        #expect(await journalEventually { recorder.isFollowing })
+        #expect(await eventually { recorder.isFollowing })
         for index in 0..<100 {
             writer.send("live \(index)", identifier: "live", priority: .notice, fields: [("EXTRA_FIELD", "x")])
         }
         writer.send("other", identifier: "someone-else")
-        #expect(await journalEventually { recorder.entries.count >= 100 })
+        #expect(await eventually { recorder.entries.count >= 100 })
         #expect(recorder.messages == (0..<100).map { "live \($0)" })
         let first = try #require(recorder.entries.first)
         #expect(first.priority == .notice)
@@ -41,10 +41,10 @@ struct JournalFollowTests {
         let all = try JournalRecorder()
         try all.follow(JournalWatch(match: .identifier("fields"), location: .directory(journald.logDirectory),
                                     fields: .everything))
-        #expect(await journalEventually { some.isFollowing && all.isFollowing })
+        #expect(await eventually { some.isFollowing && all.isFollowing })
         JournalWriter(socket: journald.socketPath)
             .send("with fields", identifier: "fields", fields: [("EXTRA_FIELD", "x"), ("OTHER_FIELD", "y")])
-        #expect(await journalEventually { some.entries.count == 1 && all.entries.count == 1 })
+        #expect(await eventually { some.entries.count == 1 && all.entries.count == 1 })
         #expect(some.entries.first?.fields == ["EXTRA_FIELD": "x", "_TRANSPORT": "journal"])
         let everything = try #require(all.entries.first?.fields)
         #expect(everything["OTHER_FIELD"] == "y" && everything["MESSAGE"] == "with fields")
@@ -66,17 +66,17 @@ struct JournalFollowTests {
             if let entry = event.journalEntry { first.update { $0.append(entry.message) } }
             if event.journalStatus?.state == .following { following.update { $0 += 1 } }
         }
-        #expect(await journalEventually { following.value == 1 })
+        #expect(await eventually { following.value == 1 })
         let b = try bus.journal(watch).sink { event in
             if let entry = event.journalEntry { second.update { $0.append(entry.message) } }
         }
         #expect(bus.statistics.sources.count == 1)
         #expect(bus.statistics.sources.values.first == 2)
         // sd_journal_wait took the handle's inotify instance on the first wait.
-        #expect(await journalEventually { inotifyInstances(watching: watched) == 1 })
+        #expect(await eventually { inotifyInstances(watching: watched) == 1 })
         let writer = JournalWriter(socket: journald.socketPath)
         for index in 0..<20 { writer.send("s\(index)", identifier: "shared") }
-        #expect(await journalEventually { first.value.count == 20 && second.value.count == 20 })
+        #expect(await eventually { first.value.count == 20 && second.value.count == 20 })
         #expect(first.value == second.value)
         a.cancel()
         #expect(bus.statistics.sources.values.first == 1)
@@ -91,7 +91,7 @@ struct JournalFollowTests {
         let journald = try await PrivateJournald.start()
         let recorder = try JournalRecorder()
         try recorder.follow(JournalWatch(match: .identifier("rotate"), location: .directory(journald.logDirectory)))
-        #expect(await journalEventually { recorder.isFollowing })
+        #expect(await eventually { recorder.isFollowing })
         let writer = JournalWriter(socket: journald.socketPath)
         var written: [String] = []
         for round in 0..<4 {
@@ -102,9 +102,9 @@ struct JournalFollowTests {
             let files = journald.journalFiles.count
             journald.rotate()
             // Rotate mid-stream: wait until journald has switched files, then write on.
-            #expect(await journalEventually { journald.journalFiles.count > files })
+            #expect(await eventually { journald.journalFiles.count > files })
         }
-        #expect(await journalEventually { recorder.entries.count >= written.count })
+        #expect(await eventually { recorder.entries.count >= written.count })
         #expect(recorder.messages == written)
         #expect(journald.journalFiles.count >= 5)
         #expect(recorder.gaps.isEmpty)
@@ -116,18 +116,18 @@ struct JournalFollowTests {
         try journalWriteFile(folder.path + "/a.journal", messages: (0..<10).map { "h\($0)" }, identifier: "remote")
         let head = try JournalRecorder()
         try head.follow(JournalWatch(match: .identifier("remote"), location: .directory(folder.path), start: .head))
-        #expect(await journalEventually { head.entries.count == 10 })
+        #expect(await eventually { head.entries.count == 10 })
         #expect(head.messages == (0..<10).map { "h\($0)" })
         let sixth = try #require(head.entries.dropFirst(5).first)
         let since = try JournalRecorder()
         try since.follow(JournalWatch(match: .identifier("remote"), location: .directory(folder.path),
                                       start: .since(sixth.realtime)))
-        #expect(await journalEventually { since.entries.count == 5 })
+        #expect(await eventually { since.entries.count == 5 })
         #expect(since.messages == (5..<10).map { "h\($0)" })
         let after = try JournalRecorder()
         try after.follow(JournalWatch(match: .identifier("remote"), location: .directory(folder.path),
                                       start: .afterCursor(sixth.cursor)))
-        #expect(await journalEventually { after.entries.count == 4 })
+        #expect(await eventually { after.entries.count == 4 })
         #expect(after.messages == (6..<10).map { "h\($0)" })
         #expect(head.gaps.isEmpty && since.gaps.isEmpty && after.gaps.isEmpty)
     }

@@ -1,3 +1,4 @@
+@_exported import TestSupport  // eventually, Collected: shared by every test target
 import EventBusKit
 import EventSources
 import Foundation
@@ -6,16 +7,6 @@ import Synchronization
 // Test harness of the journal source: a real private journald, writers, the built fixture.
 // Names are prefixed (`Journal…`) because this test target is shared with the file-source tests.
 
-/// Polls `condition` until it holds or `timeout` passes. The timeout only bounds a broken test:
-/// generous on purpose, so a slow machine never fails a correct one.
-func journalEventually(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
-}
 
 /// What a test collects from the reader's thread.
 final class JournalCollected<Value: Sendable>: Sendable {
@@ -149,7 +140,7 @@ final class PrivateJournald: @unchecked Sendable {
 
     /// Waits until journald takes entries: its native socket exists and its journal file does.
     func waitUntilReady() async -> Bool {
-        await journalEventually {
+        await eventually {
             guard access(socketPath, F_OK) == 0,
                   let machines = try? FileManager.default.contentsOfDirectory(atPath: logDirectory),
                   let machine = machines.first

@@ -55,7 +55,7 @@ struct JournalMatchTests {
         let inUnit = try watch(.unit(unit))
         let severe = try watch(.unit(unit) && .priority(atMost: .err))
         let either = try watch(.unit(unit) && .priority(atMost: .err) || .identifier("outside"))
-        #expect(await journalEventually { inUnit.isFollowing && severe.isFollowing && either.isFollowing })
+        #expect(await eventually { inUnit.isFollowing && severe.isFollowing && either.isFollowing })
 
         // The unit's writer is one logger process that sends the lines it reads from stdin and
         // stays alive until the test closes stdin, after its entries were seen: journald reads
@@ -73,7 +73,7 @@ struct JournalMatchTests {
         // Syslog prefixes: <14> is user.info, <11> user.err.
         _ = "<14>u-info\n<11>u-err\n".withCString { write(stdin[1], $0, strlen($0)) }
         JournalWriter(socket: journald.socketPath).send("not in the unit", identifier: "outside", priority: .err)
-        let arrived = await journalEventually { inUnit.entries.count == 2 && severe.entries.count == 1 && either.entries.count == 2 }
+        let arrived = await eventually { inUnit.entries.count == 2 && severe.entries.count == 1 && either.entries.count == 2 }
         #expect(arrived, """
             writer's stderr: \((try? String(contentsOfFile: errors.path + "/stderr", encoding: .utf8)) ?? "")
             journal: \(journalctlMessages(logDirectory, format: "json").filter { $0.contains("unit-writer") })

@@ -22,7 +22,7 @@ struct JournalPositionTests {
             first.update { $0.append(entry.message) }
             if entry.message == "p3" { try! bus.acknowledge(entry) }
         }
-        #expect(await journalEventually { first.value.count == 10 })
+        #expect(await eventually { first.value.count == 10 })
         subscription.cancel()
         let persisted = try String(contentsOfFile: state.path + "/reader.cursor", encoding: .utf8)
         #expect(persisted.hasPrefix("s="))
@@ -30,7 +30,7 @@ struct JournalPositionTests {
         for index in 10..<12 { writer.send("p\(index)", identifier: "position") }
         let second = JournalCollected<[Event]>([])
         let again = try bus.journal(watch).sink { event in second.update { $0.append(event) } }
-        #expect(await journalEventually { second.value.compactMap(\.journalEntry).count == 8 })
+        #expect(await eventually { second.value.compactMap(\.journalEntry).count == 8 })
         #expect(second.value.compactMap(\.journalEntry).map(\.message) == (4..<12).map { "p\($0)" })
         #expect(second.value.allSatisfy { $0.journalGap == nil })
         again.cancel()
@@ -42,14 +42,14 @@ struct JournalPositionTests {
         try journalWriteFile(folder.path + "/a.journal", messages: ["one"], identifier: "ack")
         let recorder = try JournalRecorder()
         try recorder.follow(JournalWatch(match: .identifier("ack"), location: .directory(folder.path), start: .head))
-        #expect(await journalEventually { recorder.entries.count == 1 })
+        #expect(await eventually { recorder.entries.count == 1 })
         let entry = try #require(recorder.entries.first)
         #expect { try recorder.bus.acknowledge(entry) } throws: { ($0 as? EventBusError)?.code == .acknowledgementFailed }
 
         let named = try JournalRecorder()
         try named.follow(JournalWatch(match: .identifier("ack"), location: .directory(folder.path), start: .head,
                                       consumer: "named"))
-        #expect(await journalEventually { named.entries.count == 1 })
+        #expect(await eventually { named.entries.count == 1 })
         let namedEntry = try #require(named.entries.first)
         try named.bus.acknowledge(namedEntry)
         named.cancel()
@@ -70,10 +70,10 @@ struct JournalPositionTests {
             if event.journalStatus?.state == .following { firstFollowing.update { $0 = true } }
         }
         // The first watch holds the name once it follows (it claims it before opening).
-        #expect(await journalEventually { firstFollowing.value })
+        #expect(await eventually { firstFollowing.value })
         let second = try bus.journal(matching: .all, from: .directory(folder.path), start: .head, consumer: "shared-name")
             .sink { event in events.update { $0.append(event) } }
-        #expect(await journalEventually { events.value.contains { $0.journalStatus?.state == .failed } })
+        #expect(await eventually { events.value.contains { $0.journalStatus?.state == .failed } })
         #expect(events.value.allSatisfy { $0.journalEntry == nil })
         first.cancel()
         second.cancel()
@@ -95,14 +95,14 @@ struct JournalPositionTests {
             seen.update { $0.append(entry.message) }
             if entry.message == "v4" { try! bus.acknowledge(entry) }
         }
-        #expect(await journalEventually { seen.value.count == 10 })
+        #expect(await eventually { seen.value.count == 10 })
         first.cancel()
 
         // Two rotations: v0…v9 and v10…v19 end up in archived files, v20… in the active one.
         for round in 1...2 {
             let files = journald.journalFiles.count
             journald.rotate()
-            #expect(await journalEventually { journald.journalFiles.count > files })
+            #expect(await eventually { journald.journalFiles.count > files })
             for index in round * 10..<(round * 10 + 10) { writer.send("v\(index)", identifier: "vacuum") }
         }
         // Keep two files: the oldest archived one, with the acknowledged entry, goes.
@@ -111,7 +111,7 @@ struct JournalPositionTests {
 
         let events = JournalCollected<[Event]>([])
         let second = try bus.journal(watch).sink { event in events.update { $0.append(event) } }
-        #expect(await journalEventually { events.value.compactMap(\.journalEntry).count == 20 })
+        #expect(await eventually { events.value.compactMap(\.journalEntry).count == 20 })
         let relevant = events.value.filter { $0.journalStatus == nil }
         let gap = try #require(relevant.first?.journalGap, "the gap comes before any entry")
         let entries = relevant.dropFirst().compactMap(\.journalEntry)
@@ -130,14 +130,14 @@ struct JournalPositionTests {
         let missing = parent.path + "/not-yet"
         let recorder = try JournalRecorder(retry: .milliseconds(20))
         try recorder.follow(JournalWatch(match: .identifier("late"), location: .directory(missing), start: .head))
-        #expect(await journalEventually { recorder.statuses.contains { $0.state == .unavailable } })
+        #expect(await eventually { recorder.statuses.contains { $0.state == .unavailable } })
         let status = try #require(recorder.statuses.first)
         #expect(status.state == .unavailable && status.reason.contains(missing) && status.retryAfterSeconds == 0.02)
         #expect(recorder.statuses.count == 1, "a retry with the same outcome says nothing new")
 
         try FileManager.default.createDirectory(atPath: missing, withIntermediateDirectories: true)
         try journalWriteFile(missing + "/late.journal", messages: ["arrived"], identifier: "late")
-        #expect(await journalEventually { recorder.messages == ["arrived"] })
+        #expect(await eventually { recorder.messages == ["arrived"] })
         #expect(recorder.statuses.last?.state == .following)
     }
 
@@ -150,7 +150,7 @@ struct JournalPositionTests {
             .allSatisfy { !$0.hasSuffix(".journal") }
         let recorder = try JournalRecorder()
         try recorder.follow(JournalWatch(location: .system))
-        #expect(await journalEventually { !recorder.statuses.isEmpty })
+        #expect(await eventually { !recorder.statuses.isEmpty })
         let status = try #require(recorder.statuses.first)
         if noDaemon && noFiles {
             #expect(status.state == .unavailable)

@@ -1,0 +1,2 @@
+// eventually, Collected: shared by every test target.
+@_exported import TestSupport
