@@ -85,7 +85,8 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
                 "ControlProtocol",
-            ]
+            ],
+            exclude: ["Control/PROTOCOL.md"]
         ),
         .executableTarget(
             name: "eventbusd",

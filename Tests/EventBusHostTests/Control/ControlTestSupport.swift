@@ -29,7 +29,7 @@ final class TestUser: @unchecked Sendable {
         groupID = entry.pointee.pw_gid
     }
 
-    deinit { try? runTool("/usr/sbin/userdel", [name]) }
+    deinit { _ = try? runTool("/usr/sbin/userdel", [name]) }
 }
 
 /// A group created for a test, removed at deinit.
@@ -41,7 +41,7 @@ final class TestGroup: @unchecked Sendable {
         self.name = name
     }
 
-    deinit { try? runTool("/usr/sbin/groupdel", [name]) }
+    deinit { _ = try? runTool("/usr/sbin/groupdel", [name]) }
 }
 
 /// A short random suffix, so concurrent test runs on one machine do not clash on names.

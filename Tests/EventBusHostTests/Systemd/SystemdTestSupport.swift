@@ -166,25 +166,8 @@ final class TestJournald: @unchecked Sendable {
     init() async throws {
         root = try TemporaryDirectory()
         let files = FileManager.default
-        for folder in ["run/journal", "run/journald.conf.d", "log"] {
-            try files.createDirectory(atPath: root.path + "/" + folder, withIntermediateDirectories: true)
-        }
-        try root.write("run/journal/flushed", "")
-        // No rate limit (tests write bursts), nothing forwarded or read from the kernel.
-        try root.write("run/journald.conf.d/test.conf", """
-            [Journal]
-            Storage=persistent
-            RateLimitIntervalSec=0
-            RateLimitBurst=0
-            ReadKMSG=no
-            ForwardToSyslog=no
-            ForwardToKMsg=no
-            ForwardToConsole=no
-            ForwardToWall=no
-            """)
-        let script = "mount --bind \(root.path)/run /run/systemd && mount --bind \(root.path)/log /var/log/journal"
-            + " && exec /lib/systemd/systemd-journald"
-        process = try SpawnedProcess(["/usr/bin/unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script],
+        let command = try PrivateJournaldLayout.prepare(in: root.path)
+        process = try SpawnedProcess(command,
                                      environment: environment(with: [:]), outputPath: root.path + "/journald.out")
         let (socketPath, logDirectory) = (socketPath, logDirectory)
         let ready = await eventually {

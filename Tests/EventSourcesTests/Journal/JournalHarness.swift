@@ -114,28 +114,7 @@ final class PrivateJournald: @unchecked Sendable {
 
     init() throws {
         root = try JournalTemporaryDirectory("eventbus-journald")
-        let fm = FileManager.default
-        for folder in ["run/journal", "run/journald.conf.d", "log"] {
-            try fm.createDirectory(atPath: root.path + "/" + folder, withIntermediateDirectories: true)
-        }
-        _ = fm.createFile(atPath: root.path + "/run/journal/flushed", contents: nil)
-        // No rate limits (tests write bursts); nothing from the kernel or forwarded anywhere, so
-        // only what the tests write (and journald's own notices) is in the journal.
-        let config = """
-            [Journal]
-            Storage=persistent
-            RateLimitIntervalSec=0
-            RateLimitBurst=0
-            ReadKMSG=no
-            ForwardToSyslog=no
-            ForwardToKMsg=no
-            ForwardToConsole=no
-            ForwardToWall=no
-            """
-        _ = fm.createFile(atPath: root.path + "/run/journald.conf.d/test.conf", contents: Data(config.utf8))
-        let script = "mount --bind \(root.path)/run /run/systemd && mount --bind \(root.path)/log /var/log/journal"
-            + " && exec /lib/systemd/systemd-journald"
-        pid = try journalSpawn(["/usr/bin/unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script])
+        pid = try journalSpawn(try PrivateJournaldLayout.prepare(in: root.path))
     }
 
     /// Waits until journald takes entries: its native socket exists and its journal file does.
