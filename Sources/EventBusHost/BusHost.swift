@@ -23,8 +23,8 @@ public final class BusHost: @unchecked Sendable {
     private let logger: Logger
     private let modules: ModuleHost
     private let control = DispatchQueue(label: "eventbus.host.control")
-    private let timers: HostTimers
-    private let watches: HostWatches
+    private let timers: HeldSources<TimerConfig>
+    private let watches: HeldSources<WatchConfig>
     private var config: HostConfig?
     private var isShutDown = false
     private let controlServer: ControlServer?
@@ -43,8 +43,8 @@ public final class BusHost: @unchecked Sendable {
         self.logger = logger
         let modules = ModuleHost(bus: bus, loader: loader, logger: logger, callTimeout: moduleCallTimeout)
         self.modules = modules
-        self.timers = HostTimers(bus: bus, logger: logger)
-        self.watches = HostWatches(bus: bus, logger: logger)
+        self.timers = HeldSources(bus: bus, logger: logger)
+        self.watches = HeldSources(bus: bus, logger: logger)
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
