@@ -9,10 +9,12 @@ import Synchronization
 ///
 /// ## Threads
 /// - `start` and `stop` run on whatever thread subscribes or cancels (the bus calls them).
-/// - Everything else runs on the source's own *reader thread*: opening, positioning,
-///   `sd_journal_next` / `sd_journal_wait`, decoding, and `bus.post`. Posting from the reader
-///   thread means subscribers without a mailbox are called on it (or on the thread that is
-///   running the bus's delivery loop at the time); modules get their events on their mailbox.
+/// - The source's own *reader thread* owns the sd_journal handle: opening, positioning,
+///   `sd_journal_next` / `sd_journal_wait`, and copying each entry's fields into a batch.
+/// - Its ``JournalPostingStage`` (a serial queue) turns batches into events and calls
+///   `bus.post`, in reading order, while the reader reads on: subscribers without a mailbox are
+///   called there (or on the thread that is running the bus's delivery loop at the time);
+///   modules get their events on their mailbox.
 /// - Acknowledgements (``Bus/acknowledge(_:)``) run on the acknowledging subscriber's thread,
 ///   in ``JournalConsumerPosition``.
 ///
@@ -34,7 +36,8 @@ import Synchronization
 /// found instead.
 ///
 /// ## Pace
-/// The reader posts as fast as it reads; it does not see subscribers' demand (the bus buffers
+/// The reader reads as fast as the posting stage posts (at most a few batches ahead); it does
+/// not see subscribers' demand (the bus buffers
 /// per subscription and announces drops with `bus.gap`). A watch from the head of a large
 /// journal into a slow module can lose entries to those drops; a consumer that sees a
 /// `bus.gap` and does not acknowledge past it gets them again when its watch restarts.
@@ -51,7 +54,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
     private let exited = DispatchSemaphore(value: 0)
     private enum Phase {
         case idle
-        case running(pthread_t)
+        case running(pthread_t, JournalPostingStage)
         case stopped
     }
     private let stateLock = NSLock()
@@ -74,10 +77,11 @@ final class JournalSource: EventSource, @unchecked Sendable {
             // The bus may stop a source before starting it when its only subscriber cancels at once.
             guard case .idle = state else { return }
             var thread = pthread_t()
-            let context = Unmanaged.passRetained(ReaderStart(source: self, bus: bus))
+            let stage = JournalPostingStage(source: id, bus: bus)
+            let context = Unmanaged.passRetained(ReaderStart(source: self, bus: bus, stage: stage))
             let result = pthread_create(&thread, nil, { raw in
                 let start = Unmanaged<ReaderStart>.fromOpaque(raw!).takeRetainedValue()
-                start.source.run(bus: start.bus)
+                start.source.run(bus: start.bus, stage: start.stage)
                 return nil
             }, context.toOpaque())
             guard result == 0 else {
@@ -88,41 +92,45 @@ final class JournalSource: EventSource, @unchecked Sendable {
                 return
             }
             pthread_detach(thread)
-            state = .running(thread)
+            state = .running(thread, stage)
         }
     }
 
-    /// Returns once the reader thread has posted its last event and released the consumer
-    /// position — except when called *on* the reader thread (a subscriber cancelling inside
-    /// its delivery), where waiting would deadlock: the thread then posts nothing more and
-    /// finishes as soon as the delivery returns.
+    /// Returns once the source has posted its last event and the reader thread has released
+    /// the consumer position — except when called *on* the posting stage (a subscriber
+    /// cancelling inside its delivery), where waiting would deadlock: the stage then posts
+    /// nothing more, and the reader finishes on its own.
     func stop() {
-        let reader: pthread_t? = stateLock.withLock {
+        let stage: JournalPostingStage? = stateLock.withLock {
             defer { state = .stopped }
-            if case .running(let thread) = state { return thread }
+            if case .running(_, let stage) = state { return stage }
             return nil
         }
         stopping.store(true, ordering: .releasing)
         wake.signal()
-        if let reader, pthread_equal(reader, pthread_self()) == 0 { exited.wait() }
+        guard let stage else { return }
+        stage.stop()
+        guard !stage.isCurrent else { return }
+        exited.wait()
+        stage.drain()
     }
 
     private var isStopping: Bool { stopping.load(ordering: .acquiring) }
 
     // MARK: The reader thread
 
-    private func run(bus: Bus) {
+    private func run(bus: Bus, stage: JournalPostingStage) {
         defer { exited.signal() }
         Thread.current.name = "journal-reader"  // the OS thread name: what `top -H` and perf show
         guard let consumer = watch.consumer else {
-            follow(bus: bus, persisted: nil)
+            follow(stage, persisted: nil)
             return
         }
         switch claims.claim(consumer, for: id, abandonWhen: { isStopping }) {
         case .abandoned:
             return
         case .heldBy(let other):
-            fail("consumer \(consumer) is in use by another watch (\(other)); a consumer name belongs to one watch", bus: bus)
+            fail("consumer \(consumer) is in use by another watch (\(other)); a consumer name belongs to one watch", stage)
             return
         case .claimed:
             break
@@ -133,7 +141,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
         do {
             persisted = try position.load()
         } catch {
-            fail("cannot read the position of consumer \(consumer): \(error)", bus: bus)
+            fail("cannot read the position of consumer \(consumer): \(error)", stage)
             return
         }
         bus.attachJournalPosition(position, source: id)
@@ -141,47 +149,56 @@ final class JournalSource: EventSource, @unchecked Sendable {
             bus.detachJournalPosition(position, source: id)
             position.close()
         }
-        follow(bus: bus, persisted: persisted)
+        follow(stage, persisted: persisted)
     }
 
     /// Opens, positions and follows until stopped; after a failure, reports it and retries.
-    private func follow(bus: Bus, persisted: String?) {
+    private func follow(_ stage: JournalPostingStage, persisted: String?) {
+        let reader = JournalEntryReader(fields: watch.fields)
+        let poll = configuration.pollInterval.microseconds
+        var batch = JournalEntryBatch()
         while !isStopping {
             do throws(SDJournal.OpenFailure) {
                 let journal = try SDJournal(watch.location)
-                var deliverCurrent = try position(journal, persisted: persisted, bus: bus)
-                post(JournalStatus(state: .following, reason: "following \(watch.location)"), bus: bus)
-                var reader = JournalEntryReader(fields: watch.fields)
-                let poll = configuration.pollInterval.microseconds
+                var deliverCurrent = try position(journal, persisted: persisted, stage: stage)
+                post(JournalStatus(state: .following, reason: "following \(watch.location)"), stage)
                 while !isStopping {
                     var found = deliverCurrent
                     if !found { found = try journal.next() }
                     deliverCurrent = false
                     if found {
-                        guard let event = reader.event(from: journal, source: id) else { continue }
-                        lastPosted = event.fields["cursor"]?.stringValue
-                        bus.post(event)
+                        if reader.read(journal, into: &batch) && batch.isFull { handOver(&batch, to: stage) }
                     } else {
+                        handOver(&batch, to: stage)  // at the end: nothing waits behind a part-filled batch
                         try journal.wait(microseconds: poll)
                     }
                 }
             } catch {
+                handOver(&batch, to: stage)  // what was read before the failure, then the notice
                 let retry = configuration.retryInterval
                 post(JournalStatus(state: .unavailable, reason: error.description, retryAfterSeconds: retry.seconds),
-                     bus: bus)
+                     stage)
                 _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: retry.nanoseconds)))
             }
         }
     }
 
+    /// Hands a non-empty batch to the posting stage; remembers the last cursor handed over:
+    /// that is where a restart after a failure resumes.
+    private func handOver(_ batch: inout JournalEntryBatch, to stage: JournalPostingStage) {
+        guard !batch.isEmpty else { return }
+        lastPosted = batch.lastCursor
+        stage.handOver(&batch)
+    }
+
     /// Adds the watch's match to `journal` and positions it for the first `next`. Returns true
     /// when the entry it is already on must be delivered first.
-    private func position(_ journal: SDJournal, persisted: String?, bus: Bus) throws(SDJournal.OpenFailure) -> Bool {
+    private func position(_ journal: SDJournal, persisted: String?, stage: JournalPostingStage) throws(SDJournal.OpenFailure) -> Bool {
         var cursor = lastPosted ?? persisted
         if cursor == nil, case .afterCursor(let start) = watch.start { cursor = start }
         if let cursor {
             try journal.add(watch.match)
-            return try resume(journal, after: cursor, bus: bus)
+            return try resume(journal, after: cursor, gapsTo: stage)
         }
         switch watch.start {
         case .tail:
@@ -196,7 +213,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
                 try journal.seekHead()  // an empty journal: everything in it will be new
                 return false
             }
-            return try resume(journal, after: last, bus: nil)
+            return try resume(journal, after: last, gapsTo: nil)
         case .head, .afterCursor:
             try journal.add(watch.match)
             try journal.seekHead()
@@ -210,15 +227,15 @@ final class JournalSource: EventSource, @unchecked Sendable {
     /// Positions `journal` right after the entry at `cursor`: seeks to it and steps onto the
     /// first matching entry there. If that is the entry at the cursor (`sd_journal_test_cursor`),
     /// it was delivered already and the next `next` moves past it. If not, the cursor's entry is
-    /// gone: a `journal.gap` is posted on `bus` (nil: the cursor was only a starting mark) and
-    /// the entry stepped onto is delivered first (returns true).
-    private func resume(_ journal: SDJournal, after cursor: String, bus: Bus?) throws(SDJournal.OpenFailure) -> Bool {
+    /// gone: a `journal.gap` is posted through `stage` (nil: the cursor was only a starting
+    /// mark) and the entry stepped onto is delivered first (returns true).
+    private func resume(_ journal: SDJournal, after cursor: String, gapsTo stage: JournalPostingStage?) throws(SDJournal.OpenFailure) -> Bool {
         if !journal.seek(cursor: cursor) { try journal.seekHead() }  // unparsable: from the oldest
         let found = try journal.next()
         if found && journal.isAt(cursor: cursor) { return false }
-        if let bus {
+        if let stage {
             let resumed = found ? journal.cursor() : nil
-            bus.post(JournalGap(lostCursor: cursor, resumedCursor: resumed,
+            stage.post(JournalGap(lostCursor: cursor, resumedCursor: resumed,
                                 skippedSequenceNumbers: resumed.flatMap { JournalCursor.seqnumsBetween(cursor, $0) })
                 .event(source: id))
         }
@@ -227,15 +244,15 @@ final class JournalSource: EventSource, @unchecked Sendable {
 
     /// Posts a status when it differs from the last one posted, so a retry loop does not repeat
     /// the same notice every few seconds.
-    private func post(_ status: JournalStatus, bus: Bus) {
+    private func post(_ status: JournalStatus, _ stage: JournalPostingStage) {
         guard status != lastStatus else { return }
         lastStatus = status
-        bus.post(status.event(source: id))
+        stage.post(status.event(source: id))
     }
 
     /// A watch that cannot run: says so once and idles until stopped.
-    private func fail(_ reason: String, bus: Bus) {
-        post(JournalStatus(state: .failed, reason: reason), bus: bus)
+    private func fail(_ reason: String, _ stage: JournalPostingStage) {
+        post(JournalStatus(state: .failed, reason: reason), stage)
         while !isStopping { wake.wait() }
     }
 }
@@ -244,9 +261,11 @@ final class JournalSource: EventSource, @unchecked Sendable {
 private final class ReaderStart {
     let source: JournalSource
     let bus: Bus
-    init(source: JournalSource, bus: Bus) {
+    let stage: JournalPostingStage
+    init(source: JournalSource, bus: Bus, stage: JournalPostingStage) {
         self.source = source
         self.bus = bus
+        self.stage = stage
     }
 }
 

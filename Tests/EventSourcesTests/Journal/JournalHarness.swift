@@ -8,7 +8,7 @@ import Synchronization
 // Names are prefixed (`Journal…`) because this test target is shared with the file-source tests.
 
 
-/// What a test collects from the reader's thread.
+/// What a test collects from the source's posting stage.
 final class JournalCollected<Value: Sendable>: Sendable {
     private let storage: Mutex<Value>
     init(_ initial: Value) { storage = Mutex(initial) }
@@ -254,7 +254,7 @@ final class JournalRecorder: @unchecked Sendable {
         JournalDriver.register(on: bus, configuration: .init(stateDirectory: state.path, retryInterval: retry))
     }
 
-    /// Subscribes; `onEntry` runs on the reader thread for each entry, after it is recorded.
+    /// Subscribes; `onEntry` runs on the posting stage for each entry, after it is recorded.
     func follow(_ watch: JournalWatch, onEntry: (@Sendable (JournalEntry) -> Void)? = nil) throws {
         subscription = try bus.journal(watch).sink { [events] event in
             events.update { $0.append(event) }
