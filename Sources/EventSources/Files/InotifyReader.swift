@@ -13,6 +13,15 @@ import Glibc
 /// handler as a `queue.sync` block — which libdispatch runs on the calling thread when the queue is
 /// free — so the queue stays the one owner of the monitor's state and no wake-up changes threads.
 ///
+/// After handling what it read, the thread pauses for ``coalescingMicroseconds`` before it polls
+/// again, so that during a storm it takes the kernel's queue in batches. Why: a reader that drains
+/// every event as it comes sleeps between events, and then every file operation of the writer
+/// also wakes it, and the queue's cache lines move between the two CPUs for each event — the
+/// writer slows down. Measured on the 100k-file storm (2 cores): 226–229k events/s without the
+/// pause, 273–278k with 20–50 µs (`inotifywait`, same runs: 240–273k). A lone event is still
+/// read at once (the pause comes after a read); what follows it within the pause waits at most
+/// that long.
+///
 /// The thread owns the inotify descriptor and a pipe that wakes it for `stop`; it closes them
 /// when it ends, so `stop` never waits for it (and cannot deadlock with a handler waiting for the
 /// queue).
@@ -22,6 +31,7 @@ final class InotifyReader: @unchecked Sendable {
     private let wake: Int32
     private let wakeWriter: Int32
     private let stopped = Atomic<Bool>(false)
+    static let coalescingMicroseconds: UInt32 = 30
     private let pause = NSCondition()
     private var paused = false  // guarded by `pause`
 
@@ -82,7 +92,10 @@ final class InotifyReader: @unchecked Sendable {
             guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { break }
             if stopped.load(ordering: .acquiring) { break }
             if fds[0].revents & Int16(POLLNVAL) != 0 { break }
-            if fds[0].revents != 0 { handle(self) }
+            if fds[0].revents != 0 {
+                handle(self)
+                usleep(Self.coalescingMicroseconds)
+            }
         }
         close(descriptor)
         close(wake)
