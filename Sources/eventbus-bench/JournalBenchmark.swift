@@ -196,15 +196,15 @@ enum JournalBenchmark {
         for folder in ["run/journal", "run/journald.conf.d", "log"] {
             try! FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
         }
-        FileManager.default.createFile(atPath: root + "/run/journal/flushed", contents: nil)
-        FileManager.default.createFile(atPath: root + "/run/journald.conf.d/bench.conf", contents: Data("""
+        precondition(FileManager.default.createFile(atPath: root + "/run/journal/flushed", contents: nil))
+        precondition(FileManager.default.createFile(atPath: root + "/run/journald.conf.d/bench.conf", contents: Data("""
             [Journal]
             Storage=persistent
             RateLimitIntervalSec=0
             ReadKMSG=no
             ForwardToSyslog=no
             ForwardToWall=no
-            """.utf8))
+            """.utf8)))
         let journald = Process()
         journald.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
         journald.arguments = ["--mount", "--propagation", "private", "--", "/bin/sh", "-c",

@@ -31,11 +31,11 @@ func tailBenchmark(events: Int) async {
     let socket = directory + "/control.sock"
     let config = directory + "/eventbus.yaml"
     let window = 100_000
-    FileManager.default.createFile(atPath: config, contents: Data("""
+    precondition(FileManager.default.createFile(atPath: config, contents: Data("""
         control:
           socket: \(socket)
           client_buffer: \(2 * window)
-        """.utf8))
+        """.utf8)))
     var logger = Logger(label: "eventbus-bench")
     logger.logLevel = .warning
     let host = BusHost(configPath: config, logger: logger, control: .configured)

@@ -307,8 +307,12 @@ final class ControlSession: @unchecked Sendable {
                 }
             }
         }
-        server.bus.post(Event(name: name, source: "user", fields: fields))
-        respond(["type": "posted", "name": .string(name)], id: id)
+        let sequence = server.bus.post(Event(name: name, source: "user", fields: fields))
+        guard sequence > 0 else {
+            error("shutting_down", "the host is shutting down; the event was not posted", id: id)
+            return
+        }
+        respond(["type": "posted", "name": .string(name), "seq": .int(Int64(bitPattern: sequence))], id: id)
     }
 
     // MARK: Writing

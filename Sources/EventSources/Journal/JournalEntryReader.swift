@@ -4,10 +4,11 @@ import Foundation
 
 /// Copies the current entry of a handle into a ``JournalEntryBatch``.
 ///
-/// The hot path of the journal source: one pass over the entry's data with
-/// `sd_journal_enumerate_available_data` (rather than one `sd_journal_get_data` per field, each
-/// of which walks the entry's items again), classifying field names by length and bytes, and
-/// copying out only the standard fields plus what ``JournalFields`` asks for.
+/// The hot path of the journal source (its reader thread sets the ingest rate): one pass over
+/// the entry's data with `sd_journal_enumerate_available_data` (rather than one
+/// `sd_journal_get_data` per field, each of which walks the entry's items again), recognising the
+/// standard fields by their first bytes, and copying out only those plus what ``JournalFields``
+/// asks for.
 ///
 /// Threads: the reader's thread only (it uses the handle).
 struct JournalEntryReader {

@@ -36,11 +36,11 @@ import Synchronization
 /// found instead.
 ///
 /// ## Pace
-/// The reader reads as fast as the posting stage posts (at most a few batches ahead); it does
-/// not see subscribers' demand (the bus buffers
-/// per subscription and announces drops with `bus.gap`). A watch from the head of a large
-/// journal into a slow module can lose entries to those drops; a consumer that sees a
-/// `bus.gap` and does not acknowledge past it gets them again when its watch restarts.
+/// The reader reads as fast as the posting stage posts (at most a few batches ahead); neither
+/// sees subscribers' demand (the bus buffers per subscription and announces drops with
+/// `bus.gap`). A watch from the head of a large journal into a slow module can lose entries to
+/// those drops; a consumer that sees a `bus.gap` and does not acknowledge past it gets them
+/// again when its watch restarts.
 final class JournalSource: EventSource, @unchecked Sendable {
     let id: String
     private let watch: JournalWatch
@@ -54,7 +54,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
     private let exited = DispatchSemaphore(value: 0)
     private enum Phase {
         case idle
-        case running(pthread_t, JournalPostingStage)
+        case running(JournalPostingStage)
         case stopped
     }
     private let stateLock = NSLock()
@@ -92,7 +92,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
                 return
             }
             pthread_detach(thread)
-            state = .running(thread, stage)
+            state = .running(stage)
         }
     }
 
@@ -103,7 +103,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
     func stop() {
         let stage: JournalPostingStage? = stateLock.withLock {
             defer { state = .stopped }
-            if case .running(_, let stage) = state { return stage }
+            if case .running(let stage) = state { return stage }
             return nil
         }
         stopping.store(true, ordering: .releasing)

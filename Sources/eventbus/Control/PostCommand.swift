@@ -22,6 +22,9 @@ struct PostCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Fields as one JSON object (strings, numbers, booleans), merged with key=value ones.", valueName: "object"))
     var json: String?
 
+    @Flag(name: .customLong("print-seq"), help: "Print the posted event's sequence number (what `tail --since` takes).")
+    var printSequence = false
+
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
@@ -33,7 +36,8 @@ struct PostCommand: ParsableCommand {
             values[String(pair[..<equals])] = Self.typed(String(pair[pair.index(after: equals)...]))
         }
         let host = try socket.connect()
-        _ = try host.request(["op": "post", "name": .string(name), "fields": .object(values)])
+        let answer = try host.request(["op": "post", "name": .string(name), "fields": .object(values)])
+        if printSequence, let sequence = answer["seq"]?.intValue { print(sequence) }
     }
 
     private func jsonFields() throws -> [String: JSON] {

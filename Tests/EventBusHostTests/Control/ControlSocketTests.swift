@@ -51,6 +51,17 @@ import Testing
         #expect(human.status == 0)
         #expect(human.stdout.contains("user.deploy.done (user) canary=false env=prod note=\"two words\" ratio=0.5 replicas=3"), "\(human.stdout)")
         #expect(!human.stdout.contains("\u{1B}["), "no colour when stdout is not a terminal")
+        #expect(post.stdout.isEmpty, "quiet on success unless asked")
+
+        // --print-seq: the sequence number tail --since takes, and it names that very event.
+        let numbered = try await eventbus(["post", "--socket", socket, "--print-seq", "user.numbered", "n=7"], in: directory)
+        #expect(numbered.status == 0, "\(numbered.stderr)")
+        let sequence = try #require(Int64(numbered.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(sequence > event["seq"]?.intValue ?? .max)
+        let replayed = try await eventbus(["tail", "--socket", socket, "--json", "--since", String(sequence),
+                                           "--count", "1", "user.>"], in: directory)
+        #expect(replayed.jsonLines.first?["seq"]?.intValue == sequence)
+        #expect(replayed.jsonLines.first?["name"] == "user.numbered")
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
@@ -119,7 +130,9 @@ import Testing
         let status = try answer(#"{"op": "status", "id": "s1"}"#)
         #expect(status["type"] == "status")
         #expect(status["id"] == "s1")
-        #expect(try answer(#"{"op": "post", "name": "user.after.errors"}"#)["type"] == "posted")
+        let posted = try answer(#"{"op": "post", "name": "user.after.errors"}"#)
+        #expect(posted["type"] == "posted")
+        #expect(posted["seq"]?.intValue ?? 0 > 0)
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0)
     }

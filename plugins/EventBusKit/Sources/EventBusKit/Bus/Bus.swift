@@ -52,13 +52,16 @@ public final class Bus: Sendable {
 
     public var configuration: Configuration { core.configuration }
 
-    /// Posts an event to every matching subscription. Assigns the event its sequence number.
-    public func post(_ event: Event) {
+    /// Posts an event to every matching subscription. Assigns the event its sequence number and
+    /// returns it (0: the bus has finished and the event went nowhere).
+    @discardableResult
+    public func post(_ event: Event) -> UInt64 {
         core.post(event)
     }
 
-    /// Posts a user event.
-    public func post(_ name: String, source: String = "user", fields: [String: FieldValue] = [:]) {
+    /// Posts a user event; returns its sequence number (0: the bus has finished).
+    @discardableResult
+    public func post(_ name: String, source: String = "user", fields: [String: FieldValue] = [:]) -> UInt64 {
         core.post(Event(name: name, source: source, fields: fields))
     }
 

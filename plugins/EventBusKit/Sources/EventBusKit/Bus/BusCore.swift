@@ -15,7 +15,7 @@ final class BusCore: Sendable {
 
     // MARK: Posting
 
-    func post(_ event: Event) {
+    func post(_ event: Event) -> UInt64 {
         var event = event
         let targets: Route? = state.withLock { state in
             guard !state.finished else { return nil }
@@ -28,9 +28,11 @@ final class BusCore: Sendable {
             state.draining = true
             return state.route(event.name)
         }
-        guard let targets else { return }
-        deliver(event, to: targets)
-        drain()
+        if let targets {
+            deliver(event, to: targets)
+            drain()
+        }
+        return event.sequence
     }
 
     func finish() {

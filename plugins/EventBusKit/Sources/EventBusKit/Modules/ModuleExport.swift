@@ -31,7 +31,7 @@ public enum ModuleABI {
     @inlinable
     public static var buildTag: String {
         // The SDK interface version: bump it with every change to a public type.
-        let sdk = "eventbuskit-abi-1"
+        let sdk = "eventbuskit-abi-2"
         #if compiler(>=6.4)
         let compiler = "swift-6.4-or-later"
         #elseif compiler(>=6.3.2)
