@@ -71,8 +71,9 @@ public final class BusHost: @unchecked Sendable {
 
     /// Reads the config and starts: modules first, so they are subscribed before the first
     /// tick, then timers. A bad config throws (there is nothing to run); a module that fails to
-    /// load or activate is logged and left out — the host runs without it.
-    public func start() async throws(ConfigError) {
+    /// load or activate is logged and left out — the host runs without it. `progress` hears of
+    /// each step that may take a while before it runs (on the control queue).
+    public func start(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async throws(ConfigError) {
         let result: Result<HostConfig, ConfigError> = await onControlQueue { [self] in
             let config: HostConfig
             do throws(ConfigError) { config = try HostConfig.load(from: configPath) } catch { return .failure(error) }
@@ -84,7 +85,7 @@ public final class BusHost: @unchecked Sendable {
             }
             // Before the modules, so their activate can subscribe to the journal.
             JournalDriver.register(on: bus, stateDirectory: config.stateDirectory)
-            modules.apply(config.modules, defaultCapacity: config.moduleMailboxCapacity)
+            modules.apply(config.modules, defaultCapacity: config.moduleMailboxCapacity, progress: progress)
             timers.apply(config.timers)
             watches.apply(config.watches)
             self.config = config
@@ -99,9 +100,9 @@ public final class BusHost: @unchecked Sendable {
 
     /// Reads the config again and applies the differences (see ``ModulePlan``). A config that
     /// does not load is logged and the running one stays. Returns whether the new config was
-    /// applied.
+    /// applied. `progress` as for ``start(progress:)``.
     @discardableResult
-    public func reload() async -> Bool {
+    public func reload(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async -> Bool {
         await onControlQueue { [self] in
             guard !isShutDown else { return false }
             let new: HostConfig
@@ -117,7 +118,7 @@ public final class BusHost: @unchecked Sendable {
             }
             timers.apply(new.timers)
             watches.apply(new.watches)
-            modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity)
+            modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity, progress: progress)
             controlServer?.apply(new.control)
             config = new
             let active = modules.statistics.filter { $0.state == .active }.count
@@ -137,12 +138,14 @@ public final class BusHost: @unchecked Sendable {
 
     /// Graceful shutdown within the config's `shutdown_timeout`: stop the timers, let every
     /// mailbox deliver what it holds, deactivate every module, finish the bus. Waits never run
-    /// past the budget; what did not finish is logged and reported.
-    public func shutdown() async -> ShutdownReport {
+    /// past the budget; what did not finish is logged and reported. `progress` hears of the
+    /// budget first.
+    public func shutdown(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async -> ShutdownReport {
         await onControlQueue { [self] in
             guard !isShutDown else { return ShutdownReport(undrained: [], notDeactivated: []) }
             isShutDown = true
             let budget = config?.shutdownTimeout ?? HostConfig.defaultShutdownTimeout
+            progress(.shuttingDown(budget: budget))
             let deadline = ContinuousClock.now + budget
             logger.info("shutting down (budget \(budget))")
             timers.stopAll()

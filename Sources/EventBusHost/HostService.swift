@@ -8,7 +8,9 @@ import UnixSignals
 ///
 /// Under systemd (`Type=notify`, or `notify-reload` on systemd ≥ 253) each step is also told
 /// to the service manager through `notifier`: `READY=1` once modules and sources are up,
-/// `RELOADING=1` … `READY=1` around a reload, `STOPPING=1` before shutting down.
+/// `RELOADING=1` … `READY=1` around a reload, `STOPPING=1` before shutting down, and before
+/// each step that may take a while (a module call, the shutdown) `EXTEND_TIMEOUT_USEC=` with
+/// its time limit and a `STATUS=` naming it (see ``HostProgress``).
 public struct HostService: Service {
     private let host: BusHost
     private let logger: Logger
@@ -24,8 +26,9 @@ public struct HostService: Service {
         // Trap SIGHUP before anything can tell a supervisor we are up: until a handler is
         // installed, SIGHUP's default action would kill the process.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let progress: @Sendable (HostProgress) -> Void = { [notifier] step in notifier?.extendTimeout(for: step) }
         do {
-            try await host.start()
+            try await host.start(progress: progress)
         } catch {
             logger.critical("cannot start: \(error)")
             notifier?.failed("Cannot start: \(error)")
@@ -36,10 +39,10 @@ public struct HostService: Service {
         for await _ in hangups.cancelOnGracefulShutdown() {
             logger.info("SIGHUP: reloading \(host.configPath)")
             notifier?.reloading()
-            await host.reload()
+            await host.reload(progress: progress)
             notifier?.ready(status: host.statusLine)
         }
         notifier?.stopping()
-        _ = await host.shutdown()
+        _ = await host.shutdown(progress: progress)
     }
 }

@@ -6,7 +6,7 @@ import Synchronization
 /// reports on them.
 ///
 /// ## Threads
-/// - Changes (``apply(_:defaultCapacity:)``, ``drainAll(until:)``, ``deactivateAll(until:)``)
+/// - Changes (``apply(_:defaultCapacity:progress:)``, ``drainAll(until:)``, ``deactivateAll(until:)``)
 ///   come from one thread at a time — ``BusHost``'s control queue. They block while module code
 ///   runs, never longer than the call time limit.
 /// - Module code runs only on the module's mailbox queue: activation, reconfiguration and
@@ -49,8 +49,9 @@ final class ModuleHost: Sendable {
     /// Brings the modules in line with `modules`, the config's list: starts new ones, stops
     /// removed or disabled ones, reconfigures changed ones, retries refused ones. Every outcome
     /// is logged and shows in ``statistics``; none is thrown, because one module's trouble must
-    /// not stop the others.
-    func apply(_ modules: [ModuleEntry], defaultCapacity: Int) {
+    /// not stop the others. `progress` hears of each call into a module before it is made.
+    func apply(_ modules: [ModuleEntry], defaultCapacity: Int,
+               progress: (HostProgress) -> Void = { _ in }) {
         let current = Dictionary(uniqueKeysWithValues: slots.withLock { $0 }.map { slot in
             (slot.name, ModulePlan.Current(entry: slot.entry, isActive: slot.running != nil,
                                            mailboxCapacity: slot.mailbox.capacity))
@@ -60,7 +61,8 @@ final class ModuleHost: Sendable {
             switch action {
             case .stop(let name, let removed):
                 guard let slot = slot(name) else { continue }
-                deactivate(slot, reason: removed ? "removed from the config" : "disabled in the config", becoming: .disabled)
+                deactivate(slot, reason: removed ? "removed from the config" : "disabled in the config", becoming: .disabled,
+                           progress: progress)
                 if removed {
                     slots.withLock { $0.removeAll { $0 === slot } }
                 } else {
@@ -68,7 +70,7 @@ final class ModuleHost: Sendable {
                     slot.status = .disabled
                 }
             case .reconfigure(let name):
-                reconfigure(slot(name)!, with: desired[name]!)
+                reconfigure(slot(name)!, with: desired[name]!, progress: progress)
             case .restartNeededForPath(let name, let running, let configured):
                 logger.warning("\(desired[name]!.location): modules.\(name).path changed from \(running) to \(configured); loaded code cannot be unloaded, so \(name) keeps running the old file until eventbusd restarts",
                                metadata: ["module": "\(name)"])
@@ -78,7 +80,7 @@ final class ModuleHost: Sendable {
             case .start(let name):
                 let entry = desired[name]!
                 let slot = slot(name) ?? makeSlot(entry, capacity: entry.mailboxCapacity ?? defaultCapacity)
-                activate(slot, entry: entry)
+                activate(slot, entry: entry, progress: progress)
             }
         }
         // Disabled modules are listed too, so status shows them.
@@ -110,7 +112,7 @@ final class ModuleHost: Sendable {
     }
 
     /// Loads the module's library (once per process) and activates a new instance on its queue.
-    private func activate(_ slot: ModuleSlot, entry: ModuleEntry) {
+    private func activate(_ slot: ModuleSlot, entry: ModuleEntry, progress: (HostProgress) -> Void) {
         let logger = log(for: slot.name)
         slot.status = .starting
         slot.entry = entry
@@ -128,6 +130,7 @@ final class ModuleHost: Sendable {
         let module = ModuleBox(module: library.factory.makeModule())
         let context = ModuleContext(bus: bus.scoped(to: slot.mailbox), config: entry.config,
                                     log: .bridged(to: self.logger, module: slot.name))
+        progress(.callingModule(name: slot.name, call: .activate, timeLimit: callTimeout))
         let outcome = ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
             do {
                 try module.module.activate(context)
@@ -161,9 +164,10 @@ final class ModuleHost: Sendable {
         case threw(String)
     }
 
-    private func reconfigure(_ slot: ModuleSlot, with entry: ModuleEntry) {
+    private func reconfigure(_ slot: ModuleSlot, with entry: ModuleEntry, progress: (HostProgress) -> Void) {
         guard let running = slot.running else { return }
         let logger = log(for: slot.name)
+        progress(.callingModule(name: slot.name, call: .reconfigure, timeLimit: callTimeout))
         let outcome = ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
             do {
                 let result = try running.module.module.reconfigure(entry.config, context: running.context)
@@ -182,10 +186,10 @@ final class ModuleHost: Sendable {
             logger.info("module \(slot.name) applied its new config")
         case .result(.reactivate)?:
             logger.info("module \(slot.name) restarts with its new config")
-            deactivate(slot, reason: "reactivating with its new config", becoming: .starting)
+            deactivate(slot, reason: "reactivating with its new config", becoming: .starting, progress: progress)
             var updated = entry
             updated.path = slot.entry.path  // a changed path needs a process restart
-            activate(slot, entry: updated)
+            activate(slot, entry: updated, progress: progress)
         case .threw(let message)?:
             logger.error("module \(slot.name) rejected its new config: \(message); it keeps running with the previous one")
         case nil:
@@ -199,9 +203,10 @@ final class ModuleHost: Sendable {
     /// gets its queue back.
     @discardableResult
     private func deactivate(_ slot: ModuleSlot, reason: String, becoming status: ModuleState,
-                            timeout: Duration? = nil) -> Bool {
+                            timeout: Duration? = nil, progress: (HostProgress) -> Void = { _ in }) -> Bool {
         guard let running = slot.running else { return true }
         let logger = log(for: slot.name)
+        progress(.callingModule(name: slot.name, call: .deactivate, timeLimit: timeout ?? callTimeout))
         let finished = ModuleCall.run(on: slot.mailbox, timeout: timeout ?? callTimeout, {
             running.module.module.deactivate()
             running.context.cancelSubscriptions()

@@ -142,6 +142,20 @@ public final class ServiceNotifier: Sendable {
         }
     }
 
+    /// `EXTEND_TIMEOUT_USEC=` and `STATUS=` before `step` runs: systemd (≥ 236) then allows the
+    /// start-up, reload or shutdown in progress at least the step's time limit (plus a margin
+    /// for what surrounds it, such as loading the module's library) beyond its own timeout.
+    public func extendTimeout(for step: HostProgress) {
+        let (seconds, attoseconds) = (step.timeLimit + Self.extensionMargin).components
+        let microseconds = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+        state.withLock { state in
+            state.lastStatus = step.description
+            send(["EXTEND_TIMEOUT_USEC=\(microseconds)", "STATUS=" + step.description], &state)
+        }
+    }
+
+    static let extensionMargin = Duration.seconds(5)
+
     /// `WATCHDOG=1`: the keep-alive that `WatchdogSec=` expects.
     public func watchdogKeepAlive() {
         state.withLock { send(["WATCHDOG=1"], &$0) }

@@ -88,6 +88,39 @@ import Testing
         #expect(!messages.contains { $0["WATCHDOG"] != nil })
     }
 
+    /// Before each module call and before the shutdown: EXTEND_TIMEOUT_USEC= with that step's
+    /// time limit plus the margin, and a STATUS= naming the step — so a start-up with slow
+    /// modules is not killed by TimeoutStartSec=, and `systemctl status` says what it waits for.
+    @Test func daemonExtendsItsTimeoutBeforeEachModuleCallAndTheShutdown() async throws {
+        let directory = try TemporaryDirectory()
+        let configPath = try directory.writeDaemonConfig("""
+            shutdown_timeout: 7s
+            modules:
+              counter:
+                path: \(BuildProducts.fixture("FixtureCounter"))
+            """)
+        let receiver = try DatagramReceiver(path: directory.path + "/notify.sock")
+        let daemon = try SpawnedProcess(
+            [BuildProducts.eventbusd, "--config", configPath],
+            environment: environment(with: ["NOTIFY_SOCKET": receiver.path]),
+            outputPath: directory.path + "/eventbusd.log")
+        #expect(await eventually { receiver.messages.contains { notifyAssignments($0)["READY"] == "1" } }, "\(daemon.output)")
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+        _ = await eventually { receiver.messages.contains { notifyAssignments($0)["STATUS"] == "Shutting down" && notifyAssignments($0)["EXTEND_TIMEOUT_USEC"] != nil } }
+
+        let messages = receiver.messages.map(notifyAssignments)
+        let steps = messages.compactMap { message -> String? in
+            if message["READY"] == "1" { return "READY" }
+            if message["STOPPING"] == "1" { return "STOPPING" }
+            guard let extend = message["EXTEND_TIMEOUT_USEC"] else { return nil }
+            return "\(message["STATUS"] ?? "?") +\(extend)"
+        }
+        // The module call limit is eventbusd's default, 30 s; the margin is 5 s.
+        #expect(steps == ["Activating module counter +35000000", "READY", "STOPPING", "Shutting down +12000000"],
+                "\(receiver.messages)")
+    }
+
     /// WATCHDOG_USEC=200ms: keep-alives every 100 ms; the test waits for several (no timing
     /// assertion beyond a generous bound).
     @Test func daemonSendsWatchdogKeepAlives() async throws {
