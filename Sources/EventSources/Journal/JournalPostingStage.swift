@@ -59,7 +59,7 @@ final class JournalPostingStage: @unchecked Sendable {
         guard accepted else { return }
         // Moved through a box so that this queue holds the only reference to the storage, and
         // emptying it keeps the capacity instead of copying.
-        let handed = Handed(full)
+        let handed = Handed(consume full)
         queue.async { [self] in
             guard var batch = handed.batch.take() else { return }
             for entry in batch.entries {
