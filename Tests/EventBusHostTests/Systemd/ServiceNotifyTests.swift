@@ -59,16 +59,28 @@ import Testing
             - {name: fast, every: 50ms}
         """
 
+    /// The real eventbusd on `config`, notifying a socket the test binds.
+    private struct NotifiedDaemon {
+        let directory: TemporaryDirectory
+        let receiver: DatagramReceiver
+        let daemon: SpawnedProcess
+
+        init(_ config: String, environment extra: [String: String] = [:]) throws {
+            directory = try TemporaryDirectory()
+            let configPath = try directory.writeDaemonConfig(config)
+            receiver = try DatagramReceiver(path: directory.path + "/notify.sock")
+            daemon = try SpawnedProcess(
+                [BuildProducts.eventbusd, "--config", configPath],
+                environment: environment(with: extra.merging(["NOTIFY_SOCKET": receiver.path]) { $1 }),
+                outputPath: directory.path + "/eventbusd.log")
+        }
+    }
+
     /// READY=1 after start, RELOADING=1 … READY=1 around SIGHUP, STOPPING=1 on SIGTERM — in
     /// that order — with the status line on each READY.
     @Test func daemonReportsReadyReloadingAndStoppingInOrder() async throws {
-        let directory = try TemporaryDirectory()
-        let configPath = try directory.writeDaemonConfig(Self.config)
-        let receiver = try DatagramReceiver(path: directory.path + "/notify.sock")
-        let daemon = try SpawnedProcess(
-            [BuildProducts.eventbusd, "--config", configPath],
-            environment: environment(with: ["NOTIFY_SOCKET": receiver.path]),
-            outputPath: directory.path + "/eventbusd.log")
+        let run = try NotifiedDaemon(Self.config)
+        let receiver = run.receiver, daemon = run.daemon
 
         #expect(await eventually { receiver.messages.contains { notifyAssignments($0)["READY"] == "1" } }, "\(daemon.output)")
         daemon.signal(SIGHUP)
@@ -92,18 +104,13 @@ import Testing
     /// time limit plus the margin, and a STATUS= naming the step — so a start-up with slow
     /// modules is not killed by TimeoutStartSec=, and `systemctl status` says what it waits for.
     @Test func daemonExtendsItsTimeoutBeforeEachModuleCallAndTheShutdown() async throws {
-        let directory = try TemporaryDirectory()
-        let configPath = try directory.writeDaemonConfig("""
+        let run = try NotifiedDaemon("""
             shutdown_timeout: 7s
             modules:
               counter:
                 path: \(BuildProducts.fixture("FixtureCounter"))
             """)
-        let receiver = try DatagramReceiver(path: directory.path + "/notify.sock")
-        let daemon = try SpawnedProcess(
-            [BuildProducts.eventbusd, "--config", configPath],
-            environment: environment(with: ["NOTIFY_SOCKET": receiver.path]),
-            outputPath: directory.path + "/eventbusd.log")
+        let receiver = run.receiver, daemon = run.daemon
         #expect(await eventually { receiver.messages.contains { notifyAssignments($0)["READY"] == "1" } }, "\(daemon.output)")
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
@@ -124,13 +131,8 @@ import Testing
     /// WATCHDOG_USEC=200ms: keep-alives every 100 ms; the test waits for several (no timing
     /// assertion beyond a generous bound).
     @Test func daemonSendsWatchdogKeepAlives() async throws {
-        let directory = try TemporaryDirectory()
-        let configPath = try directory.writeDaemonConfig(Self.config)
-        let receiver = try DatagramReceiver(path: directory.path + "/notify.sock")
-        let daemon = try SpawnedProcess(
-            [BuildProducts.eventbusd, "--config", configPath],
-            environment: environment(with: ["NOTIFY_SOCKET": receiver.path, "WATCHDOG_USEC": "200000"]),
-            outputPath: directory.path + "/eventbusd.log")
+        let run = try NotifiedDaemon(Self.config, environment: ["WATCHDOG_USEC": "200000"])
+        let receiver = run.receiver, daemon = run.daemon
         let keepAlives = { receiver.messages.filter { notifyAssignments($0)["WATCHDOG"] == "1" }.count }
         #expect(await eventually { keepAlives() >= 5 }, "\(receiver.messages)")
         #expect(receiver.messages.contains { notifyAssignments($0)["READY"] == "1" })
@@ -140,13 +142,8 @@ import Testing
 
     /// A refreshed STATUS= line reports the events posted since READY (the timer keeps posting).
     @Test func daemonRefreshesItsStatusLine() async throws {
-        let directory = try TemporaryDirectory()
-        let configPath = try directory.writeDaemonConfig(Self.config)
-        let receiver = try DatagramReceiver(path: directory.path + "/notify.sock")
-        let daemon = try SpawnedProcess(
-            [BuildProducts.eventbusd, "--config", configPath],
-            environment: environment(with: ["NOTIFY_SOCKET": receiver.path]),
-            outputPath: directory.path + "/eventbusd.log")
+        let run = try NotifiedDaemon(Self.config)
+        let receiver = run.receiver, daemon = run.daemon
         let refreshes = {
             receiver.messages.map(notifyAssignments).filter { $0.count == 1 && $0["STATUS"] != nil }
         }

@@ -17,6 +17,22 @@ struct JournalPipelineTests {
         return folder
     }
 
+    /// A bus with the journal driver, and the publisher of every entry of ``journalFolder()``
+    /// from the head. Keep the rig while subscribed: it owns the folders.
+    struct Rig {
+        let folder: JournalTemporaryDirectory
+        let state: JournalTemporaryDirectory
+        let bus = Bus()
+        let entries: EventPublisher
+
+        init() throws {
+            folder = try JournalPipelineTests.journalFolder()
+            state = try JournalTemporaryDirectory("eventbus-journal-state")
+            JournalDriver.register(on: bus, stateDirectory: state.path)
+            entries = try bus.journal(from: .directory(folder.path), start: .head)
+        }
+    }
+
     @Test("from the head across many batches: every entry once, in order, with all its fields")
     func manyBatches() async throws {
         let folder = try Self.journalFolder()
@@ -37,35 +53,29 @@ struct JournalPipelineTests {
 
     @Test("a subscriber that cancels inside a delivery: nothing more is delivered, and the source stops")
     func cancelInsideDelivery() async throws {
-        let folder = try Self.journalFolder()
-        let bus = Bus()
-        let state = try JournalTemporaryDirectory("eventbus-journal-state")
-        JournalDriver.register(on: bus, stateDirectory: state.path)
+        let rig = try Rig()
         let holder = CancellableBox()
         let delivered = JournalCollected(0)
-        let subscription = try bus.journal(from: .directory(folder.path), start: .head).sink { event in
+        let subscription = rig.entries.sink { event in
             guard event.journalEntry != nil else { return }
             if delivered.update({ $0 += 1; return $0 }) == 10 {
                 holder.cancel()  // on the posting stage: must not wait for itself
             }
         }
         holder.hold(subscription)
-        #expect(await eventually { bus.statistics.sources.isEmpty })
+        #expect(await eventually { rig.bus.statistics.sources.isEmpty })
         #expect(delivered.value == 10)
     }
 
     @Test("cancel while the reader waits for room behind a blocked subscriber: returns once the delivery ends, nothing after")
     func cancelWhileReaderWaits() async throws {
-        let folder = try Self.journalFolder()
-        let bus = Bus()
-        let state = try JournalTemporaryDirectory("eventbus-journal-state")
-        JournalDriver.register(on: bus, stateDirectory: state.path)
+        let rig = try Rig()
         let inDelivery = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let cancelled = JournalCollected(false)
         let late = JournalCollected(0)
         let subscription = CancellableBox()
-        subscription.hold(try bus.journal(from: .directory(folder.path), start: .head).sink { event in
+        subscription.hold(rig.entries.sink { event in
             guard event.journalEntry != nil else { return }
             if cancelled.value { late.update { $0 += 1 } }
             if event.sequence <= 2 {  // the first entry (after the `following` status): hold the stage
@@ -86,7 +96,7 @@ struct JournalPipelineTests {
         try await Task.sleep(for: .milliseconds(50))
         release.signal()  // the delivery in progress ends; cancel may now return
         #expect(await eventually { cancelReturned.wait(timeout: .now()) == .success })
-        #expect(await eventually { bus.statistics.subscriptions == 0 && bus.statistics.sources.isEmpty })
+        #expect(await eventually { rig.bus.statistics.subscriptions == 0 && rig.bus.statistics.sources.isEmpty })
         #expect(late.value == 0)
     }
 }
