@@ -48,9 +48,7 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
     private let lock = OperatorLock()
 
     // All guarded by `lock`.
-    private var upstreams: [Subscription?]
-    private var completed: [Bool]
-    private var completedCount = 0
+    private var upstreams: UpstreamSlots
     private var hasValue: [Bool]
     private var withValueCount = 0
     /// Combinations already counted against `demand`, in arrival order.
@@ -67,8 +65,7 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
     init(downstream: Downstream, upstreamCount: Int, combine: @escaping () -> Output) {
         self.downstream = downstream
         self.combine = combine
-        upstreams = Array(repeating: nil, count: upstreamCount)
-        completed = Array(repeating: false, count: upstreamCount)
+        upstreams = UpstreamSlots(count: upstreamCount)
         hasValue = Array(repeating: false, count: upstreamCount)
     }
 
@@ -113,8 +110,7 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
         guard !terminated else { return lock.unlock() }
         terminated = true
         queue.removeAll()
-        let live = upstreams.compactMap { $0 }
-        upstreams = Array(repeating: nil, count: upstreams.count)
+        let live = upstreams.removeAll()
         lock.unlock()
         live.forEach { $0.cancel() }
     }
@@ -123,12 +119,11 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
 
     fileprivate func receive(subscription: Subscription, at index: Int) {
         lock.lock()
-        guard !terminated, failure == nil, upstreams[index] == nil, !completed[index] else {
+        guard !terminated, failure == nil, upstreams.accept(subscription, at: index) else {
             lock.unlock()
             subscription.cancel()
             return
         }
-        upstreams[index] = subscription
         let owed = forwarded
         lock.unlock()
         if owed > 0 { subscription.request(owed) }
@@ -137,7 +132,7 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
     /// `store` writes the value into the upstream's slot; it runs under the lock.
     fileprivate func receive(at index: Int, store: () -> Void) -> Subscribers.Demand {
         lock.lock()
-        guard !terminated, failure == nil, !completed[index] else {
+        guard !terminated, failure == nil, !upstreams.hasCompleted(index) else {
             lock.unlock()
             return .none
         }
@@ -160,21 +155,18 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
 
     fileprivate func receive(completion: Subscribers.Completion<Failure>, at index: Int) {
         lock.lock()
-        guard !terminated, failure == nil, !completed[index] else { return lock.unlock() }
-        completed[index] = true
-        completedCount += 1
-        upstreams[index] = nil
+        guard !terminated, failure == nil, !upstreams.hasCompleted(index) else { return lock.unlock() }
+        upstreams.complete(index)
         switch completion {
         case .finished:
-            guard completedCount == upstreams.count, !draining else { return lock.unlock() }
+            guard upstreams.allCompleted, !draining else { return lock.unlock() }
             draining = true
             _ = drainLocked(caller: nil)
         case .failure(let error):
             failure = error
             queue.removeAll()
             pendingCombination = false
-            let others = upstreams.compactMap { $0 }
-            upstreams = Array(repeating: nil, count: upstreams.count)
+            let others = upstreams.removeAll()
             let drain = !draining
             draining = true
             lock.unlock()
@@ -200,7 +192,7 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
         demand += more
         forwarded += more
         takePendingCombinationLocked()
-        return upstreams.indices.compactMap { $0 == except ? nil : upstreams[$0] }
+        return upstreams.live(except: except)
     }
 
     /// Delivers while there is something the downstream may receive. Called with the lock held by
@@ -236,7 +228,7 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
                 }
                 continue
             }
-            if completedCount == upstreams.count, !pendingCombination {
+            if upstreams.allCompleted, !pendingCombination {
                 terminated = true
                 draining = false
                 lock.unlock()

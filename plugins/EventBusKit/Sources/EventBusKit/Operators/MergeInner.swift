@@ -46,13 +46,11 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
     private let lock = OperatorLock()
 
     // All guarded by `lock`.
-    private var upstreams: [Subscription?]
+    private var upstreams: UpstreamSlots
     /// Values each upstream may still send under its current grant (bounded mode only).
     private var granted: [Int]
     /// Values of each upstream waiting in `queue`.
     private var queued: [Int]
-    private var completed: [Bool]
-    private var completedCount = 0
     private var queue = FIFO<(index: Int, value: Input)>()
     private var demand = Subscribers.Demand.none
     private var unlimited = false
@@ -63,10 +61,9 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
 
     init(downstream: Downstream, upstreamCount: Int) {
         self.downstream = downstream
-        upstreams = Array(repeating: nil, count: upstreamCount)
+        upstreams = UpstreamSlots(count: upstreamCount)
         granted = Array(repeating: 0, count: upstreamCount)
         queued = Array(repeating: 0, count: upstreamCount)
-        completed = Array(repeating: false, count: upstreamCount)
     }
 
     /// Hands the subscription downstream, before any upstream is subscribed (as Combine does), so
@@ -120,8 +117,7 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
         guard !terminated else { return lock.unlock() }
         terminated = true
         queue.removeAll()
-        let live = upstreams.compactMap { $0 }
-        upstreams = Array(repeating: nil, count: upstreams.count)
+        let live = upstreams.removeAll()
         lock.unlock()
         live.forEach { $0.cancel() }
     }
@@ -130,12 +126,11 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
 
     fileprivate func receive(subscription: Subscription, at index: Int) {
         lock.lock()
-        guard !terminated, failure == nil, upstreams[index] == nil, !completed[index] else {
+        guard !terminated, failure == nil, upstreams.accept(subscription, at: index) else {
             lock.unlock()
             subscription.cancel()
             return
         }
-        upstreams[index] = subscription
         let initial: Subscribers.Demand = unlimited ? .unlimited : .max(1)
         if !unlimited { granted[index] = 1 }
         lock.unlock()
@@ -144,7 +139,7 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
 
     fileprivate func receive(_ value: Input, at index: Int) -> Subscribers.Demand {
         lock.lock()
-        guard !terminated, failure == nil, !completed[index] else {
+        guard !terminated, failure == nil, !upstreams.hasCompleted(index) else {
             lock.unlock()
             return .none
         }
@@ -161,21 +156,18 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
 
     fileprivate func receive(completion: Subscribers.Completion<Failure>, at index: Int) {
         lock.lock()
-        guard !terminated, failure == nil, !completed[index] else { return lock.unlock() }
-        completed[index] = true
-        completedCount += 1
-        upstreams[index] = nil
+        guard !terminated, failure == nil, !upstreams.hasCompleted(index) else { return lock.unlock() }
+        upstreams.complete(index)
         switch completion {
         case .finished:
             // Only the last one matters; if somebody is draining, it sees it before it stops.
-            guard completedCount == upstreams.count, !draining else { return lock.unlock() }
+            guard upstreams.allCompleted, !draining else { return lock.unlock() }
             draining = true
             _ = drainLocked(caller: nil)
         case .failure(let error):
             failure = error
             queue.removeAll()
-            let others = upstreams.compactMap { $0 }
-            upstreams = Array(repeating: nil, count: upstreams.count)
+            let others = upstreams.removeAll()
             let drain = !draining
             draining = true
             lock.unlock()
@@ -194,7 +186,7 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
         demand += more
         guard more == .unlimited, !unlimited else { return [] }
         unlimited = true
-        return upstreams.compactMap { $0 }
+        return upstreams.live()
     }
 
     /// Delivers while there is something the downstream may receive. Called with the lock held by
@@ -243,7 +235,7 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
                 }
                 continue
             }
-            if completedCount == upstreams.count, queue.isEmpty {
+            if upstreams.allCompleted, queue.isEmpty {
                 terminated = true
                 draining = false
                 lock.unlock()

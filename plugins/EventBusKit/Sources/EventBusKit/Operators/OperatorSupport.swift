@@ -80,3 +80,50 @@ struct FIFO<Element> {
         head = 0
     }
 }
+
+/// The upstream subscriptions of a fan-in operator core (`MergeInner`, `CombineLatestInner`), by
+/// index, and which upstreams have completed. Guarded by the core's lock; the subscriptions it
+/// hands back are cancelled or requested from outside it.
+struct UpstreamSlots {
+    private var subscriptions: [Subscription?]
+    private var completed: [Bool]
+    private var completedCount = 0
+
+    init(count: Int) {
+        subscriptions = Array(repeating: nil, count: count)
+        completed = Array(repeating: false, count: count)
+    }
+
+    var isEmpty: Bool { subscriptions.isEmpty }
+    var allCompleted: Bool { completedCount == subscriptions.count }
+
+    subscript(index: Int) -> Subscription? { subscriptions[index] }
+
+    func hasCompleted(_ index: Int) -> Bool { completed[index] }
+
+    /// The subscriptions held, but the one at `excluded`.
+    func live(except excluded: Int? = nil) -> [Subscription] {
+        subscriptions.indices.compactMap { $0 == excluded ? nil : subscriptions[$0] }
+    }
+
+    /// Keeps `subscription` for upstream `index`; false (the caller cancels it) when that upstream
+    /// has a subscription already or has completed.
+    mutating func accept(_ subscription: Subscription, at index: Int) -> Bool {
+        guard subscriptions[index] == nil, !completed[index] else { return false }
+        subscriptions[index] = subscription
+        return true
+    }
+
+    /// Upstream `index` completed: its subscription is dropped.
+    mutating func complete(_ index: Int) {
+        completed[index] = true
+        completedCount += 1
+        subscriptions[index] = nil
+    }
+
+    /// Drops every subscription and returns those that were held, to cancel outside the lock.
+    mutating func removeAll() -> [Subscription] {
+        defer { subscriptions = Array(repeating: nil, count: subscriptions.count) }
+        return live()
+    }
+}
