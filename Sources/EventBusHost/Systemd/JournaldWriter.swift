@@ -1,4 +1,5 @@
 import Dispatch
+@_spi(EventBusHost) import EventBusKit
 import Glibc
 
 /// Sends entries to systemd-journald with its native protocol: one datagram of fields per
@@ -48,7 +49,7 @@ public final class JournaldWriter: Sendable {
         var dropped = 0
     }
 
-    private let state = PthreadLocked(State())
+    private let state = Locked(State())
 
     /// Checks that journald listens at `socketPath` (throws if not: the caller logs elsewhere).
     /// - Parameter backlogLimit: entries held while journald's queue is full, before dropping.

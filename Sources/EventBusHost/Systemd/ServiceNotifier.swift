@@ -1,3 +1,4 @@
+@_spi(EventBusHost) import EventBusKit
 import Logging
 
 /// What the service manager (systemd) told this process through its environment about
@@ -70,7 +71,7 @@ public final class ServiceNotifier: Sendable {
         var sendFailureLogged = false
     }
 
-    private let state = PthreadLocked(State())
+    private let state = Locked(State())
 
     /// Nil when the environment names no notification socket (eventbusd was not started by
     /// systemd with `Type=notify`, or the socket cannot be used; that is logged).
