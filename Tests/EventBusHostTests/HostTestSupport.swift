@@ -32,29 +32,6 @@ enum BuildProducts {
     static var eventbusd: String { directory + "/eventbusd" }
 }
 
-/// A private temporary folder (mode 0700, so the host trusts what is in it), removed at deinit.
-final class TemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init() throws {
-        let base = (NSTemporaryDirectory() as NSString).appendingPathComponent("eventbus-host-test-XXXXXX")
-        var template = Array(base.utf8CString)
-        guard let made = mkdtemp(&template), let resolved = realpath(made, nil) else { throw POSIXError(.EIO) }
-        path = String(cString: resolved)
-        free(resolved)
-    }
-
-    /// Writes `text` to `name` in the folder and returns its path.
-    @discardableResult
-    func write(_ name: String, _ text: String) throws -> String {
-        let file = path + "/" + name
-        try text.write(toFile: file, atomically: false, encoding: .utf8)
-        return file
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// A swift-log handler that keeps every message, so tests can check what was announced.
 struct RecordingLogHandler: LogHandler {
     struct Entry: Sendable {

@@ -116,7 +116,7 @@ import Glibc
     }
 
     @Test func followsWhatTheTargetFileNames() async throws {
-        let scratch = ScratchFolder()
+        let scratch = try TemporaryDirectory("eventbus-follower", onTmpfs: true)
         let watched = scratch.at("watched")
         try FileManager.default.createDirectory(atPath: watched, withIntermediateDirectories: false)
         let targetFile = scratch.at("target")
@@ -175,7 +175,7 @@ import Glibc
     }
 
     @Test func keepsTheTargetWhenTheNewOnesSourceFails() async throws {
-        let scratch = ScratchFolder()
+        let scratch = try TemporaryDirectory("eventbus-follower", onTmpfs: true)
         // A bus with file sources but no journal driver, as on a host without journald support.
         let (harness, _) = try followerWithFiles(["target": .string("app.*"), "debounce_ms": .int(0)])
         let following = try harness.record("follower.following")
@@ -199,7 +199,7 @@ import Glibc
     }
 
     @Test func readsTheTargetFileOnceWhereFilesCannotBeWatched() async throws {
-        let scratch = ScratchFolder()
+        let scratch = try TemporaryDirectory("eventbus-follower", onTmpfs: true)
         let targetFile = scratch.at("target")
         try "app.*\n".write(toFile: targetFile, atomically: false, encoding: .utf8)
         // A plain bus: no file sources.
@@ -224,22 +224,4 @@ import Glibc
         let harness = try follower(config)
         #expect { try harness.activate() } throws: { ($0 as? EventBusError)?.code == .invalidModuleConfig }
     }
-}
-
-/// A temporary folder, removed when the test is done: on tmpfs (`/dev/shm`) when writable.
-private final class ScratchFolder {
-    let path: String
-
-    init() {
-        let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : NSTemporaryDirectory()
-        var template = Array("\(base)/eventbus-follower-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { buffer in
-            guard let made = mkdtemp(buffer.baseAddress!) else { preconditionFailure("mkdtemp failed: \(errno)") }
-            return String(cString: made)
-        }
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func at(_ name: String) -> String { path + "/" + name }
 }

@@ -10,7 +10,7 @@ import Glibc
 /// for a moment, which must not hit the other file tests.
 @Suite(.serialized) struct FileSourceTests {
     @Test func reportsEachKindOfChangeInOrder() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         let recorder = try harness.subscribe(FileWatch(path: scratch.path))
         let f = scratch.at("f"), g = scratch.at("g"), d = scratch.at("d")
@@ -34,7 +34,7 @@ import Glibc
     }
 
     @Test func pairsMovesAcrossDirectoriesAndMarksMovesAcrossTheBoundary() async throws {
-        let scratch = FileScratch(), outside = FileScratch()
+        let scratch = try fileScratch(), outside = try fileScratch()
         let harness = FileWatchHarness()
         fileMkdir(scratch.at("a"))
         fileMkdir(scratch.at("b"))
@@ -55,7 +55,7 @@ import Glibc
     }
 
     @Test func sourcesShareKernelWatches() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         fileMkdir(scratch.at("sub"))
 
@@ -89,7 +89,7 @@ import Glibc
     }
 
     @Test func recursiveWatchCatchesEverythingInDirectoriesMadeInATightLoop() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         let recorder = try harness.subscribe(FileWatch(path: scratch.path, recursive: true))
 
@@ -120,7 +120,7 @@ import Glibc
     }
 
     @Test func movedDirectoriesCarryTheirWatchesAndMovedOutOnesAreDropped() async throws {
-        let scratch = FileScratch(), outside = FileScratch()
+        let scratch = try fileScratch(), outside = try fileScratch()
         let harness = FileWatchHarness()
         fileMkdir(scratch.at("a"))
         fileMkdir(scratch.at("a/b"))
@@ -145,7 +145,7 @@ import Glibc
     }
 
     @Test func overflowIsAnnouncedAndTheRescanReportsEveryMissedFile() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         let recorder = try harness.subscribe(FileWatch(path: scratch.path))
         let queued = try #require(readProcInteger("/proc/sys/fs/inotify/max_queued_events"))
@@ -177,7 +177,7 @@ import Glibc
     }
 
     @Test func rescanReportsDeletionsAndModificationsAgainstTheSnapshot() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         fileWrite(scratch.at("keep"), "1")
         fileWrite(scratch.at("change"), "1")
@@ -201,7 +201,7 @@ import Glibc
     }
 
     @Test func watchLimitIsReportedWithTheSysctlAndExistingWatchesKeepWorking() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         fileMkdir(scratch.at("existing"))
         let recorder = try harness.subscribe(FileWatch(path: scratch.path, recursive: true))
@@ -229,7 +229,7 @@ import Glibc
     }
 
     @Test func instanceLimitIsReportedWithTheSysctl() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let holder = FileWatchHarness()  // holds an instance, so the user is at the lowered limit
         let held = try holder.subscribe(FileWatch(path: scratch.path))
         let harness = FileWatchHarness()
@@ -255,7 +255,7 @@ import Glibc
     }
 
     @Test func deletedRootIsReportedAndReArmedWhenRecreated() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         let root = scratch.at("p/root")
         try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
@@ -278,7 +278,7 @@ import Glibc
     }
 
     @Test func deletedRootWithoutReArmingGoesQuiet() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         let root = scratch.at("root")
         fileMkdir(root)
@@ -292,7 +292,7 @@ import Glibc
     }
 
     @Test func aWatchedFileIsFollowedThroughEditorStyleReplacement() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         let file = scratch.at("app.conf")
         fileWrite(file, "a")
@@ -311,7 +311,7 @@ import Glibc
     }
 
     @Test func missingRootIsAnErrorUnlessWaitedFor() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         let root = scratch.at("later")
         let plain = try harness.subscribe(FileWatch(path: root))

@@ -10,25 +10,9 @@ import Glibc
 // Helpers of the file-change tests. Names carry a `File` prefix: the journal tests share this
 // test target.
 
-
-/// A temporary directory, removed when the test is done with it. On tmpfs (`/dev/shm`) when
-/// there is one: inotify behaves the same, and creating the overflow tests' 17k files takes
-/// 0.1 s there against 4–6 s on this machine's ext4 `/tmp`.
-final class FileScratch {
-    let path: String
-
-    init() {
-        let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
-        var template = Array("\(base)/eventbus-files-XXXXXX".utf8CString)
-        path = template.withUnsafeMutableBufferPointer { buffer in
-            guard let made = mkdtemp(buffer.baseAddress!) else { preconditionFailure("mkdtemp failed: \(errno)") }
-            return String(cString: made)
-        }
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func at(_ relative: String) -> String { path + "/" + relative }
+/// A scratch folder for file tests: on tmpfs when there is one (see ``TemporaryDirectory``).
+func fileScratch() throws -> TemporaryDirectory {
+    try TemporaryDirectory("eventbus-files", onTmpfs: true)
 }
 
 /// A fresh monitor (its own inotify instance, so one test's overflow is not another's) and a bus

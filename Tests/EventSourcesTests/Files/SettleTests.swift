@@ -133,7 +133,7 @@ final class FileTestScheduler: Scheduler, @unchecked Sendable {
     }
 
     @Test func settlesRealWritesOnADispatchQueue() async throws {
-        let scratch = FileScratch()
+        let scratch = try fileScratch()
         let harness = FileWatchHarness()
         let queue = DispatchQueue(label: "settle-test")
         let received = Mutex<[Event]>([])

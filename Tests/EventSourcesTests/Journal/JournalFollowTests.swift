@@ -55,7 +55,7 @@ struct JournalFollowTests {
     func sharing() async throws {
         let journald = try await PrivateJournald.start()
         let bus = Bus()
-        let state = try JournalTemporaryDirectory()
+        let state = try TemporaryDirectory("eventbus-journal-test")
         JournalDriver.register(on: bus, stateDirectory: state.path)
         let watched = journald.logDirectory
         let watch = JournalWatch(match: .identifier("shared"), location: .directory(journald.logDirectory))
@@ -112,7 +112,7 @@ struct JournalFollowTests {
 
     @Test("follow from the head and since a time, in journal files written without a daemon")
     func headAndSince() async throws {
-        let folder = try JournalTemporaryDirectory()
+        let folder = try TemporaryDirectory("eventbus-journal-test")
         try journalWriteFile(folder.path + "/a.journal", messages: (0..<10).map { "h\($0)" }, identifier: "remote")
         let head = try JournalRecorder()
         try head.follow(JournalWatch(match: .identifier("remote"), location: .directory(folder.path), start: .head))

@@ -16,19 +16,6 @@ final class JournalCollected<Value: Sendable>: Sendable {
     func update<R>(_ body: (inout Value) -> R) -> R { storage.withLock { body(&$0) } }
 }
 
-/// A temporary directory, removed at deinit.
-final class JournalTemporaryDirectory: @unchecked Sendable {
-    let path: String
-
-    init(_ prefix: String = "eventbus-journal-test") throws {
-        var template = Array((NSTemporaryDirectory() + "/\(prefix)-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
-        path = String(cString: made)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// Spawns `arguments` as a child of this process with stdin from /dev/null (or a pipe kept by
 /// the caller), stdout to `stdout` if given, stderr to `stderr` if given; returns the pid.
 func journalSpawn(_ arguments: [String], stdin: Int32? = nil, stdout: Int32? = nil, stderr: Int32? = nil) throws -> pid_t {
@@ -100,7 +87,7 @@ func journalRun(_ arguments: [String], stdin: Int32? = nil) throws -> Int32 {
 /// mount namespace, `/run/systemd` and `/var/log/journal` are bind mounts of folders in a
 /// temporary directory. It is our child: stopped with SIGTERM by pid and reaped with waitpid.
 final class PrivateJournald: @unchecked Sendable {
-    let root: JournalTemporaryDirectory
+    let root: TemporaryDirectory
     let pid: pid_t
     private let stopped = Atomic<Bool>(false)
 
@@ -113,7 +100,7 @@ final class PrivateJournald: @unchecked Sendable {
     var syslogSocketPath: String { root.path + "/run/journal/dev-log" }
 
     init() throws {
-        root = try JournalTemporaryDirectory("eventbus-journald")
+        root = try TemporaryDirectory("eventbus-journald")
         pid = try journalSpawn(try PrivateJournaldLayout.prepare(in: root.path))
     }
 
@@ -244,13 +231,13 @@ enum JournalBuildProducts {
 /// A bus with the journal driver, and a subscription recording what it delivers.
 final class JournalRecorder: @unchecked Sendable {
     let bus: Bus
-    let state: JournalTemporaryDirectory
+    let state: TemporaryDirectory
     private let events = JournalCollected<[Event]>([])
     private var subscription: AnyCancellable?
 
     init(retry: Duration = .milliseconds(50)) throws {
         bus = Bus()
-        state = try JournalTemporaryDirectory("eventbus-journal-state")
+        state = try TemporaryDirectory("eventbus-journal-state")
         JournalDriver.register(on: bus, configuration: .init(stateDirectory: state.path, retryInterval: retry))
     }
 

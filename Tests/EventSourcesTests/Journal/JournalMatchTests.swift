@@ -26,7 +26,7 @@ struct JournalMatchTests {
     @Test("malformed watches are refused when made, not later in the reader")
     func validation() throws {
         let bus = Bus()
-        let state = try JournalTemporaryDirectory()
+        let state = try TemporaryDirectory("eventbus-journal-test")
         JournalDriver.register(on: bus, stateDirectory: state.path)
         func code(_ watch: JournalWatch) -> EventBusError.Code? {
             do { _ = try bus.journal(watch) } catch let error as EventBusError { return error.code } catch { return nil }
@@ -63,7 +63,7 @@ struct JournalMatchTests {
         // process that has already exited (measured: entries without a unit under load).
         let devLog = journald.syslogSocketPath
         let stdin = try journalPipe()
-        let errors = try JournalTemporaryDirectory()
+        let errors = try TemporaryDirectory("eventbus-journal-test")
         let errorFD = open(errors.path + "/stderr", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         defer { close(errorFD) }
         let pid = try journalSpawn(["/bin/sh", "-c", """

@@ -11,8 +11,8 @@ struct JournalPipelineTests {
     /// More entries than several batches hold, in journal files written without a daemon.
     static let count = 5000
 
-    static func journalFolder() throws -> JournalTemporaryDirectory {
-        let folder = try JournalTemporaryDirectory()
+    static func journalFolder() throws -> TemporaryDirectory {
+        let folder = try TemporaryDirectory("eventbus-journal-test")
         try journalWriteFile(folder.path + "/a.journal", messages: (0..<count).map { "p\($0)" }, identifier: "pipe")
         return folder
     }
@@ -20,14 +20,14 @@ struct JournalPipelineTests {
     /// A bus with the journal driver, and the publisher of every entry of ``journalFolder()``
     /// from the head. Keep the rig while subscribed: it owns the folders.
     struct Rig {
-        let folder: JournalTemporaryDirectory
-        let state: JournalTemporaryDirectory
+        let folder: TemporaryDirectory
+        let state: TemporaryDirectory
         let bus = Bus()
         let entries: EventPublisher
 
         init() throws {
             folder = try JournalPipelineTests.journalFolder()
-            state = try JournalTemporaryDirectory("eventbus-journal-state")
+            state = try TemporaryDirectory("eventbus-journal-state")
             JournalDriver.register(on: bus, stateDirectory: state.path)
             entries = try bus.journal(from: .directory(folder.path), start: .head)
         }

@@ -10,7 +10,7 @@ struct JournalPositionTests {
         let journald = try await PrivateJournald.start()
         let writer = JournalWriter(socket: journald.socketPath)
         for index in 0..<10 { writer.send("p\(index)", identifier: "position") }
-        let state = try JournalTemporaryDirectory()
+        let state = try TemporaryDirectory("eventbus-journal-test")
         let bus = Bus()
         JournalDriver.register(on: bus, stateDirectory: state.path)
         let watch = JournalWatch(match: .identifier("position"), location: .directory(journald.logDirectory),
@@ -38,7 +38,7 @@ struct JournalPositionTests {
 
     @Test("acknowledging is refused without a consumer name, and after the watch stopped")
     func acknowledgementRefused() async throws {
-        let folder = try JournalTemporaryDirectory()
+        let folder = try TemporaryDirectory("eventbus-journal-test")
         try journalWriteFile(folder.path + "/a.journal", messages: ["one"], identifier: "ack")
         let recorder = try JournalRecorder()
         try recorder.follow(JournalWatch(match: .identifier("ack"), location: .directory(folder.path), start: .head))
@@ -58,9 +58,9 @@ struct JournalPositionTests {
 
     @Test("one consumer name, two different watches: the second reports `failed` and delivers nothing")
     func consumerInUse() async throws {
-        let folder = try JournalTemporaryDirectory()
+        let folder = try TemporaryDirectory("eventbus-journal-test")
         try journalWriteFile(folder.path + "/a.journal", messages: ["one"], identifier: "claim")
-        let state = try JournalTemporaryDirectory()
+        let state = try TemporaryDirectory("eventbus-journal-test")
         let bus = Bus()
         JournalDriver.register(on: bus, stateDirectory: state.path)
         let events = JournalCollected<[Event]>([])
@@ -83,7 +83,7 @@ struct JournalPositionTests {
     func vacuumedCursor() async throws {
         let journald = try await PrivateJournald.start()
         let writer = JournalWriter(socket: journald.socketPath)
-        let state = try JournalTemporaryDirectory()
+        let state = try TemporaryDirectory("eventbus-journal-test")
         let bus = Bus()
         JournalDriver.register(on: bus, stateDirectory: state.path)
         let watch = JournalWatch(match: .identifier("vacuum"), location: .directory(journald.logDirectory),
@@ -126,7 +126,7 @@ struct JournalPositionTests {
 
     @Test("no journal: a clear `unavailable` status, retries, then follows once the journal appears")
     func noJournal() async throws {
-        let parent = try JournalTemporaryDirectory()
+        let parent = try TemporaryDirectory("eventbus-journal-test")
         let missing = parent.path + "/not-yet"
         let recorder = try JournalRecorder(retry: .milliseconds(20))
         try recorder.follow(JournalWatch(match: .identifier("late"), location: .directory(missing), start: .head))

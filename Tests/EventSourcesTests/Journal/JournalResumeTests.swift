@@ -17,8 +17,8 @@ struct JournalResumeTests {
     @Test("SIGKILL at random points, 24 times, while entries are written: resumes right after the persisted position every time; together the runs deliver every entry exactly once")
     func sigkillAndResume() async throws {
         let journald = try await PrivateJournald.start()
-        let state = try JournalTemporaryDirectory()
-        let output = try JournalTemporaryDirectory()
+        let state = try TemporaryDirectory("eventbus-journal-test")
+        let output = try TemporaryDirectory("eventbus-journal-test")
         let runCount = 25
         let chunk = 160
         let total = runCount * chunk
