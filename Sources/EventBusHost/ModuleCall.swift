@@ -1,5 +1,5 @@
 import Dispatch
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Synchronization
 
 /// A call from the host into module code, run on the module's own serial queue (its mailbox),
@@ -23,7 +23,7 @@ enum ModuleCall {
             let result = body()
             if call.finish(with: result) { call.done.signal() } else { ifAbandoned(result) }
         }
-        _ = call.done.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout.totalNanoseconds)))
+        _ = call.done.wait(timeout: .now() + DispatchTimeInterval(timeout))
         return call.resultOrAbandon()
     }
 
@@ -77,12 +77,3 @@ extension ModuleContext {
     }
 }
 
-extension Duration {
-    /// Whole nanoseconds, clamped at zero.
-    var totalNanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        guard seconds >= 0 else { return 0 }
-        let (total, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : total &+ attoseconds / 1_000_000_000
-    }
-}

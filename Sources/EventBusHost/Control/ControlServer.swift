@@ -1,6 +1,6 @@
 import ControlProtocol
 import Dispatch
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import Logging
 
@@ -320,7 +320,7 @@ final class ControlServer: @unchecked Sendable {
             "pid": .int(Int64(getpid())),
             "config": .string(host.configFile),
             "started": .string(startedAt.formatted(.iso8601)),
-            "uptime_seconds": .double(Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18),
+            "uptime_seconds": .double(uptime.secondsValue),
             "posted": .int(Int64(bus.posted)),
             "subscriptions": .int(Int64(bus.subscriptions)),
             "sources": .array(bus.sources.keys.sorted().map { id in

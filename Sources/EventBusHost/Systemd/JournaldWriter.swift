@@ -96,7 +96,7 @@ public final class JournaldWriter: Sendable {
         let done = DispatchSemaphore(value: 0)
         // The writer queue runs a drain until the backlog is empty, so this runs after it.
         queue.async { done.signal() }
-        return done.wait(timeout: .now() + .nanoseconds(Int(clamping: timeout.totalNanoseconds))) == .success
+        return done.wait(timeout: .now() + DispatchTimeInterval(timeout)) == .success
     }
 
     private func enqueue(_ entry: Entry, _ state: inout State) {

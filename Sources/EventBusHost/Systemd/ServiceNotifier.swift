@@ -147,8 +147,7 @@ public final class ServiceNotifier: Sendable {
     /// start-up, reload or shutdown in progress at least the step's time limit (plus a margin
     /// for what surrounds it, such as loading the module's library) beyond its own timeout.
     public func extendTimeout(for step: HostProgress) {
-        let (seconds, attoseconds) = (step.timeLimit + Self.extensionMargin).components
-        let microseconds = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+        let microseconds = (step.timeLimit + Self.extensionMargin).clampedNanoseconds / 1000
         state.withLock { state in
             state.lastStatus = step.description
             send(["EXTEND_TIMEOUT_USEC=\(microseconds)", "STATUS=" + step.description], &state)

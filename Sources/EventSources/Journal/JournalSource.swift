@@ -1,5 +1,5 @@
 import CSystemd
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import Synchronization
 
@@ -155,7 +155,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
     /// Opens, positions and follows until stopped; after a failure, reports it and retries.
     private func follow(_ stage: JournalPostingStage, persisted: String?) {
         let reader = JournalEntryReader(fields: watch.fields)
-        let poll = configuration.pollInterval.microseconds
+        let poll = UInt64(configuration.pollInterval.clampedNanoseconds / 1000)
         var batch = JournalEntryBatch()
         while !isStopping {
             do throws(SDJournal.OpenFailure) {
@@ -176,9 +176,9 @@ final class JournalSource: EventSource, @unchecked Sendable {
             } catch {
                 handOver(&batch, to: stage)  // what was read before the failure, then the notice
                 let retry = configuration.retryInterval
-                post(JournalStatus(state: .unavailable, reason: error.description, retryAfterSeconds: retry.seconds),
+                post(JournalStatus(state: .unavailable, reason: error.description, retryAfterSeconds: retry.secondsValue),
                      stage)
-                _ = wake.wait(timeout: .now() + .nanoseconds(Int(clamping: retry.nanoseconds)))
+                _ = wake.wait(timeout: .now() + DispatchTimeInterval(retry))
             }
         }
     }
@@ -287,13 +287,4 @@ enum JournalCursor {
         guard let id, let seqnum else { return nil }
         return (id, seqnum)
     }
-}
-
-fileprivate extension Duration {
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
-    var microseconds: UInt64 { UInt64(max(0, nanoseconds / 1000)) }
-    var seconds: Double { Double(nanoseconds) / 1e9 }
 }

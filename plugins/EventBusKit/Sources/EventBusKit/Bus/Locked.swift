@@ -8,7 +8,7 @@ import Glibc
 /// sanitizer cannot see, so TSan reports races between two correctly locked sections (measured
 /// here on the mailbox). A pthread mutex costs the same uncontended and keeps TSan runs truthful.
 ///
-/// SPI, not public API: the host's threads share it (`@_spi(EventBusHost) import EventBusKit`)
+/// SPI, not public API: the host shares it (`@_spi(EventBusHost) import EventBusKit`)
 /// rather than keep a copy, but module authors do not see it.
 @_spi(EventBusHost) public final class Locked<State>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>

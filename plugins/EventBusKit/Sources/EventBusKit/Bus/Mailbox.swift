@@ -77,8 +77,7 @@ public final class Mailbox: Sendable {
     public func drain(timeout: Duration) -> Bool {
         let done = DispatchSemaphore(value: 0)
         perform { done.signal() }
-        let nanoseconds = Int(clamping: timeout.nanoseconds)
-        return done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success
+        return done.wait(timeout: .now() + DispatchTimeInterval(timeout)) == .success
     }
 
     // MARK: Called by the bus

@@ -21,7 +21,7 @@ public struct TimerSchedule: Sendable, Hashable, CustomStringConvertible {
         guard interval >= .milliseconds(1) else {
             throw EventBusError(.invalidTimerInterval, "timer interval \(interval) is below the 1 ms minimum")
         }
-        return try TimerSchedule(kind: .interval(nanoseconds: interval.nanoseconds),
+        return try TimerSchedule(kind: .interval(nanoseconds: UInt64(interval.clampedNanoseconds)),
                                  tolerance: tolerance, missedRuns: missedRuns)
     }
 
@@ -65,9 +65,3 @@ public enum MissedRunPolicy: String, Sendable, Hashable, CaseIterable {
     case skip
 }
 
-extension Duration {
-    var nanoseconds: UInt64 {
-        let (seconds, attoseconds) = components
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
-    }
-}

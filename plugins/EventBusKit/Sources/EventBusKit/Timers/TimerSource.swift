@@ -28,7 +28,7 @@ final class TimerSource: EventSource, @unchecked Sendable {
             self.bus = bus
             let timer = DispatchSource.makeTimerSource(queue: queue)
             self.timer = timer
-            let leeway = DispatchTimeInterval.nanoseconds(Int(clamping: schedule.tolerance.nanoseconds))
+            let leeway = DispatchTimeInterval(schedule.tolerance)
             switch schedule.kind {
             case .interval(let interval):
                 runInterval(timer, interval: interval, leeway: leeway)
