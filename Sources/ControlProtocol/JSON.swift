@@ -5,8 +5,9 @@ import Glibc
 /// Why not Foundation's `JSONSerialization`: it reads `true` and `1` both as `NSNumber`, so a
 /// posted field's type (bool, int, double) could not be told apart, and it costs several
 /// allocations per value on the host's request path. Numbers here keep the distinction JSON's
-/// text makes: digits only → ``int``, a fraction or exponent (or too large for `Int64`) →
-/// ``double``.
+/// text makes: digits only → ``int``, a fraction or exponent → ``double``. An integer beyond
+/// `Int64` is refused rather than rounded into a double (a posted id or byte count must not
+/// silently change), and so is an object with a key twice (which value wins is not defined).
 public enum JSON: Sendable, Equatable {
     case null
     case bool(Bool)
@@ -142,7 +143,9 @@ private struct JSONParser {
             skipWhitespace()
             guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':' after a member name") }
             position += 1
-            members[key] = try value(depth: depth)
+            guard members.updateValue(try value(depth: depth), forKey: key) == nil else {
+                throw error("the key \"\(key)\" appears twice in an object")
+            }
             skipWhitespace()
             guard position < bytes.count else { throw error("unexpected end of input in an object") }
             switch bytes[position] {
@@ -279,7 +282,12 @@ private struct JSONParser {
             while position < bytes.count, isDigit(bytes[position]) { position += 1 }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
-        if isInteger, let value = Int64(text) { return .int(value) }
+        if isInteger {
+            guard let value = Int64(text) else {
+                throw error("integer out of range (a field holds -9223372036854775808...9223372036854775807); quote it to keep it as a string")
+            }
+            return .int(value)
+        }
         guard let value = Double(text), value.isFinite else { throw error("number out of range") }
         return .double(value)
     }

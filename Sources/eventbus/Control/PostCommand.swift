@@ -8,9 +8,10 @@ struct PostCommand: ParsableCommand {
         abstract: "Post an event on the running eventbusd's bus.",
         discussion: """
             Values are typed: integers (42, -7), numbers with a fraction or exponent (1.5, 2e3), \
-            true and false; anything else is a string. For a string that looks like a number, use \
-            --json: `eventbus post app.ready --json '{"build": "1234"}'`. Posting needs \
-            root or membership of eventbusd's control.post_group.
+            true and false; anything else is a string. An integer beyond 64 bits and a key given \
+            twice are refused, never rounded or silently dropped. For a string that looks like a \
+            number, use --json: `eventbus post app.ready --json '{"build": "1234"}'`. Posting \
+            needs root or membership of eventbusd's control.post_group.
             """)
 
     @Argument(help: ArgumentHelp("The event's name, dot-separated (user.deploy.done).", valueName: "name"))
@@ -27,17 +28,31 @@ struct PostCommand: ParsableCommand {
 
     @OptionGroup var socket: SocketOptions
 
+    /// A malformed field is a usage mistake: found while parsing, so the message comes with
+    /// `post`'s usage rather than the top level's.
+    func validate() throws {
+        _ = try postedFields()
+    }
+
     func run() throws {
+        let values = try postedFields()
+        let host = try socket.connect()
+        let answer = try host.request(["op": "post", "name": .string(name), "fields": .object(values)])
+        if printSequence, let sequence = answer["seq"]?.intValue { print(sequence) }
+    }
+
+    private func postedFields() throws -> [String: JSON] {
         var values = try jsonFields()
         for pair in fields {
             guard let equals = pair.firstIndex(of: "="), equals != pair.startIndex else {
                 throw ValidationError("a field is key=value, found \"\(pair)\"")
             }
-            values[String(pair[..<equals])] = Self.typed(String(pair[pair.index(after: equals)...]))
+            let key = String(pair[..<equals])
+            guard values.updateValue(try Self.typed(String(pair[pair.index(after: equals)...])), forKey: key) == nil else {
+                throw ValidationError("the field \"\(key)\" is given twice")
+            }
         }
-        let host = try socket.connect()
-        let answer = try host.request(["op": "post", "name": .string(name), "fields": .object(values)])
-        if printSequence, let sequence = answer["seq"]?.intValue { print(sequence) }
+        return values
     }
 
     private func jsonFields() throws -> [String: JSON] {
@@ -49,8 +64,13 @@ struct PostCommand: ParsableCommand {
     }
 
     /// `42` → int, `1.5`/`2e3` → double, `true`/`false` → bool, anything else → string.
-    static func typed(_ text: String) -> JSON {
+    /// Digits beyond `Int64` are refused: as a double they would silently change.
+    static func typed(_ text: String) throws -> JSON {
         if let number = Int64(text) { return .int(number) }
+        let digits = text.first == "-" || text.first == "+" ? text.dropFirst() : Substring(text)
+        if !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber) {
+            throw ValidationError("\(text) is beyond a 64-bit integer (-9223372036854775808...9223372036854775807); post it as a string with --json")
+        }
         if text == "true" { return .bool(true) }
         if text == "false" { return .bool(false) }
         // Only what reads as a JSON number: not "nan", "inf" or "0x1p3", which stay strings.

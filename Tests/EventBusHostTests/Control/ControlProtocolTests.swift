@@ -13,7 +13,9 @@ import Testing
         let value = try JSON.parse(#" {"i": 42, "n": -7, "d": 1.5, "e": 2e3, "z": 0.0, "t": true, "f": false, "s": "x", "null": null, "a": [1, "two", [3]], "o": {}} "#)
         #expect(value == ["i": .int(42), "n": .int(-7), "d": .double(1.5), "e": .double(2000), "z": .double(0), "t": .bool(true),
                           "f": .bool(false), "s": "x", "null": .null, "a": [.int(1), "two", [.int(3)]], "o": .object([:])])
-        #expect(try JSON.parse("9223372036854775808") == .double(9_223_372_036_854_775_808), "too large for Int64")
+        #expect(try JSON.parse("9223372036854775807") == .int(.max))
+        #expect(try JSON.parse("-9223372036854775808") == .int(.min))
+        #expect(try JSON.parse("9.3e18") == .double(9.3e18), "a fraction or exponent is a double, whatever its size")
         #expect(try JSON.parse(#""tab\there \"q\" \\ \/ \u00e9 \ud83d\ude00""#) == "tab\there \"q\" \\ / é 😀")
     }
 
@@ -23,6 +25,8 @@ import Testing
             ("\"open", "unterminated string"), (#""\x""#, "invalid escape"), ("01", "unexpected text after"),
             ("1.", "digits must follow '.'"), ("tru", "invalid literal"), (#""\ud83d""#, "unpaired surrogate"),
             ("{} {}", "unexpected text after"), ("\"a\u{01}\"", "control character"),
+            ("9223372036854775808", "integer out of range"), ("[-9223372036854775809]", "integer out of range"),
+            (#"{"a": 1, "b": 2, "a": 3}"#, #"the key "a" appears twice"#),
             (String(repeating: "[", count: 100), "nested more than 64 levels"),
         ] {
             #expect(throws: JSONParseError.self, "\(text)") { try JSON.parse(text) }
