@@ -23,6 +23,17 @@ import Testing
         #expect(fs.violations.isEmpty && all.violations.isEmpty)
     }
 
+    @Test func aPostWithoutSourceIsFromItsMailboxOwnerOrTheUser() throws {
+        let bus = Bus()
+        let all = RecordingSubscriber()
+        try bus.publisher(for: ">").subscribe(all)
+        let module = bus.scoped(to: Mailbox(label: "deployer"))
+        module.post("app.deployed")
+        module.post("app.audited", source: "audit")
+        bus.post("app.manual")
+        #expect(all.events.map(\.source) == ["deployer", "audit", "user"])
+    }
+
     @Test func sinkReceivesEventsAndStopsAtCancel() throws {
         let bus = Bus()
         let got = Collected<[String]>([])

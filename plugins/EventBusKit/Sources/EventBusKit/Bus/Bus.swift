@@ -59,10 +59,12 @@ public final class Bus: Sendable {
         core.post(event)
     }
 
-    /// Posts a user event; returns its sequence number (0: the bus has finished).
+    /// Posts an event; returns its sequence number (0: the bus has finished). Without a
+    /// `source`, a bus scoped to a mailbox posts as the mailbox's label — a module's posts carry
+    /// the module's name, so a tail shows who posted — and any other handle as `user`.
     @discardableResult
-    public func post(_ name: String, source: String = "user", fields: [String: FieldValue] = [:]) -> UInt64 {
-        core.post(Event(name: name, source: source, fields: fields))
+    public func post(_ name: String, source: String? = nil, fields: [String: FieldValue] = [:]) -> UInt64 {
+        core.post(Event(name: name, source: source ?? mailbox?.label ?? "user", fields: fields))
     }
 
     /// Completes every subscription (after what is buffered for it) and refuses new ones.
