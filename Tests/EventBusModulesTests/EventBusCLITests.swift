@@ -72,6 +72,15 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: existing.path) == ["notes.txt"])
     }
 
+    @Test func newCreatesAMissingParentFolder() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let parent = folder.appendingPathComponent("not/yet/here")
+        let result = try await run(BuildProducts.cli, ["module", "new", "disk-watch", "--path", parent.path])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(FileManager.default.fileExists(atPath: parent.appendingPathComponent("disk-watch/Package.swift").path))
+    }
+
     @Test func newWritesAPackageAgainstTheSDK() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -42,7 +42,8 @@ struct NewModule: ParsableCommand {
         abstract: "Create a module package: Package.swift, a working module, README.md and sample.yaml.",
         discussion: """
             NAME is lowercase words joined by dashes (e.g. disk-watch); its Swift target is the \
-            CamelCase form (DiskWatch). The package is created in DIR/NAME, which must not exist.
+            CamelCase form (DiskWatch). The package is created in DIR/NAME, which must not exist \
+            (DIR is created when missing).
             """
     )
 

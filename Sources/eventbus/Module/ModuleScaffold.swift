@@ -40,13 +40,20 @@ struct ModuleScaffold {
     let name: ModuleName
     let sdkPath: String
 
-    /// Creates `parent/NAME` with the package in it and returns its absolute path. Refuses a
-    /// folder that exists, so it never overwrites anyone's work.
+    /// Creates `parent/NAME` with the package in it and returns its absolute path; `parent` is
+    /// created when missing (as `mkdir -p`). Refuses a folder that exists, so it never
+    /// overwrites anyone's work.
     func write(into parent: String) throws -> String {
         let files = FileManager.default
         let parentURL = URL(fileURLWithPath: parent).standardizedFileURL
         var isFolder: ObjCBool = false
-        guard files.fileExists(atPath: parentURL.path, isDirectory: &isFolder), isFolder.boolValue else {
+        if !files.fileExists(atPath: parentURL.path, isDirectory: &isFolder) {
+            do {
+                try files.createDirectory(at: parentURL, withIntermediateDirectories: true)
+            } catch {
+                throw CommandError("cannot create \(parentURL.path): \(error.localizedDescription)")
+            }
+        } else if !isFolder.boolValue {
             throw CommandError("\(parentURL.path) is not a folder")
         }
         let folder = parentURL.appendingPathComponent(name.name)
