@@ -8,6 +8,12 @@ public enum ControlProtocol {
     /// keep the version (clients ignore members they do not know).
     public static let version = 1
 
+    /// The release of eventbusd and eventbus, for `--version`.
+    public static let release = "0.3.0"
+
+    /// What `--version` prints on both binaries: the release and the protocol it speaks.
+    public static let versionLine = "\(release) (control protocol \(version))"
+
     /// Where eventbusd listens when the config names no socket: `/run/eventbus/control.sock`
     /// when it runs as root, else `$XDG_RUNTIME_DIR/eventbus/control.sock` (the per-user
     /// runtime folder; `/run/user/UID` when the variable is unset).

@@ -29,6 +29,8 @@ public final class BusHost: @unchecked Sendable {
     private var isShutDown = false
     private let controlServer: ControlServer?
     private let inheritedControlSocket: Int32?
+    /// Replaces the config's `control.socket` (eventbusd's `--socket`), at start and each reload.
+    private let controlSocketOverride: String?
 
     /// - Parameters:
     ///   - configPath: the YAML config; read by ``start()`` and again by each ``reload()``.
@@ -36,9 +38,12 @@ public final class BusHost: @unchecked Sendable {
     ///     deactivate before giving up on it.
     ///   - control: whether the host serves the control socket (``ControlSocket``); none by
     ///     default, so hosts embedded in tests or tools do not compete for the system's socket.
+    ///   - controlSocketPath: an absolute path that replaces the config's `control.socket`.
     public init(configPath: String, logger: Logger, bus: Bus = Bus(), loader: ModuleLoader = ModuleLoader(),
-                moduleCallTimeout: Duration = .seconds(30), control: ControlSocket = .none) {
+                moduleCallTimeout: Duration = .seconds(30), control: ControlSocket = .none,
+                controlSocketPath: String? = nil) {
         self.bus = bus
+        self.controlSocketOverride = controlSocketPath
         self.configPath = configPath
         self.logger = logger
         let modules = ModuleHost(bus: bus, loader: loader, logger: logger, callTimeout: moduleCallTimeout)
@@ -60,6 +65,12 @@ public final class BusHost: @unchecked Sendable {
         }
     }
 
+    private func loadConfig() throws(ConfigError) -> HostConfig {
+        var config = try HostConfig.load(from: configPath)
+        if let controlSocketOverride { config.control.socketPath = controlSocketOverride }
+        return config
+    }
+
     /// Per-module state and counts; any thread.
     public var moduleStatistics: [ModuleStatistics] { modules.statistics }
 
@@ -76,7 +87,7 @@ public final class BusHost: @unchecked Sendable {
     public func start(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async throws(ConfigError) {
         let result: Result<HostConfig, ConfigError> = await onControlQueue { [self] in
             let config: HostConfig
-            do throws(ConfigError) { config = try HostConfig.load(from: configPath) } catch { return .failure(error) }
+            do throws(ConfigError) { config = try loadConfig() } catch { return .failure(error) }
             // Before the modules, so the replay ring holds their first events too.
             do throws(ControlServer.StartError) {
                 try controlServer?.start(settings: config.control, inherited: inheritedControlSocket)
@@ -107,7 +118,7 @@ public final class BusHost: @unchecked Sendable {
             guard !isShutDown else { return false }
             let new: HostConfig
             do {
-                new = try HostConfig.load(from: configPath)
+                new = try loadConfig()
             } catch {
                 logger.error("reload failed, keeping the running config: \(error)")
                 return false

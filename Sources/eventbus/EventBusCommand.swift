@@ -1,4 +1,5 @@
 import ArgumentParser
+import ControlProtocol
 
 /// `eventbus`: the command line of the EventBus host. Each group of subcommands lives in its own
 /// folder; the ones that talk to a running host (`Control/`: tail, post, status, modules) and
@@ -8,6 +9,7 @@ struct EventBusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "eventbus",
         abstract: "Work with the EventBus host and its handler modules.",
+        version: ControlProtocol.versionLine,
         subcommands: [TailCommand.self, PostCommand.self, StatusCommand.self, ModulesCommand.self, ModuleCommand.self]
     )
 }

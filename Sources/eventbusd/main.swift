@@ -1,5 +1,7 @@
 import ArgumentParser
+import ControlProtocol
 import EventBusHost
+import Foundation
 import Logging
 import ServiceLifecycle
 
@@ -8,7 +10,8 @@ struct EventBusDaemon: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "eventbusd",
         abstract: "Runs the event bus with the timers and handler modules of its config file.",
-        discussion: "SIGHUP reloads the config; SIGTERM or SIGINT shuts down gracefully within shutdown_timeout.")
+        discussion: "SIGHUP reloads the config; SIGTERM or SIGINT shuts down gracefully within shutdown_timeout.",
+        version: ControlProtocol.versionLine)
 
     @Option(name: .long, help: "The config file.")
     var config: String = HostConfig.defaultPath
@@ -16,8 +19,25 @@ struct EventBusDaemon: ParsableCommand {
     @Flag(name: .long, help: "Check the config and that every enabled module loads and passes the ABI check, print a summary, and exit (0: ok, 1: problems) without starting.")
     var checkConfig = false
 
+    @Option(name: .long, help: ArgumentHelp(
+        "The control socket to listen on. Wins over $\(ControlProtocol.socketEnvironmentVariable), which wins over the config's control.socket; a relative path is taken from the current folder. Ignored under socket activation (systemd's socket is used).",
+        valueName: "path"))
+    var socket: String?
+
     @Option(name: .long, help: "Lowest level logged: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
+
+    /// `--socket`, else `$EVENTBUS_SOCKET` (so the CLI and a private host agree with one export),
+    /// made absolute against the folder eventbusd was started in.
+    private var controlSocketPath: String? {
+        let named = socket ?? ProcessInfo.processInfo.environment[ControlProtocol.socketEnvironmentVariable].flatMap { $0.isEmpty ? nil : $0 }
+        guard let named else { return nil }
+        return named.hasPrefix("/") ? named : FileManager.default.currentDirectoryPath + "/" + named
+    }
+
+    func validate() throws {
+        if let socket, socket.isEmpty { throw ValidationError("--socket must not be empty") }
+    }
 
     func runDaemon() async throws {
         if checkConfig {
@@ -35,7 +55,8 @@ struct EventBusDaemon: ParsableCommand {
         let controlSocket = adoptControlSocket(from: activation, logger: logger)
         // The control server accepts on systemd's socket when there is one, else binds control.socket.
         let host = BusHost(configPath: config, logger: logger,
-                           control: controlSocket.map { .inherited(fileDescriptor: $0.fileDescriptor) } ?? .configured)
+                           control: controlSocket.map { .inherited(fileDescriptor: $0.fileDescriptor) } ?? .configured,
+                           controlSocketPath: controlSocketPath)
         let notifier = ServiceNotifier(environment: serviceManager, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         // First, so the group stops it last: keep-alives go on while the host shuts down.

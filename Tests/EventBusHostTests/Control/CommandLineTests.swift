@@ -1,0 +1,55 @@
+import ControlProtocol
+import Foundation
+import Testing
+
+/// The daemon's and the CLI's own options, through the real binaries: where eventbusd listens,
+/// `--version`, and `post` arguments that are refused before anything is sent.
+@Suite struct CommandLineTests {
+    @Test func eventbusdSocketOptionWinsOverTheConfig() async throws {
+        let directory = try TemporaryDirectory()
+        let configured = directory.path + "/configured.sock"
+        let chosen = directory.path + "/chosen.sock"
+        let config = try directory.write("eventbus.yaml", "control:\n  socket: \(configured)\n")
+        let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", config, "--socket", chosen], in: directory)
+        #expect(await daemon.waitFor("ready; SIGHUP reloads"), "\(daemon.output)")
+
+        let status = try await eventbus(["status", "--socket", chosen], in: directory)
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: configured), "the config's socket is not bound")
+
+        // A reload keeps the socket the command line chose.
+        daemon.signal(SIGHUP)
+        #expect(await daemon.waitFor("reloaded"))
+        #expect(try await eventbus(["status", "--socket", chosen], in: directory).status == 0)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0)
+    }
+
+    @Test func bothBinariesPrintTheirVersion() async throws {
+        let directory = try TemporaryDirectory()
+        let cli = try await eventbus(["--version"], in: directory)
+        #expect(cli.status == 0)
+        #expect(cli.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == ControlProtocol.versionLine)
+        let daemon = try DaemonProcessTests.Daemon(arguments: ["--version"], in: directory)
+        #expect(await daemon.exitStatus() == 0)
+        #expect(daemon.output.trimmingCharacters(in: .whitespacesAndNewlines) == ControlProtocol.versionLine)
+    }
+
+    /// Refused while parsing (exit 64, `post`'s own usage), so no host is needed and nothing is
+    /// posted half-right.
+    @Test(arguments: [
+        (["n=12345678901234567890"], "12345678901234567890 is beyond a 64-bit integer"),
+        (["n=-99999999999999999999"], "beyond a 64-bit integer"),
+        (["a=1", "a=2"], #"the field "a" is given twice"#),
+        (["--json", #"{"a": 1}"#, "a=2"], #"the field "a" is given twice"#),
+        (["--json", #"{"a": 1, "a": 2}"#], #"the key "a" appears twice"#),
+        (["--json", #"{"big": 18446744073709551615}"#], "integer out of range"),
+    ])
+    func postRefusesFieldsThatWouldChangeOrVanish(arguments: [String], message: String) async throws {
+        let directory = try TemporaryDirectory()
+        let result = try await eventbus(["post", "--socket", directory.path + "/none.sock", "app.x"] + arguments, in: directory)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.contains("eventbus post"), "post's usage, not the top level's: \(result.stderr)")
+    }
+}
