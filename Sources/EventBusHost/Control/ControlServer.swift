@@ -261,12 +261,20 @@ final class ControlServer: @unchecked Sendable {
 
     var clientBuffer: Int { lock.withLock { settings.clientBuffer } }
 
+    /// The sequence of the newest event posted so far.
+    var newestSequence: UInt64 { lock.withLock { ring.newestSequence } }
+
     // MARK: Tailing
 
     /// The start of a subscription's stream, as the server saw it when the feed joined.
     struct Attachment {
         var oldestSequence: UInt64
         var newestSequence: UInt64
+        /// When the oldest held event was posted (nil: none held).
+        var oldestTime: Date?
+        /// A `since_time` replay that cannot be whole: events posted after that time were
+        /// already evicted from the ring (how many is not known, so no gap count is invented).
+        var replayIncomplete: Bool
     }
 
     /// Registers `feed` for live events and gives it its replay — under one lock with the
@@ -280,12 +288,16 @@ final class ControlServer: @unchecked Sendable {
                     items.append(.gap(dropped: Int(lostUpTo - since + 1), first: since, last: lostUpTo, reason: .replay))
                 }
                 items += ring.events(from: since, where: feed.wants).map { .event($0) }
+            } else if feed.filter.since != nil {
+                items = ring.events(from: 1, where: feed.wants).map { .event($0) }
             } else if let last, last > 0 {
                 items = ring.last(last, where: feed.wants).map { .event($0) }
             }
             feed.setReplay(items, lastSequence: ring.newestSequence)
             feeds.append(feed)
-            return Attachment(oldestSequence: ring.oldestSequence, newestSequence: ring.newestSequence)
+            let incomplete = feed.filter.since.map { since in ring.newestEvictedTime.map { $0 >= since } ?? false } ?? false
+            return Attachment(oldestSequence: ring.oldestSequence, newestSequence: ring.newestSequence,
+                              oldestTime: ring.oldestTime, replayIncomplete: incomplete)
         }
     }
 

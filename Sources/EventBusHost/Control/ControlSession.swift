@@ -46,6 +46,8 @@ final class ControlSession: @unchecked Sendable {
     private var feed: TailFeed?
     /// Events still to send before `end` (a subscription's `count`).
     private var remaining: Int?
+    /// The stream's window is over once the feed is drained (`until_*` passed, or `follow: false`).
+    private var endWhenDrained = false
     private var sourceSubscriptions: [AnyCancellable] = []
     /// Close once the output buffer is written (after an `end` line, or after the client
     /// closed its side with nothing subscribed).
@@ -227,7 +229,7 @@ final class ControlSession: @unchecked Sendable {
             error("already_subscribed", "this connection is already subscribed; open another one", id: id)
             return
         }
-        let parsed: SubscribeRequest
+        var parsed: SubscribeRequest
         do {
             parsed = try SubscribeRequest(request, maximumBuffer: server.clientBuffer)
         } catch {
@@ -240,7 +242,12 @@ final class ControlSession: @unchecked Sendable {
             return
         }
         let queue = queue
-        let feed = TailFeed(patterns: parsed.patterns, fromSequence: parsed.since ?? 0,
+        if !parsed.follow {
+            // What the host holds now and nothing after it; the ring's newest is read below
+            // under the server's lock, so take every later event as past the window.
+            parsed.filter.untilSequence = min(parsed.filter.untilSequence ?? .max, server.newestSequence)
+        }
+        let feed = TailFeed(patterns: parsed.patterns, fromSequence: parsed.since ?? 0, filter: parsed.filter,
                             capacity: parsed.buffer ?? server.clientBuffer,
                             client: (id: self.id, userID: peer.userID, processID: peer.processID),
                             wake: { [weak self] in
@@ -251,10 +258,14 @@ final class ControlSession: @unchecked Sendable {
         var subscriptions: [AnyCancellable] = []
         do {
             for path in parsed.files {
-                subscriptions.append(try server.bus.files(at: path, recursive: parsed.recursive).sink { feed.offer($0) })
+                subscriptions.append(try server.bus.files(at: path, recursive: parsed.recursive).sink { event in
+                    if feed.filter.accepts(event) { feed.offer(event) }
+                })
             }
             for unit in parsed.journal {
-                subscriptions.append(try server.bus.journal(matching: .unit(unit)).sink { feed.offer($0) })
+                subscriptions.append(try server.bus.journal(matching: .unit(unit)).sink { event in
+                    if feed.filter.accepts(event) { feed.offer(event) }
+                })
             }
         } catch {
             subscriptions.forEach { $0.cancel() }
@@ -274,7 +285,19 @@ final class ControlSession: @unchecked Sendable {
         ]
         if !parsed.files.isEmpty { response["files"] = .array(parsed.files.map { .string($0) }) }
         if !parsed.journal.isEmpty { response["journal"] = .array(parsed.journal.map { .string($0) }) }
+        if let oldest = attachment.oldestTime { response["oldest_time"] = .int(Int64(oldest.timeIntervalSince1970 * 1_000_000)) }
+        if attachment.replayIncomplete { response["replay_incomplete"] = .bool(true) }
         respond(.object(response), id: id)
+        if parsed.filter.hasEnded(newestSequence: attachment.newestSequence, now: Date()) {
+            endWhenDrained = true
+        } else if let until = parsed.filter.until {
+            // Nothing may be posted after `until`: the window still closes then.
+            queue.asyncAfter(wallDeadline: .now() + max(0, until.timeIntervalSinceNow)) { [weak self] in
+                guard let self, self.feed != nil else { return }
+                self.endWhenDrained = true
+                self.pump()
+            }
+        }
         feed.schedule()
     }
 
@@ -346,12 +369,20 @@ final class ControlSession: @unchecked Sendable {
         while let feed {
             batch.removeAll(keepingCapacity: true)
             feed.take(upTo: Self.batchSize, into: &batch)
-            if batch.isEmpty { return }  // the feed went idle; the next offer wakes us
+            if batch.isEmpty {
+                if endWhenDrained { finish(reason: "until") }
+                return  // the feed went idle; the next offer wakes us
+            }
             var delivered = 0
             var countReached = false
+            var windowOver = false
             for item in batch {
                 switch item {
                 case .event(let event):
+                    if feed.filter.endsBefore(event) {
+                        windowOver = true
+                        break
+                    }
                     encoder.event(event, into: &out)
                     delivered += 1
                     if let left = remaining {
@@ -361,11 +392,11 @@ final class ControlSession: @unchecked Sendable {
                 case .gap(let dropped, let first, let last, let reason):
                     out.gapLine(dropped: dropped, first: first, last: last, reason: reason)
                 }
-                if countReached { break }
+                if countReached || windowOver { break }
             }
             feed.didDeliver(delivered)
-            if countReached {
-                finish(reason: "count")
+            if countReached || windowOver {
+                finish(reason: countReached ? "count" : "until")
                 return
             }
             guard flush() else { return }

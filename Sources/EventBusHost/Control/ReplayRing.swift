@@ -1,4 +1,5 @@
 import EventBusKit
+import Foundation
 
 /// The most recent events posted on the bus, for clients that ask for a replay (`since_seq`,
 /// `last`). Fixed capacity: the oldest event makes room for the newest.
@@ -12,6 +13,9 @@ struct ReplayRing {
     private(set) var capacity: Int
     /// The sequence of the newest event seen (held or not); 0 before the first.
     private(set) var newestSequence: UInt64 = 0
+    /// When the newest event that no longer fits was posted: a replay from a time before it is
+    /// incomplete.
+    private(set) var newestEvictedTime: Date?
 
     init(capacity: Int) {
         self.capacity = max(0, capacity)
@@ -31,10 +35,14 @@ struct ReplayRing {
         if storage.count < capacity {
             storage.append(event)
         } else {
+            newestEvictedTime = storage[head].wallTime
             storage[head] = event
             head = (head + 1) % capacity
         }
     }
+
+    /// When the oldest held event was posted.
+    var oldestTime: Date? { storage.isEmpty ? nil : storage[head].wallTime }
 
     /// Held events from oldest to newest, with index `i` counted from the oldest.
     private func event(at index: Int) -> Event {
@@ -68,7 +76,9 @@ struct ReplayRing {
     /// Changes the capacity, keeping the newest events that fit.
     mutating func resize(to newCapacity: Int) {
         let newCapacity = max(0, newCapacity)
-        let kept = (max(0, storage.count - newCapacity)..<storage.count).map(event(at:))
+        let evicted = storage.count - newCapacity
+        if evicted > 0 { newestEvictedTime = event(at: evicted - 1).wallTime }
+        let kept = (max(0, evicted)..<storage.count).map(event(at:))
         storage = kept
         head = 0
         capacity = newCapacity

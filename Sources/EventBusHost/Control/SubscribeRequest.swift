@@ -1,5 +1,6 @@
 import ControlProtocol
 import EventBusKit
+import Foundation
 
 /// A request the session answers with an `error` line: a stable `code` for programs, a message
 /// for people.
@@ -21,8 +22,12 @@ struct SubscribeRequest {
     var recursive = false
     var journal: [String] = []
     var buffer: Int?
+    var filter = TailFilter()
+    /// Whether the stream goes on live after the replay (`follow`, default true).
+    var follow = true
 
-    static let members: Set<String> = ["op", "id", "patterns", "since_seq", "last", "count", "files", "recursive", "journal", "buffer"]
+    static let members: Set<String> = ["op", "id", "patterns", "since_seq", "since_time", "until_seq", "until_time",
+                                       "match", "follow", "last", "count", "files", "recursive", "journal", "buffer"]
 
     init(_ request: [String: JSON], maximumBuffer: Int) throws(RequestError) {
         if let unknown = request.keys.sorted().first(where: { !Self.members.contains($0) }) {
@@ -47,7 +52,16 @@ struct SubscribeRequest {
         last = try Self.number(request["last"], "last", atLeast: 0)
         count = try Self.number(request["count"], "count", atLeast: 1)
         buffer = try Self.number(request["buffer"], "buffer", atLeast: 1).map { min($0, maximumBuffer) }
-        if since != nil && last != nil { throw .bad("give since_seq or last, not both") }
+        filter.since = try Self.number(request["since_time"], "since_time", atLeast: 0).map(Self.date(microseconds:))
+        filter.until = try Self.number(request["until_time"], "until_time", atLeast: 0).map(Self.date(microseconds:))
+        filter.untilSequence = try Self.number(request["until_seq"], "until_seq", atLeast: 0).map { UInt64($0) }
+        filter.matches = try Self.matches(request["match"])
+        if let value = request["follow"] {
+            guard let flag = value.boolValue else { throw .bad("\"follow\" must be true or false, found \(value.kindName)") }
+            follow = flag
+        }
+        let starts = [since != nil, last != nil, filter.since != nil].filter { $0 }.count
+        if starts > 1 { throw .bad("give one of since_seq, since_time and last") }
         if files.contains(where: \.isEmpty) { throw .bad("\"files\" holds an empty path") }
         if journal.contains(where: \.isEmpty) { throw .bad("\"journal\" holds an empty unit name") }
     }
@@ -66,6 +80,34 @@ struct SubscribeRequest {
             return strings
         case let other?: throw .bad("\"\(name)\" must be a list of strings, found \(other.kindName)")
         }
+    }
+
+    /// `{"FIELD": "VALUE"}` or `{"FIELD": ["VALUE", …]}`; numbers and booleans count as their text.
+    private static func matches(_ value: JSON?) throws(RequestError) -> [String: Set<String>] {
+        guard let value else { return [:] }
+        guard case .object(let members) = value else { throw .bad("\"match\" must be an object of field: value(s), found \(value.kindName)") }
+        var matches: [String: Set<String>] = [:]
+        for (field, accepted) in members {
+            guard !field.isEmpty else { throw .bad("\"match\" holds an empty field name") }
+            let items: [JSON]
+            if case .array(let list) = accepted { items = list } else { items = [accepted] }
+            guard !items.isEmpty else { throw .bad("\"match\": field \"\(field)\" has no values") }
+            for item in items {
+                switch item {
+                case .string(let text): matches[field, default: []].insert(text)
+                case .int(let number): matches[field, default: []].insert(String(number))
+                case .double(let number): matches[field, default: []].insert(String(number))
+                case .bool(let flag): matches[field, default: []].insert(String(flag))
+                default: throw .bad("\"match\": field \"\(field)\" takes strings, numbers or booleans, found \(item.kindName)")
+                }
+            }
+        }
+        return matches
+    }
+
+    /// Times on the wire are microseconds since the Unix epoch, like the journal's realtime.
+    private static func date(microseconds: Int) -> Date {
+        Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
     }
 
     private static func number(_ value: JSON?, _ name: String, atLeast minimum: Int64) throws(RequestError) -> Int? {

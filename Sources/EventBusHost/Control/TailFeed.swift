@@ -27,6 +27,8 @@ final class TailFeed: @unchecked Sendable {
     let patterns: [EventPattern]
     /// Live events below this sequence are not wanted (a `since_seq` in the future).
     let fromSequence: UInt64
+    /// Field matches and the time window; applied to the client's own sources' events too.
+    let filter: TailFilter
     let capacity: Int
     /// Which connection it feeds, for `stats`.
     let client: (id: Int, userID: UInt32, processID: Int32)
@@ -56,19 +58,22 @@ final class TailFeed: @unchecked Sendable {
     private let lock = NSLock()
     private var state = State()
 
-    init(patterns: [EventPattern], fromSequence: UInt64, capacity: Int,
+    init(patterns: [EventPattern], fromSequence: UInt64, filter: TailFilter = TailFilter(), capacity: Int,
          client: (id: Int, userID: UInt32, processID: Int32), wake: @escaping @Sendable () -> Void) {
         self.patterns = patterns
+        self.filter = filter
         self.client = client
         self.fromSequence = fromSequence
         self.capacity = max(1, capacity)
         self.wake = wake
     }
 
-    /// Whether the fan-out should offer `event` (its name matches, it is not too old).
+    /// Whether the fan-out should offer `event` (its name matches, it is not too old, it passes
+    /// the filter).
     @inline(__always)
     func wants(_ event: Event) -> Bool {
         event.sequence >= fromSequence && patterns.contains { $0.matches(event.name) }
+            && (filter.isEmpty || filter.accepts(event))
     }
 
     /// Sets what is sent before the live events. Called once, under the server's lock, before

@@ -13,6 +13,8 @@ import Glibc
 /// when standard output is a terminal and `NO_COLOR` is unset.
 struct EventFormatter {
     let colour: Bool
+    /// Times in UTC rather than the local time zone (`--utc`).
+    var utc = false
 
     static func wantsColour() -> Bool {
         isatty(STDOUT_FILENO) == 1 && (getenv("NO_COLOR").map { $0.pointee == 0 } ?? true)
@@ -24,7 +26,7 @@ struct EventFormatter {
         let name = line["name"]?.stringValue ?? "?"
         let source = line["source"]?.stringValue ?? "?"
         let fields = line["fields"]?.objectValue ?? [:]
-        var text = paint(Self.localTime(line["time"]?.stringValue ?? ""), "2") + " " + paint("#\(sequence)", "2") + " "
+        var text = paint(Self.localTime(line["time"]?.stringValue ?? "", utc: utc), "2") + " " + paint("#\(sequence)", "2") + " "
         text += paint(name, "1;36") + " " + paint("(\(source))", "2")
         for key in fields.keys.sorted() where key != "message" {
             text += " " + key + "=" + Self.show(fields[key]!)
@@ -33,6 +35,14 @@ struct EventFormatter {
             let shown = message.stringValue ?? Self.show(message)
             text += ": " + paint(shown, Self.priorityColour(fields["priority"]?.intValue))
         }
+        return text + "\n"
+    }
+
+    /// `-o cat`: the `message` field alone, or the name when there is none; gaps as in ``format(_:)``.
+    func cat(_ line: JSON) -> String {
+        if line["type"]?.stringValue == "gap" { return gap(line) }
+        let fields = line["fields"]?.objectValue ?? [:]
+        let text = fields["message"].map { $0.stringValue ?? Self.show($0) } ?? line["name"]?.stringValue ?? "?"
         return text + "\n"
     }
 
@@ -83,10 +93,10 @@ struct EventFormatter {
         }
     }
 
-    /// `2025-03-05T14:02:11.123456Z` → `Mar 05 14:02:11.123` in the local time zone.
-    static func localTime(_ utc: String) -> String {
-        let bytes = Array(utc.utf8)
-        guard bytes.count >= 23 else { return utc }
+    /// `2025-03-05T14:02:11.123456Z` → `Mar 05 14:02:11.123` in the local time zone (or in UTC).
+    static func localTime(_ text: String, utc: Bool = false) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 23 else { return text }
         func number(_ range: Range<Int>) -> Int32 {
             Int32(String(decoding: bytes[range], as: UTF8.self)) ?? 0
         }
@@ -99,7 +109,7 @@ struct EventFormatter {
         parts.tm_sec = number(17..<19)
         var seconds = timegm(&parts)
         var local = tm()
-        localtime_r(&seconds, &local)
+        if utc { gmtime_r(&seconds, &local) } else { localtime_r(&seconds, &local) }
         var text = [CChar](repeating: 0, count: 32)
         let length = strftime(&text, text.count, "%b %d %H:%M:%S", &local)
         return String(decoding: text[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) + "." + String(decoding: bytes[20..<23], as: UTF8.self)

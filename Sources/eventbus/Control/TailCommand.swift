@@ -1,6 +1,6 @@
 import ArgumentParser
 import ControlProtocol
-import Glibc
+import Foundation
 
 /// `eventbus tail`: follows the running host's events, like `journalctl -f`.
 struct TailCommand: ParsableCommand {
@@ -9,23 +9,42 @@ struct TailCommand: ParsableCommand {
         abstract: "Follow the events of the running eventbusd.",
         discussion: """
             Patterns use NATS syntax: `*` is one token, `>` the rest (`user.>`, `fs.*`, `>`). \
-            Without patterns (and without --files/--journal) every event is shown. Sequence \
-            numbers (#N) are bus-wide; `--since N` starts at event N if the host still holds it, \
-            and says how many it no longer holds. A tail that does not keep up loses events, and \
-            a line says how many.
+            Without patterns (and without --files/--journal) every event is shown. FIELD=VALUE \
+            arguments match fields as journalctl does: values of one field are alternatives, \
+            different fields must all match, and both go with the patterns (the host filters). \
+            Sequence numbers (#N) are bus-wide; `--since` takes one, or a time (1h, 10min ago, \
+            today, "2026-11-23 09:00", @EPOCH) and starts there if the host still holds it — \
+            it says what it no longer holds. A tail follows until Ctrl-C, --count, --until or \
+            --no-follow. A tail that does not keep up loses events, and a line says how many.
             """)
 
-    @Argument(help: ArgumentHelp("Event name patterns.", valueName: "pattern"))
-    var patterns: [String] = []
+    @Argument(help: ArgumentHelp("Event name patterns, and FIELD=VALUE matches.", valueName: "pattern|field=value"))
+    var arguments: [String] = []
 
-    @Flag(help: "One JSON object per line (the control protocol's event and gap lines).")
+    @Option(name: [.customShort("o"), .long], help: ArgumentHelp("short, json, json-pretty, cat or export (Journal Export Format).", valueName: "format"))
+    var output: OutputFormat?
+
+    @Flag(help: "The same as --output json: the control protocol's event and gap lines.")
     var json = false
 
-    @Option(help: ArgumentHelp("Start with event SEQ (inclusive) from the host's replay buffer.", valueName: "seq"))
-    var since: Int?
+    @Flag(help: "Show times in UTC.")
+    var utc = false
 
-    @Option(help: ArgumentHelp("Start with the last N matching events from the host's replay buffer.", valueName: "n"))
+    @Option(help: ArgumentHelp("Start at event SEQ (inclusive) or at a time, out of the host's replay buffer.", valueName: "seq|time"))
+    var since: String?
+
+    @Option(help: ArgumentHelp("End after event SEQ or at a time (exits 0).", valueName: "seq|time"))
+    var until: String?
+
+    @Option(name: [.customShort("n"), .customLong("lines"), .customLong("last")],
+            help: ArgumentHelp("Start with the last N matching events from the host's replay buffer.", valueName: "n"))
     var last: Int?
+
+    @Flag(name: [.customShort("f"), .long], help: "Go on with live events after the replay (the default; as journalctl -f).")
+    var follow = false
+
+    @Flag(name: .customLong("no-follow"), help: "Print what the host holds (see --since, --lines) and exit.")
+    var noFollow = false
 
     @Option(help: ArgumentHelp("Exit after N events.", valueName: "n"))
     var count: Int?
@@ -42,24 +61,70 @@ struct TailCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func validate() throws {
-        if since != nil && last != nil { throw ValidationError("use --since or --last, not both") }
-        if let since, since < 0 { throw ValidationError("--since takes a sequence number (1 or more)") }
-        if let last, last < 0 { throw ValidationError("--last takes a count (0 or more)") }
-        if let count, count < 1 { throw ValidationError("--count takes a count (1 or more)") }
+        _ = try subscribeRequest(now: Date())
     }
 
     func run() throws {
+        let request = try subscribeRequest(now: Date())
         let host = try socket.connect()
+        let answer = try host.request(.object(request))
+        if answer["replay_incomplete"]?.boolValue == true {
+            let oldest = answer["oldest_seq"]?.intValue.map { "#\($0)" } ?? "?"
+            printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at \(oldest)")
+        }
+        try copyStream(host.connection)
+    }
+
+    /// The `subscribe` request the options ask for; a mistake in them is a usage error.
+    private func subscribeRequest(now: Date) throws -> [String: JSON] {
+        if json, let output, output != .json { throw ValidationError("--json and --output \(output.rawValue) disagree") }
+        if follow && noFollow { throw ValidationError("use --follow or --no-follow, not both") }
+        if since != nil && last != nil { throw ValidationError("use --since or --lines, not both") }
+        if let last, last < 0 { throw ValidationError("--lines takes a count (0 or more)") }
+        if let count, count < 1 { throw ValidationError("--count takes a count (1 or more)") }
         var request: [String: JSON] = ["op": "subscribe", "id": "tail"]
-        if !patterns.isEmpty { request["patterns"] = .array(patterns.map { .string($0) }) }
-        if let since { request["since_seq"] = .int(Int64(since)) }
+        var patterns: [JSON] = []
+        var matches: [String: [JSON]] = [:]
+        for argument in arguments {
+            if let equals = argument.firstIndex(of: "=") {
+                let field = String(argument[..<equals])
+                guard !field.isEmpty else { throw ValidationError("a match is FIELD=VALUE, found \"\(argument)\"") }
+                matches[field, default: []].append(.string(String(argument[argument.index(after: equals)...])))
+            } else {
+                patterns.append(.string(argument))
+            }
+        }
+        if !patterns.isEmpty { request["patterns"] = .array(patterns) }
+        if !matches.isEmpty { request["match"] = .object(matches.mapValues { .array($0) }) }
+        do {
+            switch try since.map({ try TimeSpecification.parse($0, now: now) }) {
+            case .sequence(let sequence)?: request["since_seq"] = .int(Int64(clamping: sequence))
+            case .time(let date)?: request["since_time"] = .int(Self.microseconds(date))
+            case nil: break
+            }
+            switch try until.map({ try TimeSpecification.parse($0, now: now) }) {
+            case .sequence(let sequence)?: request["until_seq"] = .int(Int64(clamping: sequence))
+            case .time(let date)?: request["until_time"] = .int(Self.microseconds(date))
+            case nil: break
+            }
+        } catch {
+            throw ValidationError("--since/--until: \(error)")
+        }
+        if noFollow { request["follow"] = .bool(false) }
         if let last { request["last"] = .int(Int64(last)) }
         if let count { request["count"] = .int(Int64(count)) }
-        if !files.isEmpty { request["files"] = .array(files.map { .string($0) }) }
+        // Relative to where the user typed it, not to the daemon's folder.
+        if !files.isEmpty {
+            let here = FileManager.default.currentDirectoryPath
+            request["files"] = .array(files.map { .string($0.hasPrefix("/") ? $0 : URL(fileURLWithPath: $0, relativeTo: URL(fileURLWithPath: here + "/")).standardizedFileURL.path) })
+        }
         if recursive { request["recursive"] = .bool(true) }
         if !journal.isEmpty { request["journal"] = .array(journal.map { .string($0) }) }
-        _ = try host.request(.object(request))
-        try follow(host.connection)
+        return request
+    }
+
+    private static func microseconds(_ date: Date) -> Int64 {
+        Int64(clamping: Int64((max(0, date.timeIntervalSince1970) * 1_000_000).rounded()))
     }
 
     /// Copies the stream to standard output until the host ends it.
@@ -67,17 +132,18 @@ struct TailCommand: ParsableCommand {
     /// In `--json` mode event and gap lines are passed through byte for byte, recognized by
     /// their first bytes only — no parsing — and written in one `write` per chunk received, so
     /// the tail keeps up with the host. Other lines (`end`, `error`) are parsed.
-    private func follow(_ connection: ControlConnection) throws {
+    private func copyStream(_ connection: ControlConnection) throws {
+        let format = json ? .json : (output ?? .short)
         var output = StandardOutput()
-        let formatter = EventFormatter(colour: EventFormatter.wantsColour())
+        let formatter = EventFormatter(colour: format == .short && EventFormatter.wantsColour(), utc: utc)
         var ending: String?
         try connection.forEachLine(beforeWaiting: { output.flush() }) { line in
             if line.starts(with: Self.eventPrefix) || line.starts(with: Self.gapPrefix) {
-                if json {
+                if format == .json {
                     output.append(line)
                     output.append(0x0A)
                 } else if let value = try? JSON.parse(line) {
-                    output.append(formatter.format(value))
+                    output.append(format.render(value, with: formatter))
                 }
                 if output.count >= 1 << 16 { output.flush() }
                 return true
@@ -97,7 +163,7 @@ struct TailCommand: ParsableCommand {
         }
         output.flush()
         switch ending {
-        case "count": return
+        case "count", "until": return
         case "shutdown": throw CommandError("eventbusd is shutting down")
         case let reason?: throw CommandError("eventbusd ended the stream (\(reason))")
         case nil: throw CommandError("eventbusd closed the connection")
@@ -116,6 +182,7 @@ struct StandardOutput {
 
     mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) { buffer.append(contentsOf: bytes) }
     mutating func append(_ byte: UInt8) { buffer.append(byte) }
+    mutating func append(_ bytes: [UInt8]) { buffer.append(contentsOf: bytes) }
     mutating func append(_ text: String) { buffer.append(contentsOf: text.utf8) }
 
     mutating func flush() {

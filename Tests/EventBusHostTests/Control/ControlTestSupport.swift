@@ -71,8 +71,10 @@ final class CLIProcess: @unchecked Sendable {
     private let stdoutPath: String
     private let stderrPath: String
 
-    /// Runs `eventbus arguments…`, as `user` (through `setpriv`, with the user's groups) if given.
-    init(_ arguments: [String], as user: TestUser? = nil, in directory: TemporaryDirectory) throws {
+    /// Runs `eventbus arguments…`, as `user` (through `setpriv`, with the user's groups) if given,
+    /// in `workingDirectory` (default: the test's), with `environment` added to its own.
+    init(_ arguments: [String], as user: TestUser? = nil, in directory: TemporaryDirectory,
+         workingDirectory: String? = nil, environment: [String: String] = [:]) throws {
         let id = UUID().uuidString
         stdoutPath = try directory.write("cli-\(id).out", "")
         stderrPath = try directory.write("cli-\(id).err", "")
@@ -84,8 +86,9 @@ final class CLIProcess: @unchecked Sendable {
             process.executableURL = URL(fileURLWithPath: cli)
             process.arguments = arguments
         }
-        process.environment = ["PATH": "/usr/bin:/bin", "NO_COLOR": "1"]
+        process.environment = ["PATH": "/usr/bin:/bin", "NO_COLOR": "1"].merging(environment) { $1 }
         process.standardInput = FileHandle.nullDevice
+        if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
         try process.run()
