@@ -59,6 +59,8 @@ func tailBenchmark(events: Int) async {
         first += events
     }
     let lineBytes = lastEventLine(socket)?.count ?? 0
+    guard let stdinRun = postStdinRun(cli: cli, socket: socket, directory: directory, events: events) else { exit(1) }
+    runs.append(stdinRun)
     _ = await host.shutdown()
 
     print("")
@@ -69,6 +71,35 @@ func tailBenchmark(events: Int) async {
         print("| \(run.label) | \(run.events) | \(String(format: "%.3f", run.seconds)) | \(String(format: "%.0f", rate)) | \(String(format: "%.1f", rate * Double(lineBytes + 1) / 1e6)) | \(run.dropped) |")
     }
     print("(an event line is \(lineBytes + 1) bytes)")
+}
+
+/// `eventbus post --stdin < FILE` with `events` JSON lines, timed from start to exit; no tail.
+private func postStdinRun(cli: String, socket: String, directory: String, events: Int) -> TailRun? {
+    let input = directory + "/events.jsonl"
+    var text = ""
+    text.reserveCapacity(events * 70)
+    for index in 0..<events {
+        text += #"{"name":"bench.stdin","fields":{"n":\#(index),"host":"web-1","latency_ms":12.5}}"# + "\n"
+    }
+    guard FileManager.default.createFile(atPath: input, contents: Data(text.utf8)),
+          let handle = FileHandle(forReadingAtPath: input) else { return nil }
+    let poster = Process()
+    poster.executableURL = URL(fileURLWithPath: cli)
+    poster.arguments = ["post", "--stdin", "--socket", socket]
+    poster.standardInput = handle
+    let start = ContinuousClock.now
+    do { try poster.run() } catch {
+        print("cannot run \(cli): \(error)")
+        return nil
+    }
+    poster.waitUntilExit()
+    let elapsed = ContinuousClock.now - start
+    guard poster.terminationStatus == 0 else {
+        print("post --stdin exited with status \(poster.terminationStatus)")
+        return nil
+    }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return TailRun(label: "eventbus post --stdin (JSON lines, no tail)", events: events, seconds: seconds, dropped: 0)
 }
 
 /// The protocol line of the newest event, as a tail receives it.

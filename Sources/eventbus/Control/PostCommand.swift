@@ -15,7 +15,7 @@ struct PostCommand: ParsableCommand {
             """)
 
     @Argument(help: ArgumentHelp("The event's name, dot-separated (user.deploy.done).", valueName: "name"))
-    var name: String
+    var name: String?
 
     @Argument(help: ArgumentHelp("Fields as key=value.", valueName: "key=value"))
     var fields: [String] = []
@@ -26,18 +26,31 @@ struct PostCommand: ParsableCommand {
     @Flag(name: .customLong("print-seq"), help: "Print the posted event's sequence number (what `tail --since` takes).")
     var printSequence = false
 
+    @Flag(help: ArgumentHelp("Post one event per line of standard input, a JSON object {\"name\": …, \"fields\": {…}}; pipelined over one connection. A line that cannot be posted is reported on standard error with its line number (exit 1); the others are posted."))
+    var stdin = false
+
     @OptionGroup var socket: SocketOptions
 
     /// A malformed field is a usage mistake: found while parsing, so the message comes with
     /// `post`'s usage rather than the top level's.
     func validate() throws {
+        if stdin {
+            guard name == nil, fields.isEmpty, json == nil else { throw ValidationError("--stdin takes the events from standard input: give no name or fields") }
+            return
+        }
+        guard name != nil else { throw ValidationError("missing the event's name (or --stdin)") }
         _ = try postedFields()
     }
 
     func run() throws {
-        let values = try postedFields()
         let host = try socket.connect()
-        let answer = try host.request(["op": "post", "name": .string(name), "fields": .object(values)])
+        if stdin {
+            let failed = try StdinPoster(connection: host.connection, printSequences: printSequence).run()
+            if failed > 0 { throw CommandError("\(failed) line(s) of standard input were not posted (see above)") }
+            return
+        }
+        let values = try postedFields()
+        let answer = try host.request(["op": "post", "name": .string(name!), "fields": .object(values)])
         if printSequence, let sequence = answer["seq"]?.intValue { print(sequence) }
     }
 

@@ -25,6 +25,34 @@ import Testing
         #expect(await daemon.exitStatus() == 0)
     }
 
+    @Test func postStdinPostsEveryGoodLineInOrderAndNamesTheBadOnes() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = directory.path + "/control.sock"
+        let daemon = try await DaemonProcessTests.Daemon.running("control:\n  socket: \(socket)\n", in: directory)
+        defer { withExtendedLifetime(daemon) {} }
+        var lines = (1...3000).map { #"{"name":"load.step","fields":{"n":\#($0)}}"# }
+        lines.insert("not json", at: 10)
+        lines.insert(#"{"name":"bad..name"}"#, at: 20)
+        lines.insert(#"{"fields":{}}"#, at: 30)
+        lines.insert("", at: 40)
+        let input = try directory.write("events.jsonl", lines.joined(separator: "\n") + "\n")
+
+        let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "3000", "load.>"], in: directory)
+        #expect(await waitForTailing(socket, count: 1))
+        let post = await (try CLIProcess(["post", "--stdin", "--print-seq", "--socket", socket], in: directory, input: input)).finish()
+        #expect(post.status == 1)
+        #expect(post.stderr.contains("stdin:11: invalid literal"), "\(post.stderr)")
+        #expect(post.stderr.contains(#"stdin:21: event name "bad..name""#), "\(post.stderr)")
+        #expect(post.stderr.contains(#"stdin:31: "name" (a string) is missing"#), "\(post.stderr)")
+        #expect(post.stderr.contains("3 line(s) of standard input were not posted"))
+        let sequences = post.lines.compactMap { Int64($0) }
+        #expect(sequences.count == 3000 && sequences == sequences.sorted(), "one sequence number per posted line, in order")
+
+        let received = await tail.finish()
+        #expect(received.jsonLines.map { $0["fields"]?["n"]?.intValue ?? 0 } == (1...3000).map(Int64.init))
+        #expect(received.jsonLines.map { $0["seq"]?.intValue ?? 0 } == sequences)
+    }
+
     @Test func bothBinariesPrintTheirVersion() async throws {
         let directory = try TemporaryDirectory()
         let cli = try await eventbus(["--version"], in: directory)

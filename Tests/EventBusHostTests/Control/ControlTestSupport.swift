@@ -72,9 +72,10 @@ final class CLIProcess: @unchecked Sendable {
     private let stderrPath: String
 
     /// Runs `eventbus arguments…`, as `user` (through `setpriv`, with the user's groups) if given,
-    /// in `workingDirectory` (default: the test's), with `environment` added to its own.
+    /// in `workingDirectory` (default: the test's), with `environment` added to its own and
+    /// the file `input` as its standard input (default: none).
     init(_ arguments: [String], as user: TestUser? = nil, in directory: TemporaryDirectory,
-         workingDirectory: String? = nil, environment: [String: String] = [:]) throws {
+         workingDirectory: String? = nil, environment: [String: String] = [:], input: String? = nil) throws {
         let id = UUID().uuidString
         stdoutPath = try directory.write("cli-\(id).out", "")
         stderrPath = try directory.write("cli-\(id).err", "")
@@ -87,7 +88,7 @@ final class CLIProcess: @unchecked Sendable {
             process.arguments = arguments
         }
         process.environment = ["PATH": "/usr/bin:/bin", "NO_COLOR": "1"].merging(environment) { $1 }
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = try input.map { try FileHandle(forReadingFrom: URL(fileURLWithPath: $0)) } ?? FileHandle.nullDevice
         if let workingDirectory { process.currentDirectoryURL = URL(fileURLWithPath: workingDirectory) }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
