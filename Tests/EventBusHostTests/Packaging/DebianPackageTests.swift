@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+
+/// The `.deb` from `packaging/deb/build-deb.sh`, installed with dpkg into a clean Debian root
+/// made by debootstrap (minbase: no Swift, no systemd), where the packaged eventbusd must check
+/// its packaged config and load a packaged module; then removed and purged.
+///
+/// debootstrap fetches the base system from the Debian archive the machine's apt uses; on a
+/// machine without it the test fails saying so (the project's machines all reach it).
+@Suite struct DebianPackageTests {
+    private static let repository = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    @Test(.timeLimit(.minutes(20)))
+    func installsChecksItsConfigAndRemovesCleanlyInAFreshDebianRoot() throws {
+        let directory = try TemporaryDirectory()
+        let built = try shell("bash \(Self.repository)/packaging/deb/build-deb.sh --products \(BuildProducts.directory) --output \(directory.path)/out")
+        #expect(built.status == 0, "\(built.output)")
+        let package = try #require(built.output.split(separator: "\n").last.map(String.init))
+        #expect(package.hasSuffix(".deb"), "\(built.output)")
+
+        let contents = try shell("dpkg-deb --contents \(package)").output
+        for path in ["./usr/bin/eventbusd -> ../lib/eventbus/eventbusd", "./usr/lib/eventbus/libEventBusKit.so",
+                     "./usr/lib/eventbus/libswiftCore.so", "./usr/lib/eventbus/modules/libHello.so",
+                     "./usr/share/eventbus/EventBusKit/Package.swift", "./lib/systemd/system/eventbusd.service",
+                     "./usr/share/man/man8/eventbusd.8.gz", "./usr/share/man/man1/eventbus-tail.1.gz",
+                     "./usr/share/bash-completion/completions/eventbus", "./etc/eventbus/eventbus.yaml"] {
+            #expect(contents.contains(path), "\(path) in the package")
+        }
+        #expect(try shell("dpkg-deb --field \(package) Package Depends").output.contains("libsystemd0"))
+        #expect(try shell("dpkg-deb --ctrl-tarfile \(package) | tar -xOf - ./conffiles").output == "/etc/eventbus/eventbus.yaml\n")
+
+        let root = directory.path + "/root"
+        let bootstrap = try shell("debootstrap --variant=minbase bookworm \(root) \(Self.debianMirror())")
+        try #require(bootstrap.status == 0, "debootstrap could not make a Debian root: \(bootstrap.output.suffix(2000))")
+        #expect(!FileManager.default.fileExists(atPath: root + "/opt/swift"), "the root has no Swift toolchain")
+        try FileManager.default.copyItem(atPath: package, toPath: root + "/tmp/eventbus.deb")
+
+        let session = try shell("""
+            unshare --mount --pid --fork --mount-proc=\(root)/proc chroot \(root) /bin/sh -c '
+              set -e
+              dpkg -i /tmp/eventbus.deb
+              eventbusd --check-config --config /etc/eventbus/eventbus.yaml
+              eventbus --version
+              eventbus module sdk-path
+              getent passwd eventbus
+              echo "# local change" >> /etc/eventbus/eventbus.yaml
+              dpkg -r eventbus
+              test -f /etc/eventbus/eventbus.yaml && echo "conffile kept on remove"
+              dpkg -P eventbus
+              test ! -e /etc/eventbus/eventbus.yaml && test ! -e /usr/lib/eventbus && echo "purged"
+              getent passwd eventbus || echo "user removed"'
+            """)
+        #expect(session.status == 0, "\(session.output)")
+        for line in ["module hello: loads, ABI ok (/usr/lib/eventbus/modules/libHello.so)", "\nok\n",
+                     "(control protocol", "/usr/share/eventbus/EventBusKit", "eventbus:x:",
+                     "conffile kept on remove", "purged", "user removed"] {
+            #expect(session.output.contains(line), "\(line) in: \(session.output)")
+        }
+    }
+
+    /// The first `URIs:` of apt's Debian source, so debootstrap fetches where apt does.
+    private static func debianMirror() -> String {
+        let sources = (try? String(contentsOfFile: "/etc/apt/sources.list.d/debian.sources", encoding: .utf8)) ?? ""
+        for line in sources.split(separator: "\n") where line.hasPrefix("URIs:") {
+            if let uri = line.split(separator: " ").last, !uri.contains("security") { return String(uri) }
+        }
+        return "http://deb.debian.org/debian"
+    }
+
+    private func shell(_ command: String) throws -> (status: Int32, output: String) {
+        let process = Process()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
