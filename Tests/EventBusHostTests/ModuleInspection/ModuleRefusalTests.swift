@@ -146,82 +146,16 @@ import Testing
 
     @Test func checkConfigRefusesEachWithItsReason() async throws {
         let directory = try TemporaryDirectory()
-        let unsafe = try await UnsafeModules.standardSet(in: directory)
-        let config = try directory.write("check.yaml", "modules:\n  counter:\n    path: \(BuildProducts.fixture("FixtureCounter"))\n"
-            + unsafe.map { "  \($0.name):\n    path: \($0.path)\n" }.joined())
-        let check = try DaemonProcessTests.Daemon(arguments: ["--check-config", "--config", config], in: directory)
-        #expect(await check.exitStatus() == 1, "\(check.output)")
-        let output = check.output
-        #expect(output.contains("module counter: loads, ABI ok"), "\(output)")
-        for module in unsafe {
-            let line = output.split(separator: "\n").first { $0.contains("module \(module.name): ") }
-            #expect(line?.contains("cannot load module \(module.path): \(module.reason)") == true, "\(line ?? "no line") in \(output)")
-        }
-        #expect(output.contains("\(unsafe.count) problem(s) found"))
+        try await RefusalScenarios.checkConfig(try await UnsafeModules.standardSet(in: directory), in: directory)
     }
 
     @Test func aStartingHostRefusesEachAndRunsTheRest() async throws {
         let directory = try TemporaryDirectory()
-        let unsafe = try await UnsafeModules.standardSet(in: directory)
-        let socket = directory.at("control.sock")
-        let daemon = try await DaemonProcessTests.Daemon.running("""
-            control: {socket: \(socket)}
-            modules:
-              counter:
-                path: \(BuildProducts.fixture("FixtureCounter"))
-                config: {pattern: "user.>"}
-            \(unsafe.map { "  \($0.name):\n    path: \($0.path)\n" }.joined())
-            """, in: directory)
-        try await expectRefusedAndCounterAlive(unsafe, daemon: daemon, socket: socket, posted: 3, in: directory)
-        daemon.signal(SIGTERM)
-        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+        try await RefusalScenarios.atStart(try await UnsafeModules.standardSet(in: directory), in: directory)
     }
 
     @Test func aReloadRefusesEachAndTheHostStaysUp() async throws {
         let directory = try TemporaryDirectory()
-        let unsafe = try await UnsafeModules.standardSet(in: directory)
-        let socket = directory.at("control.sock")
-        let base = """
-            control: {socket: \(socket)}
-            modules:
-              counter:
-                path: \(BuildProducts.fixture("FixtureCounter"))
-                config: {pattern: "user.>"}
-
-            """
-        let daemon = try await DaemonProcessTests.Daemon.running(base, in: directory)
-        try postMany(socket, name: "user.before", count: 2)
-        try directory.write("eventbus.yaml", base + unsafe.map { "  \($0.name):\n    path: \($0.path)\n" }.joined())
-        daemon.signal(SIGHUP)
-        #expect(await daemon.waitFor("reloaded "), "\(daemon.output)")
-        try await expectRefusedAndCounterAlive(unsafe, daemon: daemon, socket: socket, posted: 5, in: directory)
-        daemon.signal(SIGTERM)
-        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
-    }
-
-    /// Each unsafe module is logged and listed by `eventbus modules` as failed with its reason,
-    /// and the counter module still receives what is posted (3 more events).
-    private func expectRefusedAndCounterAlive(_ unsafe: [UnsafeModule], daemon: DaemonProcessTests.Daemon,
-                                              socket: String, posted total: Int, in directory: TemporaryDirectory) async throws {
-        for module in unsafe {
-            #expect(await daemon.waitFor("modules.\(module.name): cannot load module \(module.path): \(module.reason)"),
-                    "\(daemon.output)")
-        }
-        let listed = try await eventbus(["modules", "--socket", socket, "--json"], in: directory)
-        #expect(listed.status == 0, "\(listed.stderr)")
-        let modules = try JSON.parse(listed.stdout)["modules"]?.arrayValue ?? []
-        for module in unsafe {
-            let entry = modules.first { $0["name"]?.stringValue == module.name }
-            #expect(entry?["state"] == "failed", "\(listed.stdout)")
-            #expect(entry?["reason"]?.stringValue?.contains(module.reason) == true, "\(listed.stdout)")
-        }
-        #expect(modules.first { $0["name"] == "counter" }?["state"] == "active", "\(listed.stdout)")
-        let table = try await eventbus(["modules", "--socket", socket], in: directory)
-        #expect(table.stdout.contains("truncated"), "\(table.stdout)")
-        try postMany(socket, name: "user.after", count: 3)
-        #expect(await eventually {
-            let counter = (try? ask(socket, ["op": "modules"]))?["modules"]?.arrayValue?.first { $0["name"] == "counter" }
-            return (counter?["delivered"]?.intValue ?? 0) >= Int64(total)
-        }, "\(daemon.output)")
+        try await RefusalScenarios.onReload(try await UnsafeModules.standardSet(in: directory), in: directory)
     }
 }
