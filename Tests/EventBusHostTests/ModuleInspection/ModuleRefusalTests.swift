@@ -35,7 +35,8 @@ import Testing
         let directory = try TemporaryDirectory()
         let path = BuildProducts.fixture(module)
         let size = Int(try FileManager.default.attributesOfItem(atPath: path)[.size] as! UInt64)
-        for prefix in [512, 1000, 2048, 4096, 6000, 8192, 12288, 16384, 65536, size / 2, size - 1] where prefix < size {
+        // Every 256 bytes from 512 to 16 KiB (the range), then larger cuts.
+        for prefix in Array(stride(from: 512, through: 16384, by: 256)) + [1000, 6000, 65536, size / 2, size - 1] where prefix < size {
             let file = try UnsafeModules.prefix(of: path, size: prefix, name: "lib\(module)-\(prefix)", in: directory)
             expectRefused(file, .truncated, "truncated or damaged: ")
             expectRefused(file, .truncated, "but the file has only \(prefix) bytes")
