@@ -142,7 +142,7 @@ enum RefusalScenarios {
         }
         #expect(modules.first { $0["name"] == "counter" }?["state"] == "active", "\(listed.stdout)")
         let table = try await eventbus(["modules", "--socket", socket], in: directory)
-        for module in unsafe { #expect(table.stdout.contains(module.name), "\(table.stdout)") }
+        for module in unsafe { #expect(table.stdout.contains("└ cannot load module \(module.path): \(module.reason)"), "\(table.stdout)") }
         try postMany(socket, name: "user.after", count: 3)
         #expect(await eventually {
             let counter = (try? ask(socket, ["op": "modules"]))?["modules"]?.arrayValue?.first { $0["name"] == "counter" }
