@@ -37,8 +37,8 @@ enum ModulePreflight {
 
     /// Runs every check on the file at `path`.
     static func check(path: String, host: ELFFile.Identity = .host) throws(Refusal) -> Report {
-        let source: ELFFileSource
-        do { source = try ELFFileSource(path: path) } catch { throw Refusal(kind: .fileMissing, message: "cannot read it: \(error.message)") }
+        let source: System.ReadOnlyFile
+        do { source = try System.ReadOnlyFile(path: path) } catch { throw Refusal(kind: .fileMissing, message: "cannot read it: \(error.message)") }
         return try check(source, host: host)
     }
 

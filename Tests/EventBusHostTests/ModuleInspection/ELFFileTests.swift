@@ -33,7 +33,7 @@ import Testing
     func readsRealLibrariesAsNmAndReadelfDo(_ name: String) async throws {
         let path = name.hasPrefix("/") ? name : BuildProducts.fixture(name)
         try #require(FileManager.default.fileExists(atPath: path))
-        let file = try ELFFile(ELFFileSource(path: path))
+        let file = try ELFFile(System.ReadOnlyFile(path: path))
         #expect(file.identity.machine == ELFFile.Identity.host.machine)
         let dynamic = try file.dynamicInfo()
         let nm = try await run("/usr/bin/nm", ["-D", "--defined-only", "--without-symbol-versions", path])
@@ -52,7 +52,7 @@ import Testing
 
     @Test func theHostIdentityIsThisProcess() throws {
         let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        let identity = try ELFFile(ELFFileSource(path: exe)).identity
+        let identity = try ELFFile(System.ReadOnlyFile(path: exe)).identity
         #expect(identity.fileClass == ELFFile.Identity.host.fileClass)
         #expect(identity.byteOrder == ELFFile.Identity.host.byteOrder)
         #expect(identity.machine == ELFFile.Identity.host.machine)
