@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "FixtureActivationThrows", type: .dynamic, targets: ["FixtureActivationThrows"]),
         .library(name: "FixtureThrowingHandler", type: .dynamic, targets: ["FixtureThrowingHandler"]),
         .library(name: "FixtureABIMismatch", type: .dynamic, targets: ["FixtureABIMismatch"]),
+        .library(name: "FixtureOwnOpenCombine", type: .dynamic, targets: ["FixtureOwnOpenCombine"]),
     ],
     dependencies: [
         // The SDK is a nested package so SwiftPM links everything here against its one dynamic
@@ -27,6 +28,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // Only for the FixtureOwnOpenCombine test module (a module carrying its own copy, which
+        // the host must refuse); the same exact version the SDK pins, so nothing else changes.
+        .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
     ],
     targets: [
         .executableTarget(
@@ -119,6 +123,13 @@ let package = Package(
             name: "FixtureABIMismatch",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
             path: "Tests/Fixtures/FixtureABIMismatch"
+        ),
+        // Links OpenCombine a second time, as a module that depends on it directly does.
+        .target(
+            name: "FixtureOwnOpenCombine",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"),
+                           .product(name: "OpenCombine", package: "OpenCombine")],
+            path: "Tests/Fixtures/FixtureOwnOpenCombine"
         ),
         // What every test target shares: polling with a generous bound, a thread-safe box.
         .target(name: "TestSupport", path: "Tests/Support"),

@@ -1,5 +1,6 @@
 /// `eventbusd --check-config`: validates the config and loads every enabled module far enough to
-/// pass the ABI check (dlopen, entry symbol, export record), without activating anything.
+/// pass the ABI check (the preflight of the file as ELF, then dlopen, entry symbol, export
+/// record: `ModuleLoader.load`, as at start and on reload), without activating anything.
 public enum ConfigCheck {
     public struct Report: Sendable {
         /// A summary for people, one line each.

@@ -8,14 +8,28 @@ public struct ModuleLoadError: Error, Sendable, CustomStringConvertible {
         case fileMissing
         /// The file or a directory above it could be written by another user.
         case untrusted
-        /// Not an ELF file at all (a script, text, a truncated download…).
+        /// Not an ELF file at all (a script, text…).
         case notELF
+        /// Shorter than its ELF headers say: a table or a loadable segment runs past the end of
+        /// the file (an interrupted copy). Mapping it would fault inside `dlopen`.
+        case truncated
+        /// An ELF header field out of range (an entry size, an address outside every segment…).
+        case malformedELF
+        /// ELF for another class, byte order or machine than this host's.
+        case wrongPlatform
+        /// An executable, object file or core dump: not a shared library.
+        case notSharedLibrary
+        /// Does not link `libEventBusKit.so` (no `DT_NEEDED` on it): not built against the SDK
+        /// as a dynamic library.
+        case notLinkedToSDK
+        /// The entry returned NULL, or a record whose tag or factory is not readable.
+        case badEntryRecord
         /// An ELF file the dynamic loader refused (wrong architecture, missing dependency,
         /// unresolved symbol — often a module built against another SDK).
         case loaderRefused
         /// A shared object without the module entry symbol: not an EventBus module.
         case missingEntry
-        /// Built against another SDK version or compiler.
+        /// Built against another SDK (its interface fingerprint differs) or compiler.
         case abiMismatch
         /// Carries its own copy of EventBusKit or OpenCombine.
         case duplicateSDK
@@ -80,10 +94,12 @@ public final class ModuleLoader: Sendable {
             return cached
         }
         guard identity.isRegularFile else { throw fail(.notELF, "not a regular file") }
-        let magic: [UInt8]
-        do { magic = try System.readPrefix(resolved, count: 4) } catch { throw fail(.fileMissing, error.reason) }
-        guard magic == [0x7F, 0x45, 0x4C, 0x46] else {
-            throw fail(.notELF, "not an ELF shared object; a module is a .so built with swift build")
+        // Read before mapped: everything dlopen would trip over (a truncated file faults inside
+        // the loader) or that would load into a crash later is refused here.
+        do {
+            _ = try ModulePreflight.check(path: resolved)
+        } catch {
+            throw fail(error.kind, error.message)
         }
 
         let handle: UnsafeMutableRawPointer
@@ -92,8 +108,10 @@ public final class ModuleLoader: Sendable {
             throw fail(.missingEntry,
                 "no \(moduleEntrySymbol) symbol: not an EventBus module (a module exports it with @_cdecl(\"\(moduleEntrySymbol)\") and exportModule)")
         }
-        typealias Entry = @convention(c) () -> UnsafeRawPointer
-        let record = unsafeBitCast(entry, to: Entry.self)()
+        typealias Entry = @convention(c) () -> UnsafeRawPointer?
+        let returned = unsafeBitCast(entry, to: Entry.self)()
+        let record: UnsafeRawPointer
+        do { record = try ExportRecordCheck.validate(returned, expectedTag: ModuleABI.buildTag) } catch { throw fail(error.kind, error.message) }
         let factory: ModuleFactory
         do {
             factory = try ModuleFactory.open(record: record)

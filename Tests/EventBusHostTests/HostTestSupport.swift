@@ -29,6 +29,9 @@ enum BuildProducts {
     }()
 
     static func fixture(_ name: String) -> String { directory + "/lib\(name).so" }
+    /// The repository checkout this file is in (`Tests/EventBusHostTests/HostTestSupport.swift`).
+    static let repository = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
     static var eventbusd: String { directory + "/eventbusd" }
 }
 

@@ -39,17 +39,17 @@ import Testing
         #expect(error?.message.contains("no \(moduleEntrySymbol) symbol: not an EventBus module") == true)
     }
 
-    @Test func anELFTheDynamicLoaderRefuses() throws {
-        // An executable is ELF but cannot be dlopen'ed as a library.
+    @Test func anExecutableIsRefusedBeforeDlopen() throws {
+        // An executable is ELF (a PIE is even ET_DYN) but not a library; the preflight says so.
         let error = refusal(BuildProducts.eventbusd)
-        #expect(error?.kind == .loaderRefused)
-        #expect(error?.message.contains("the dynamic loader refused it") == true)
+        #expect(error?.kind == .notSharedLibrary)
+        #expect(error?.message.contains("a position-independent executable, not a shared library") == true)
     }
 
     @Test func aModuleBuiltForAnotherABI() {
         let error = refusal(BuildProducts.fixture("FixtureABIMismatch"))
         #expect(error?.kind == .abiMismatch)
-        #expect(error?.message.contains("built for \"eventbuskit-abi-0 swift-5.9\", this host runs \"\(ModuleABI.buildTag)\"") == true)
+        #expect(error?.message.contains("built with another EventBusKit interface and another compiler: the module has \"eventbuskit-abi-0 swift-5.9\", this host runs \"\(ModuleABI.buildTag)\"") == true)
     }
 
     @Test func aModuleLoadsOnceAndIsRemembered() throws {

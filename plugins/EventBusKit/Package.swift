@@ -18,7 +18,13 @@ let package = Package(
             dependencies: [
                 .product(name: "OpenCombine", package: "OpenCombine"),
                 .product(name: "OpenCombineDispatch", package: "OpenCombine"),
-            ]
+            ],
+            plugins: ["SDKFingerprint"]
         ),
+        // `ModuleABI.interfaceFingerprint`: a SHA-256 of this package's sources and manifest,
+        // generated at build time, compiled into every module and compared by the host, so a
+        // module built against any other SDK is refused with no version to bump by hand.
+        .plugin(name: "SDKFingerprint", capability: .buildTool(), dependencies: ["SDKFingerprintTool"]),
+        .executableTarget(name: "SDKFingerprintTool"),
     ]
 )

@@ -147,7 +147,10 @@ struct ModuleScaffold {
         builds `.build/release/lib\(name.target).so` against the SDK at `\(sdkPath)` — the SDK
         of the host that loads it; rebuild after that host is upgraded. Add the entry in
         `sample.yaml` to the `modules:` of the host's config (the keys above go under `config:`)
-        and reload (`kill -HUP`) or restart the host.
+        and reload (`kill -HUP`) or restart the host. `eventbusd --check-config` says whether it
+        loads: a module built against any other SDK (the library carries a fingerprint of the
+        SDK's sources) or compiler, or that depends on OpenCombine directly, is refused with the
+        reason.
 
         """
     }

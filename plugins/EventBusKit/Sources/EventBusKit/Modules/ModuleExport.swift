@@ -15,8 +15,10 @@ public let moduleEntrySymbol = "eventbus_module"
 /// compiler the module was built with; word 1 is the module factory. The host reads word 0 —
 /// plain C, safe whatever the module was built with — and touches the Swift object in word 1
 /// only when the tags match, so a mismatched module is refused instead of loaded into a crash.
-/// `@inlinable` so the tag is the one compiled into the module, not the host's.
-@inlinable
+/// `@_alwaysEmitIntoClient` so the tag is the one compiled into the module, not the host's:
+/// plain `@inlinable` code is inlined only when optimizing, and a debug-built module called the
+/// host's `exportModule` and so always wrote the host's tag.
+@_alwaysEmitIntoClient
 public func exportModule(_ make: @escaping () -> any EventBusModule) -> UnsafeRawPointer {
     let record = UnsafeMutablePointer<UnsafeRawPointer>.allocate(capacity: 2)
     record[0] = UnsafeRawPointer(strdup(ModuleABI.buildTag)!)
@@ -28,10 +30,11 @@ public func exportModule(_ make: @escaping () -> any EventBusModule) -> UnsafeRa
 public enum ModuleABI {
     /// Evaluated where it is compiled: in a module, the SDK and compiler *it* was built with.
     /// Swift has no stable ABI here (no library evolution), so both must match the host's.
-    @inlinable
+    /// The SDK part is ``interfaceFingerprint``, generated from the SDK's sources at build time
+    /// (the SDKFingerprint plugin): nothing to bump by hand.
+    @_alwaysEmitIntoClient
     public static var buildTag: String {
-        // The SDK interface version: bump it with every change to a public type.
-        let sdk = "eventbuskit-abi-2"
+        let sdk = interfaceFingerprint
         #if compiler(>=6.4)
         let compiler = "swift-6.4-or-later"
         #elseif compiler(>=6.3.2)
@@ -62,8 +65,12 @@ public final class ModuleFactory {
         let words = record.assumingMemoryBound(to: UnsafeRawPointer.self)
         let tag = String(cString: words[0].assumingMemoryBound(to: CChar.self))
         guard tag == ModuleABI.buildTag else {
+            let theirs = tag.split(separator: " "), ours = ModuleABI.buildTag.split(separator: " ")
+            var what: [String] = []
+            if theirs.first != ours.first { what.append("another EventBusKit interface") }
+            if theirs.dropFirst().first != ours.dropFirst().first { what.append("another compiler") }
             throw EventBusError(.moduleABIMismatch,
-                "built for \"\(tag)\", this host runs \"\(ModuleABI.buildTag)\"; rebuild the module against this host's SDK (eventbus module sdk-path)")
+                "built with \(what.isEmpty ? "another SDK" : what.joined(separator: " and ")): the module has \"\(tag)\", this host runs \"\(ModuleABI.buildTag)\"; rebuild the module against this host's SDK (eventbus module sdk-path)")
         }
         let object = Unmanaged<AnyObject>.fromOpaque(words[1]).takeUnretainedValue()
         guard let factory = object as? ModuleFactory else {

@@ -1,17 +1,18 @@
 import Dispatch
 import Foundation
 
-struct ProcessResult: Sendable {
-    var status: Int32
+public struct ProcessResult: Sendable {
+    public var status: Int32
     /// Standard output and error, interleaved as written.
-    var output: String
-    var seconds: Double
+    public var output: String
+    public var seconds: Double
 }
 
-/// Runs a program to its end. The waiting happens on a Dispatch thread, not on one of Swift
+/// Runs a program to its end (shared by the module-package builds of EventBusModulesTests and the
+/// changed-SDK build of EventBusHostTests). The waiting happens on a Dispatch thread, not on one of Swift
 /// concurrency's few cooperative threads, so a minute-long `swift build` does not starve the
 /// tests running beside it.
-func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
+public func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
     try await withCheckedThrowingContinuation { continuation in
         DispatchQueue.global().async {
             continuation.resume(with: Result { try runBlocking(program, arguments, environment: environment) })
@@ -40,10 +41,15 @@ private func runBlocking(_ program: String, _ arguments: [String], environment: 
 }
 
 /// `swift` from the `PATH` the tests run with, as a module author would call it.
-func swiftExecutable() throws -> String {
+public func swiftExecutable() throws -> String {
     let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin"
     for folder in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(folder)/swift") {
         return "\(folder)/swift"
     }
-    throw HarnessError("no swift on PATH (\(path))")
+    throw MissingProgram(description: "no swift on PATH (\(path))")
+}
+
+/// A program a test needs is not installed.
+public struct MissingProgram: Error, CustomStringConvertible {
+    public var description: String
 }
