@@ -108,7 +108,7 @@ func busFastMapFilter(_ n: Int, eventsPerRun: Int) -> Double {
     let bus = Bus()
     let sinks = (0..<n).map { _ in
         bus.publisher(for: try! EventPattern("bench.*"))
-            .map(\.sequence)
+            .map { $0.sequence }
             .filter { $0 & 1 == 0 }
             .sink { counter.value &+= Int($0 & 1) + 1 }
     }

@@ -27,12 +27,18 @@
 public struct EventPipeline<Output>: Publisher {
     public typealias Failure = Never
 
-    let source: EventPublisher
-    /// Builds one subscription's stage chain: nil drops the event. Called once per subscriber, so
-    /// stateful stages keep their state per subscription.
-    let makeStage: () -> (Event) -> Output?
+    /// One subscription's stage chain: called with each event and the next step, which it calls
+    /// with the event's output — or not at all when a stage drops it. Passing the value on to a
+    /// continuation (rather than returning an `Output?`) lets every stage borrow it: no copy of
+    /// the event, no retain of its strings and fields per stage.
+    typealias Stage = (Event, (Output) -> Void) -> Void
 
-    init(source: EventPublisher, makeStage: @escaping () -> (Event) -> Output?) {
+    let source: EventPublisher
+    /// Builds one subscription's stage chain. Called once per subscriber, so stateful stages
+    /// (`removeDuplicates`) keep their state per subscription.
+    let makeStage: () -> Stage
+
+    init(source: EventPublisher, makeStage: @escaping () -> Stage) {
         self.source = source
         self.makeStage = makeStage
     }
@@ -49,7 +55,7 @@ public struct EventPipeline<Output>: Publisher {
     ) -> AnyCancellable {
         let stage = makeStage()
         return source.bus.core.sink(source, receiveCompletion: receiveCompletion) { event in
-            if let value = stage(event) { receiveValue(value) }
+            stage(event, receiveValue)
         }
     }
 
@@ -57,20 +63,23 @@ public struct EventPipeline<Output>: Publisher {
 
     /// Combine's `filter`, run on the bus subscription's lane.
     public func filter(_ isIncluded: @escaping (Output) -> Bool) -> EventPipeline<Output> {
-        chained { stage in { event in
-            guard let value = stage(event), isIncluded(value) else { return nil }
-            return value
+        chained { upstream in { event, next in
+            upstream(event) { value in if isIncluded(value) { next(value) } }
         } }
     }
 
     /// Combine's `map`, run on the bus subscription's lane.
     public func map<T>(_ transform: @escaping (Output) -> T) -> EventPipeline<T> {
-        chained { stage in { event in stage(event).map(transform) } }
+        chained { upstream in { event, next in
+            upstream(event) { value in next(transform(value)) }
+        } }
     }
 
     /// Combine's `compactMap`, run on the bus subscription's lane: a nil result spends no demand.
     public func compactMap<T>(_ transform: @escaping (Output) -> T?) -> EventPipeline<T> {
-        chained { stage in { event in stage(event).flatMap(transform) } }
+        chained { upstream in { event, next in
+            upstream(event) { value in if let result = transform(value) { next(result) } }
+        } }
     }
 
     /// Combine's `removeDuplicates(by:)`: drops a value `predicate` finds equal to the previous
@@ -78,19 +87,20 @@ public struct EventPipeline<Output>: Publisher {
     public func removeDuplicates(
         by predicate: @escaping (Output, Output) -> Bool
     ) -> EventPipeline<Output> {
-        chained { stage in
+        chained { upstream in
             var previous: Output?
-            return { event in
-                guard let value = stage(event) else { return nil }
-                if let last = previous, predicate(last, value) { return nil }
-                previous = value
-                return value
+            return { event, next in
+                upstream(event) { value in
+                    if let last = previous, predicate(last, value) { return }
+                    previous = value
+                    next(value)
+                }
             }
         }
     }
 
     private func chained<T>(
-        _ next: @escaping (@escaping (Event) -> Output?) -> (Event) -> T?
+        _ next: @escaping (@escaping Stage) -> EventPipeline<T>.Stage
     ) -> EventPipeline<T> {
         let upstream = makeStage
         return EventPipeline<T>(source: source) { next(upstream()) }
@@ -107,24 +117,24 @@ extension EventPipeline where Output: Equatable {
 extension EventPublisher {
     /// Combine's `filter`, run by the bus subscription itself (see ``EventPipeline``).
     public func filter(_ isIncluded: @escaping (Event) -> Bool) -> EventPipeline<Event> {
-        EventPipeline(source: self) { { event in isIncluded(event) ? event : nil } }
+        EventPipeline(source: self) { { event, next in if isIncluded(event) { next(event) } } }
     }
 
     /// Combine's `map`, run by the bus subscription itself (see ``EventPipeline``).
     public func map<T>(_ transform: @escaping (Event) -> T) -> EventPipeline<T> {
-        EventPipeline(source: self) { { event in transform(event) } }
+        EventPipeline(source: self) { { event, next in next(transform(event)) } }
     }
 
     /// Combine's `compactMap`, run by the bus subscription itself (see ``EventPipeline``).
     public func compactMap<T>(_ transform: @escaping (Event) -> T?) -> EventPipeline<T> {
-        EventPipeline(source: self) { transform }
+        EventPipeline(source: self) { { event, next in if let value = transform(event) { next(value) } } }
     }
 
     /// Combine's `removeDuplicates(by:)`, run by the bus subscription itself (see
     /// ``EventPipeline``). Events are not `Equatable` (two posts of the same content are two
     /// events), so there is no `removeDuplicates()` without a predicate on the events themselves.
     public func removeDuplicates(by predicate: @escaping (Event, Event) -> Bool) -> EventPipeline<Event> {
-        EventPipeline(source: self) { { event in event } }.removeDuplicates(by: predicate)
+        EventPipeline(source: self) { { event, next in next(event) } }.removeDuplicates(by: predicate)
     }
 }
 
@@ -133,10 +143,10 @@ extension EventPublisher {
 final class PipelineSubscription<Downstream: Subscriber>: SubscriptionCore, Subscription, @unchecked Sendable
 where Downstream.Failure == Never {
     private let core: BusCore
-    private let stage: (Event) -> Downstream.Input?
+    private let stage: EventPipeline<Downstream.Input>.Stage
     private var downstream: Downstream?
 
-    init(core: BusCore, downstream: Downstream, stage: @escaping (Event) -> Downstream.Input?,
+    init(core: BusCore, downstream: Downstream, stage: @escaping EventPipeline<Downstream.Input>.Stage,
          id: UInt64, publisher: EventPublisher, lease: SourceLease?) {
         self.core = core
         self.stage = stage
@@ -146,8 +156,9 @@ where Downstream.Failure == Never {
 
     override func receive(_ event: Event) -> Int {
         guard let downstream else { return 0 }
-        guard let value = stage(event) else { return SubscriptionCore.skipped }
-        return downstream.receive(value).max ?? Int.max
+        var demand = SubscriptionCore.skipped  // stays so when a stage drops the event
+        stage(event) { value in demand = downstream.receive(value).max ?? Int.max }
+        return demand
     }
 
     override func receiveFinished() {
@@ -175,7 +186,7 @@ extension BusCore {
     /// Subscribes `downstream` to `publisher` through a pipeline's stage chain.
     func subscribe<Downstream: Subscriber>(
         _ downstream: Downstream, to publisher: EventPublisher,
-        through stage: @escaping (Event) -> Downstream.Input?
+        through stage: @escaping EventPipeline<Downstream.Input>.Stage
     ) where Downstream.Failure == Never {
         let added = register(publisher) { id, lease in
             PipelineSubscription(core: self, downstream: downstream, stage: stage, id: id,
