@@ -58,6 +58,13 @@ let package = Package(
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources"],
             path: "Tests/Fixtures/JournalConsumerFixture"
         ),
+        // Runs an operator misuse that must trap (requesting .none from a combineLatest), as a
+        // child process of the operator tests.
+        .executableTarget(
+            name: "operator-trap-fixture",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/OperatorTrapFixture"
+        ),
         .executableTarget(
             name: "eventbus",
             dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser"), "ControlProtocol"]

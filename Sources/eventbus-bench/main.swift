@@ -1,7 +1,11 @@
 import Foundation
 // EventBus benchmarks, each side by side with its anchors measured in the same run.
 // Run in release: swift run -c release eventbus-bench [BENCHMARK] [ARGS…]
-//   dispatch [deliveries-per-run]   post → N sinks vs raw closures and PassthroughSubject
+//   dispatch [deliveries-per-run]   post → N sinks vs raw closures and PassthroughSubject; the
+//                                   bus's own operators; then mailbox, timer-jitter, footprint
+//   mailbox [events]                cross-thread delivery into mailboxes vs receive(on:)
+//   timer-jitter [seconds]          10 ms timer lateness, quiet and under a CPU hog
+//   footprint [subscriptions]       heap bytes per subscription; an idle eventbusd's RSS
 //   files [files] [directory]       a storm of file creations: the inotify source vs inotifywait
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
 //   journal [entries]               journal ingest vs a C loop and journalctl; follow latency
@@ -9,6 +13,22 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
     dispatchBenchmark(eventsPerRun: arguments.dropFirst().first.flatMap(Int.init) ?? 2_000_000)
+    print()
+    mailboxBenchmark(events: 200_000)
+    print()
+    timerJitterBenchmark(seconds: 5)
+    print()
+    subscriptionFootprint(count: 100_000)
+    idleHostFootprint(idleSeconds: 2)
+case "mailbox":
+    mailboxBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
+case "timer-jitter":
+    timerJitterBenchmark(seconds: arguments.dropFirst().first.flatMap(Double.init) ?? 5)
+case "footprint-child":  // the footprint benchmark's measurement, run as a child process
+    footprintChild(variant: arguments[1], count: Int(arguments[2])!)
+case "footprint":
+    subscriptionFootprint(count: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000)
+    idleHostFootprint(idleSeconds: 2)
 case "files":
     filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000,
                    base: arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"))
@@ -21,6 +41,6 @@ case "journal":
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, files, tail, journal")
+    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, tail, journal")
     exit(2)
 }

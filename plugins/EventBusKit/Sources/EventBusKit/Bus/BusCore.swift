@@ -80,7 +80,7 @@ final class BusCore: Sendable {
 
     /// Adds a subscription to the routing table, then starts its shared source if it is the first
     /// one (after, so the source's first events reach it). Nil when the bus has finished.
-    private func register<Core: SubscriptionCore>(
+    func register<Core: SubscriptionCore>(
         _ publisher: EventPublisher, make: (UInt64, SourceLease?) -> Core
     ) -> Core? {
         let shared = publisher.source.map { sources.acquire($0) }

@@ -149,14 +149,26 @@ class SubscriptionCore: @unchecked Sendable {
 
     @inline(__always)
     private func send(_ event: Event) {
-        if demand != Int.max { demand -= 1 }
-        delivered &+= 1
+        let bounded = demand != Int.max
+        if bounded { demand -= 1 }
         let more = receive(event)
+        if more == SubscriptionCore.skipped {
+            // A pipeline stage (``EventPipeline``'s filter, compactMap, removeDuplicates) dropped
+            // it: no output, so no demand spent — as Combine's `Filter` asks upstream for one more.
+            if bounded { demand += 1 }
+            return
+        }
+        delivered &+= 1
         if more > 0 { addDemand(more) }
     }
 
+    /// What `receive(_:)` returns when a pipeline stage dropped the event (it reached nobody).
+    static let skipped = -1
+
     // MARK: Implemented by the generic subclass
 
+    /// Hands `event` to the subscriber; returns the demand it added (`Int.max`: unlimited) or
+    /// ``skipped``.
     func receive(_ event: Event) -> Int { fatalError("abstract") }
     func receiveFinished() { fatalError("abstract") }
     func dropSubscriber() { fatalError("abstract") }

@@ -1,35 +1,51 @@
 import OpenCombine
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The subscription shared by `CombineLatest`, `CombineLatest3` and `CombineLatest4`.
 ///
 /// Each upstream reaches it through a `CombineLatestSide`, which stores the upstream's latest value
 /// in its own typed `LatestValue` slot; `combine` reads all slots into the output tuple. That keeps
 /// the inner independent of the upstreams' output types without boxing every value in `Any`.
 ///
-/// Semantics, as Apple's CombineLatest unless noted:
-/// - Nothing is emitted until every upstream has produced a value; after that, every new value
-///   emits the tuple of the latest values, snapshotted when the value arrives, so under concurrent
-///   or re-entrant sends no intermediate combination is skipped while demand allows it.
-///   *Deviation:* Apple's drops a value sent re-entrantly from inside the downstream's `receive`.
+/// Semantics, as Apple's CombineLatest (pinned by `CombineLatestConformanceTests`):
+/// - Nothing is emitted until every upstream has produced a value; after that, a new value emits
+///   the tuple of the latest values — if the downstream has demand at that moment.
+/// - **No demand, no combination.** A value that arrives while the downstream's demand is 0 is
+///   recorded as its upstream's latest, and nothing is kept to send later: the next output is the
+///   combination formed by the next upstream value that arrives once there is demand again.
+/// - **No re-entrant delivery.** A value sent from inside the downstream's own `receive(_:)` into
+///   one of these upstreams (on that same thread) is recorded as latest but not emitted, whatever
+///   the demand: it shows in the next combination another upstream value produces. So a
+///   subscriber that writes back into its source on every output gets one output per outside
+///   value — never a loop. Apple's implementation does exactly this (a "recursion" flag set
+///   around the downstream call).
+/// - Requesting `.none` is a programming error and traps (`fatalError`), as Combine's
+///   precondition does.
 /// - Demand passes through: every `request(n)` is forwarded to all upstreams (to one that
-///   subscribes later, on subscription). So is demand the downstream returns from `receive(_:)`:
-///   to the upstream whose value was being delivered as its call's result, to the others by
-///   `request`. *Deviation:* Apple's gives that demand to the delivering upstream only, which can
-///   starve the others.
-/// - When a combination arrives while the downstream has no demand left, only the latest one is
-///   kept and it is emitted as soon as demand arrives. *Deviation:* Apple's implementation drops it
-///   and emits nothing until some upstream sends again, so the downstream can miss the final state.
+///   subscribes later, on subscription). *Deviation:* demand the downstream returns from
+///   `receive(_:)` goes to the delivering upstream as its call's result *and* to the others by
+///   `request`; Apple's gives it to the delivering upstream only, which can starve the others.
 /// - `.finished` once every upstream has finished — even if one of them finished without ever
 ///   producing a value (then nothing is ever emitted, but the publisher still waits for the others;
-///   this is Apple's observed behaviour, although its documentation says "never finishes"). A kept
-///   combination (see above) is delivered before the completion, which therefore waits for demand.
+///   this is Apple's observed behaviour, although its documentation says "never finishes").
 /// - The first `.failure` goes downstream at once and cancels the other upstreams; upstreams not
 ///   yet subscribed by then (say, after a `Fail`) are never subscribed.
 /// - After a completion or `cancel()`, nothing more is delivered (a delivery that another thread
 ///   had already begun when `cancel()` was called still completes).
 ///
-/// Delivery is serialized exactly as in `MergeInner` (the drain pattern): the downstream never sees
-/// concurrent calls, and re-entrant sends, requests and cancels from inside its `receive` are
+/// Threads: delivery is serialized exactly as in `MergeInner` (the drain pattern), so the
+/// downstream never sees concurrent calls. A value from *another* thread that arrives while one
+/// thread is delivering is not lost: if there is demand, its combination (snapshotted on arrival)
+/// is queued and delivered when the current call returns. (Apple's blocks that thread on a
+/// recursive lock instead, or drops it if it sees the recursion flag first — a race; queueing
+/// keeps every combination the demand allows.) Requests and cancels from inside `receive` are
 /// handled right after that call returns.
 ///
 /// `@unchecked Sendable`: upstreams call in from any thread; all mutable state, the slots included,
@@ -51,16 +67,16 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
     private var upstreams: UpstreamSlots
     private var hasValue: [Bool]
     private var withValueCount = 0
-    /// Combinations already counted against `demand`, in arrival order.
+    /// Combinations already counted against `demand` (from other threads while one delivered).
     private var queue = FIFO<Output>()
-    /// A combination arrived while there was no demand; it is built when demand comes.
-    private var pendingCombination = false
     private var demand = Subscribers.Demand.none
     /// Everything forwarded upstream so far: what an upstream that subscribes late is owed.
     private var forwarded = Subscribers.Demand.none
     private var failure: Failure?
     private var terminated = false
     private var draining = false
+    /// The thread inside `downstream.receive(_:)`, while it is: a value it sends is re-entrant.
+    private var receivingThread: pthread_t?
 
     init(downstream: Downstream, upstreamCount: Int, combine: @escaping () -> Output) {
         self.downstream = downstream
@@ -90,7 +106,10 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
     // MARK: Downstream side
 
     func request(_ newDemand: Subscribers.Demand) {
-        guard newDemand > 0 else { return }
+        if newDemand == .none {
+            // Combine's precondition: a subscriber that asks for nothing has a bug; say where.
+            fatalError("CombineLatest: request(.none) — demand must be greater than zero")
+        }
         lock.lock()
         guard !terminated, failure == nil else { return lock.unlock() }
         let targets = addDemandLocked(newDemand, except: nil)
@@ -141,9 +160,14 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
             hasValue[index] = true
             withValueCount += 1
         }
-        if withValueCount == hasValue.count {
-            pendingCombination = true
-            takePendingCombinationLocked()
+        if let receivingThread, pthread_equal(receivingThread, pthread_self()) != 0 {
+            // Sent from inside the downstream's `receive`: recorded, not emitted (Combine).
+            lock.unlock()
+            return .none
+        }
+        if withValueCount == hasValue.count, demand > 0 {
+            demand -= 1
+            queue.append(combine())
         }
         guard !draining else {
             lock.unlock()
@@ -165,7 +189,6 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
         case .failure(let error):
             failure = error
             queue.removeAll()
-            pendingCombination = false
             let others = upstreams.removeAll()
             let drain = !draining
             draining = true
@@ -179,19 +202,10 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
 
     // MARK: Draining
 
-    /// Moves the pending combination, if any, into the queue when there is demand for it.
-    private func takePendingCombinationLocked() {
-        guard pendingCombination, demand > 0 else { return }
-        pendingCombination = false
-        demand -= 1
-        queue.append(combine())
-    }
-
     /// Adds downstream demand and returns the upstreams (but `except`) it must be forwarded to.
     private func addDemandLocked(_ more: Subscribers.Demand, except: Int?) -> [Subscription] {
         demand += more
         forwarded += more
-        takePendingCombinationLocked()
         return upstreams.live(except: except)
     }
 
@@ -215,9 +229,11 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
                 return callerDemand
             }
             if let output = queue.popFirst() {
+                receivingThread = pthread_self()
                 lock.unlock()
                 let more = downstream.receive(output)
                 lock.lock()
+                receivingThread = nil
                 guard more > 0, !terminated, failure == nil else { continue }
                 let targets = addDemandLocked(more, except: caller)
                 if let caller, upstreams[caller] != nil { callerDemand += more }
@@ -228,7 +244,7 @@ final class CombineLatestInner<Downstream: Subscriber>: Subscription, CustomStri
                 }
                 continue
             }
-            if upstreams.allCompleted, !pendingCombination {
+            if upstreams.allCompleted {
                 terminated = true
                 draining = false
                 lock.unlock()

@@ -1,36 +1,42 @@
 import OpenCombine
 
-/// The subscription shared by `Merge`, `Merge3`, `Merge4` and `MergeMany`: N upstreams, one
-/// downstream, each upstream reaching it through a `MergeSide` that carries its index.
+/// The subscription shared by `Merge` … `Merge8` and `MergeMany`: N upstreams, one downstream,
+/// each upstream reaching it through a `MergeSide` that carries its index.
 ///
-/// Demand follows Apple's Merge. While the downstream's demand is bounded, every upstream is
-/// granted exactly one value at a time (`.max(1)`), and the grant is renewed only after that value
-/// has been delivered — so each upstream has at most one value waiting here, and none is ever
-/// delivered beyond the downstream's demand. A value delivered during the upstream's own
-/// `receive(_:)` renews the grant through the return value (`.max(1)`), as Combine does; one that
-/// waited is renewed with `request(.max(1))` when it goes out. Once the downstream asks for
-/// `.unlimited`, every upstream gets `.unlimited` and grants stop.
+/// Demand and buffering follow Apple's Merge (pinned by `MergeConformanceTests`):
+/// - While the downstream's demand is bounded, every upstream is granted one value at a time
+///   (`.max(1)`). A value that can go downstream at once renews its upstream's grant through the
+///   return value of that upstream's `receive(_:)`; one that cannot waits and is renewed with
+///   `request(.max(1))` when it goes out.
+/// - **One waiting value per upstream.** A value that arrives while the downstream has no demand
+///   waits in its upstream's slot; a newer one from the same upstream (one that sent beyond its
+///   grant) replaces it. When demand arrives, slots are served in upstream index order — not in
+///   arrival order. So a merge never holds more than N values, whatever its upstreams do.
+/// - Once the downstream asks for `.unlimited`, the slots are flushed (index order), every
+///   upstream gets `.unlimited` and grants stop.
+/// - `.finished` once every upstream has finished and no value waits; the first `.failure` goes
+///   downstream at once (waiting values are dropped) and **cancels every upstream, the failed one
+///   included**, as Combine does.
+/// - `request(.none)` is ignored (Apple's Merge ignores it too; its CombineLatest traps).
 ///
-/// Delivery is serialized with the "drain" pattern: whoever changes the state under the lock and
-/// finds nobody draining becomes the drainer and delivers queued values (and the completion)
-/// outside the lock until there is nothing it may deliver; everybody else only queues and leaves.
-/// So the downstream never sees two calls at once, nested calls from inside its own `receive`
-/// (a subject sent to, a `request`, a `cancel`) never deadlock, and they are handled right after
-/// the call in flight returns. Values are delivered in the order they arrived here, so each
-/// upstream's order is kept.
+/// Where a module needs every value of every upstream in arrival order under bounded demand, the
+/// upstreams should be bus publishers: each bus subscription keeps its own bounded, announced
+/// buffer (README, "Where nothing is lost"), so a merge of them loses nothing.
 ///
-/// Completion: `.finished` once every upstream has finished and the queue is empty; the first
-/// `.failure` goes downstream at once (queued values are dropped, as in Combine) and cancels the
-/// other upstreams. After a completion or `cancel()`, nothing more is delivered (a delivery that
-/// another thread had already begun when `cancel()` was called still completes).
+/// Threads: delivery is serialized with the "drain" pattern: whoever changes the state under the
+/// lock and finds nobody draining becomes the drainer and delivers waiting values (and the
+/// completion) outside the lock until there is nothing it may deliver; everybody else only
+/// stores and leaves. So the downstream never sees two calls at once, and nested calls from
+/// inside its own `receive` (a subject sent to, a `request`, a `cancel`) are handled right after
+/// the call in flight returns instead of nested in it (Apple's nests them under a recursive lock;
+/// the order of values is the same). Under `.unlimited`, values that arrive from other threads
+/// while one thread delivers wait in arrival order (nothing is replaced: there is demand for
+/// all). After a completion or `cancel()`, nothing more is delivered (a delivery that another
+/// thread had already begun when `cancel()` was called still completes).
 ///
-/// Where this deliberately differs from Apple's implementation: an upstream that sends more than it
-/// was granted has its surplus queued, not overwritten (Apple keeps one value per upstream and
-/// drops the rest), and it gets no new grant until the surplus has been delivered; the upstream
-/// that failed is not cancelled (Apple cancels it too, a no-op on a completed subscription);
-/// upstreams not yet subscribed when the merge ends (say, after a `Fail`) are never subscribed,
-/// rather than subscribed and cancelled at once; and a `MergeMany` of zero publishers finishes at
-/// once.
+/// Other departures from Apple's implementation: upstreams not yet subscribed when the merge
+/// ends (say, after a `Fail`) are never subscribed, rather than subscribed and cancelled at once;
+/// and a `MergeMany` of zero publishers finishes at once.
 ///
 /// `@unchecked Sendable`: upstreams call in from any thread; all mutable state is guarded by `lock`,
 /// and `downstream` is only called by the single drainer.
@@ -47,11 +53,11 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
 
     // All guarded by `lock`.
     private var upstreams: UpstreamSlots
-    /// Values each upstream may still send under its current grant (bounded mode only).
-    private var granted: [Int]
-    /// Values of each upstream waiting in `queue`.
-    private var queued: [Int]
-    private var queue = FIFO<(index: Int, value: Input)>()
+    /// The value each upstream has waiting (bounded demand); a newer one replaces it.
+    private var waiting: [Input?]
+    private var waitingCount = 0
+    /// Values waiting in arrival order once demand is unlimited.
+    private var queue = FIFO<Input>()
     private var demand = Subscribers.Demand.none
     private var unlimited = false
     private var failure: Failure?
@@ -62,8 +68,7 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
     init(downstream: Downstream, upstreamCount: Int) {
         self.downstream = downstream
         upstreams = UpstreamSlots(count: upstreamCount)
-        granted = Array(repeating: 0, count: upstreamCount)
-        queued = Array(repeating: 0, count: upstreamCount)
+        waiting = Array(repeating: nil, count: upstreamCount)
     }
 
     /// Hands the subscription downstream, before any upstream is subscribed (as Combine does), so
@@ -103,8 +108,8 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
         }
         draining = true
         if !toUnlimit.isEmpty {
-            // Still the drainer: values these requests produce synchronously are queued, then
-            // delivered by the drain below.
+            // Still the drainer: values these requests produce synchronously wait, then go out
+            // in the drain below — after the slots, as in Combine.
             lock.unlock()
             toUnlimit.forEach { $0.request(.unlimited) }
             lock.lock()
@@ -116,7 +121,7 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
         lock.lock()
         guard !terminated else { return lock.unlock() }
         terminated = true
-        queue.removeAll()
+        clearWaitingLocked()
         let live = upstreams.removeAll()
         lock.unlock()
         live.forEach { $0.cancel() }
@@ -132,7 +137,6 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
             return
         }
         let initial: Subscribers.Demand = unlimited ? .unlimited : .max(1)
-        if !unlimited { granted[index] = 1 }
         lock.unlock()
         subscription.request(initial)
     }
@@ -143,9 +147,12 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
             lock.unlock()
             return .none
         }
-        if granted[index] > 0 { granted[index] -= 1 }
-        queue.append((index, value))
-        queued[index] += 1
+        if unlimited {
+            queue.append(value)
+        } else {
+            if waiting[index] == nil { waitingCount += 1 }
+            waiting[index] = value  // a value still waiting from this upstream is replaced
+        }
         guard !draining else {
             lock.unlock()
             return .none  // the drainer delivers it and renews the grant with `request`
@@ -157,21 +164,22 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
     fileprivate func receive(completion: Subscribers.Completion<Failure>, at index: Int) {
         lock.lock()
         guard !terminated, failure == nil, !upstreams.hasCompleted(index) else { return lock.unlock() }
-        upstreams.complete(index)
         switch completion {
         case .finished:
+            upstreams.complete(index)
             // Only the last one matters; if somebody is draining, it sees it before it stops.
             guard upstreams.allCompleted, !draining else { return lock.unlock() }
             draining = true
             _ = drainLocked(caller: nil)
         case .failure(let error):
             failure = error
-            queue.removeAll()
-            let others = upstreams.removeAll()
+            clearWaitingLocked()
+            let all = upstreams.removeAll()  // the failed one too: Combine cancels it as well
+            upstreams.complete(index)
             let drain = !draining
             draining = true
             lock.unlock()
-            others.forEach { $0.cancel() }
+            all.forEach { $0.cancel() }
             guard drain else { return }  // the current drainer delivers the failure
             lock.lock()
             _ = drainLocked(caller: nil)
@@ -180,6 +188,12 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
 
     // MARK: Draining
 
+    private func clearWaitingLocked() {
+        queue.removeAll()
+        waiting = Array(repeating: nil, count: waiting.count)
+        waitingCount = 0
+    }
+
     /// Adds downstream demand; on the switch to `.unlimited`, returns the upstreams that must now
     /// be asked for `.unlimited` (outside the lock).
     private func addDemandLocked(_ more: Subscribers.Demand) -> [Subscription] {
@@ -187,6 +201,24 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
         guard more == .unlimited, !unlimited else { return [] }
         unlimited = true
         return upstreams.live()
+    }
+
+    /// The next value that may go downstream: the first upstream's (by index) waiting value,
+    /// then the arrival-ordered queue. Counts it against the demand.
+    private func takeNextLocked() -> (index: Int?, value: Input)? {
+        guard demand > 0 else { return nil }
+        if waitingCount > 0, let index = waiting.firstIndex(where: { $0 != nil }) {
+            let value = waiting[index]!
+            waiting[index] = nil
+            waitingCount -= 1
+            demand -= 1
+            return (index, value)
+        }
+        if let value = queue.popFirst() {
+            demand -= 1
+            return (nil, value)
+        }
+        return nil
     }
 
     /// Delivers while there is something the downstream may receive. Called with the lock held by
@@ -208,9 +240,7 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
                 downstream.receive(completion: .failure(failure))
                 return callerGrant
             }
-            if demand > 0, let (index, value) = queue.popFirst() {
-                queued[index] -= 1
-                demand -= 1
+            if let (index, value) = takeNextLocked() {
                 lock.unlock()
                 let more = downstream.receive(value)
                 lock.lock()
@@ -219,9 +249,8 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
                 if more > 0 {
                     toRequest = addDemandLocked(more).map { ($0, .unlimited) }
                 }
-                if !unlimited, let upstream = upstreams[index],
-                   granted[index] == 0, queued[index] == 0 {
-                    granted[index] = 1
+                // A value that waited in a slot renews its upstream's grant once it is out.
+                if let index, !unlimited, let upstream = upstreams[index] {
                     if index == caller {
                         callerGrant += 1
                     } else {
@@ -235,7 +264,7 @@ final class MergeInner<Downstream: Subscriber>: Subscription, CustomStringConver
                 }
                 continue
             }
-            if upstreams.allCompleted, queue.isEmpty {
+            if upstreams.allCompleted, waitingCount == 0, queue.isEmpty {
                 terminated = true
                 draining = false
                 lock.unlock()
