@@ -1,0 +1,55 @@
+import Dispatch
+@_spi(EventBusHost) import EventBusKit
+import Logging
+
+/// Says in the log when a module stalls — its mailbox full, its events dropped — once per
+/// stall, with its name and how many it has dropped, and once when it takes events again.
+///
+/// Why: a stalled module loses only its own events and announces the loss to itself (gap
+/// notices), but an operator would only see it in `eventbus modules`. Watching the counters
+/// once a second costs nothing on the hot path and tells the journal without repeating itself.
+///
+/// ## Threads
+/// Runs on its own Dispatch timer queue; reads ``ModuleStatistics`` (safe from any thread).
+final class ModuleStallWatch: @unchecked Sendable {
+    // @unchecked: `stalled`/`lastDropped` are touched only on `queue`.
+
+    private let queue = DispatchQueue(label: "eventbus.host.stall-watch")
+    private let timer: DispatchSourceTimer
+    private let logger: Logger
+    private let statistics: @Sendable () -> [ModuleStatistics]
+    /// Dropped count of each module at the last look, and since when it is stalled.
+    private var lastDropped: [String: UInt64] = [:]
+    private var stalled: [String: UInt64] = [:]  // name: dropped when the stall began
+
+    init(logger: Logger, every interval: Duration = .seconds(1), statistics: @escaping @Sendable () -> [ModuleStatistics]) {
+        self.logger = logger
+        self.statistics = statistics
+        timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + DispatchTimeInterval(interval), repeating: DispatchTimeInterval(interval))
+        timer.setEventHandler { [unowned self] in look() }
+        timer.resume()
+    }
+
+    func cancel() {
+        timer.cancel()
+    }
+
+    private func look() {
+        for module in statistics() {
+            let before = lastDropped[module.name] ?? module.dropped
+            lastDropped[module.name] = module.dropped
+            var log = logger
+            log[metadataKey: "module"] = "\(module.name)"
+            if module.dropped > before {
+                if stalled[module.name] == nil {
+                    stalled[module.name] = before
+                    log.warning("module \(module.name) is stalled: its mailbox is full (\(module.queued) queued) and its events are dropped (\(module.dropped) dropped so far)")
+                }
+            } else if let since = stalled[module.name] {
+                stalled[module.name] = nil
+                log.notice("module \(module.name) takes events again; \(module.dropped - since) event(s) were dropped while it was stalled")
+            }
+        }
+    }
+}
