@@ -55,7 +55,8 @@ struct TailCommand: ParsableCommand {
         if let since { request["since_seq"] = .int(Int64(since)) }
         if let last { request["last"] = .int(Int64(last)) }
         if let count { request["count"] = .int(Int64(count)) }
-        if !files.isEmpty { request["files"] = .array(files.map { .string($0) }) }
+        // Absolute: eventbusd runs elsewhere, and checks the path as this user would reach it.
+        if !files.isEmpty { request["files"] = .array(files.map { .string(Self.absolute($0)) }) }
         if recursive { request["recursive"] = .bool(true) }
         if !journal.isEmpty { request["journal"] = .array(journal.map { .string($0) }) }
         _ = try host.request(.object(request))
@@ -102,6 +103,13 @@ struct TailCommand: ParsableCommand {
         case let reason?: throw CommandError("eventbusd ended the stream (\(reason))")
         case nil: throw CommandError("eventbusd closed the connection")
         }
+    }
+
+    private static func absolute(_ path: String) -> String {
+        guard !path.hasPrefix("/"), let cwd = getcwd(nil, 0) else { return path }
+        defer { free(cwd) }
+        let directory = String(cString: cwd)
+        return path == "." ? directory : (directory == "/" ? "" : directory) + "/" + path
     }
 
     private static let eventPrefix = Array(#"{"type":"event""#.utf8)
