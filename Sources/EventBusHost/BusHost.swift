@@ -164,13 +164,12 @@ public final class BusHost: @unchecked Sendable {
             stallWatch?.cancel()
             timers.stopAll()
             watches.stopAll()
-            let undrained = modules.drainAll(until: deadline)
-            let stuck = modules.deactivateAll(until: deadline)
+            let stopped = modules.drainAndDeactivateAll(until: deadline)
             // Control clients last, so a tail sees what modules posted while stopping. They get a
             // moment to read their last lines even when the modules used up the budget.
             controlServer?.stop(within: min(.seconds(2), max(.milliseconds(500), deadline - .now)))
             bus.finish()
-            let report = ShutdownReport(undrained: undrained, notDeactivated: stuck)
+            let report = ShutdownReport(undrained: stopped.undrained, notDeactivated: stopped.notDeactivated)
             logger.info("eventbusd stopped\(report.isClean ? "" : " (not clean: see above)")")
             return report
         }

@@ -3,7 +3,8 @@ import Dispatch
 import Logging
 
 /// Says in the log when a module stalls — its mailbox full, its events dropped — once per
-/// stall, with its name and how many it has dropped, and once when it takes events again.
+/// stall, with its name and how many it has dropped, and once when it takes events again
+/// (its delivered count moves).
 ///
 /// Why: a stalled module loses only its own events and announces the loss to itself (gap
 /// notices), but an operator would only see it in `eventbus modules`. Watching the counters
@@ -18,9 +19,10 @@ final class ModuleStallWatch: @unchecked Sendable {
     private let timer: DispatchSourceTimer
     private let logger: Logger
     private let statistics: @Sendable () -> [ModuleStatistics]
-    /// Dropped count of each module at the last look, and since when it is stalled.
+    /// Dropped count of each module at the last look.
     private var lastDropped: [String: UInt64] = [:]
-    private var stalled: [String: UInt64] = [:]  // name: dropped when the stall began
+    /// Stalled modules: their dropped and delivered counts when the stall was noticed.
+    private var stalled: [String: (dropped: UInt64, delivered: UInt64)] = [:]
 
     init(logger: Logger, every interval: Duration = .seconds(1), statistics: @escaping @Sendable () -> [ModuleStatistics]) {
         self.logger = logger
@@ -41,14 +43,15 @@ final class ModuleStallWatch: @unchecked Sendable {
             lastDropped[module.name] = module.dropped
             var log = logger
             log[metadataKey: "module"] = "\(module.name)"
-            if module.dropped > before {
-                if stalled[module.name] == nil {
-                    stalled[module.name] = before
-                    log.warning("module \(module.name) is stalled: its mailbox is full (\(module.queued) queued) and its events are dropped (\(module.dropped) dropped so far)")
+            if let since = stalled[module.name] {
+                // Over when it takes events again (not merely when nothing new was dropped).
+                if module.delivered > since.delivered {
+                    stalled[module.name] = nil
+                    log.notice("module \(module.name) takes events again; \(module.dropped - since.dropped) event(s) were dropped while it was stalled")
                 }
-            } else if let since = stalled[module.name] {
-                stalled[module.name] = nil
-                log.notice("module \(module.name) takes events again; \(module.dropped - since) event(s) were dropped while it was stalled")
+            } else if module.dropped > before {
+                stalled[module.name] = (before, module.delivered)
+                log.warning("module \(module.name) is stalled: its mailbox is full (\(module.queued) queued) and its events are dropped (\(module.dropped) dropped so far)")
             }
         }
     }

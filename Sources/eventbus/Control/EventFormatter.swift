@@ -73,9 +73,9 @@ struct EventFormatter {
         switch value {
         case .string(let text):
             if text.isEmpty || text.contains(where: { $0 == " " || $0 == "=" || $0 == "\"" || $0.isNewline }) {
-                var writer = JSONWriter()
-                writer.string(text)
-                return escape(String(decoding: writer.bytes, as: UTF8.self))  // JSON left C1 and DEL
+                var quoted = "\""
+                for character in text { if character == "\"" { quoted += "\\\"" } else { quoted.append(character) } }
+                return escape(quoted) + "\""
             }
             return escape(text)
         case .int(let number): return String(number)
