@@ -42,6 +42,9 @@ final class ControlLoop: @unchecked Sendable {
     private let lock = NSLock()
     private var pending: [@Sendable () -> Void] = []
     private var wakeRequested = false
+    /// Set by ``stopAndWait()``: later work is dropped (a feed may still wake a session that the
+    /// shutdown already ended), and the eventfd, closed, is never written.
+    private var finished = false
 
     private var watchers: [Int32: LoopWatcher] = [:]
     private var timers: [(deadline: ContinuousClock.Instant, work: () -> Void)] = []
@@ -70,9 +73,11 @@ final class ControlLoop: @unchecked Sendable {
         thread.start()
     }
 
-    /// Runs `work` on the loop's thread, after what is already queued. Any thread.
+    /// Runs `work` on the loop's thread, after what is already queued; nothing once the loop
+    /// has stopped. Any thread.
     func execute(_ work: @escaping @Sendable () -> Void) {
         let mustWake = lock.withLock { () -> Bool in
+            guard !finished else { return false }
             pending.append(work)
             if wakeRequested { return false }
             wakeRequested = true
@@ -89,8 +94,12 @@ final class ControlLoop: @unchecked Sendable {
     func stopAndWait() {
         execute { [self] in running = false }
         stopped.wait()
-        Glibc.close(epoll)
-        Glibc.close(wake)
+        lock.withLock {
+            finished = true
+            pending = []
+            Glibc.close(epoll)
+            Glibc.close(wake)
+        }
     }
 
     // MARK: The loop's thread

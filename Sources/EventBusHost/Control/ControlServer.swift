@@ -254,6 +254,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     /// gets what is left announced in a `gap` line (reason `shutdown`) instead; one that does
     /// not read even that is disconnected, and the log says how many events it lost.
     func stop(within timeout: Duration) {
+        guard let loop else { return }  // never started
         let deadline = ContinuousClock.now + timeout
         let posted = refusePosts()
         if !waitForDelivery(upTo: posted, until: deadline) {
