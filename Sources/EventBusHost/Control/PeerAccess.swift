@@ -77,10 +77,22 @@ enum PeerAccess {
         var current = "/"
         try check(current, components.isEmpty ? .list : .search, peer: peer, shown: shown)
         for (index, component) in components.enumerated() {
+            let parent = current
             current += (current == "/" ? "" : "/") + component
             let last = index == components.count - 1
+            if last, !exists(current) {
+                // Not there (yet): watching for it to appear shows what listing the folder
+                // would, so that is what it needs.
+                try check(parent, .list, peer: peer, shown: shown)
+                return
+            }
             try check(current, last ? .read : .search, peer: peer, shown: shown)
         }
+    }
+
+    private static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 || errno != ENOENT
     }
 
     private static func check(_ path: String, _ need: Need, peer: System.StreamSocket.Peer, shown: String) throws(Refusal) {

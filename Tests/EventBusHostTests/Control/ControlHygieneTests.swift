@@ -297,6 +297,13 @@ import Testing
         let below = try await eventbus(["tail", "--socket", socket, "--files", secret + "/x"], as: user, in: directory)
         #expect(below.stderr.contains("no search permission on \(secret)"), "\(below.stderr)")
 
+        // A file that does not exist yet, in a folder the user may list: allowed (it may appear).
+        let appearing = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "1", "--files", open + "/later.txt"], as: user, in: directory)
+        #expect(await waitForTailing(socket, count: 1))
+        kill(appearing.process.processIdentifier, SIGKILL)
+        _ = await appearing.finish()
+        #expect(await eventually { clients(socket) == 1 })
+
         // A readable directory, recursively: events under a subdirectory closed to the user are
         // not shown; the first it sees is the one it may see.
         let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "1", "--recursive", "--files", open], as: user, in: directory)
