@@ -29,9 +29,12 @@ final class ModuleStallWatch: @unchecked Sendable {
         self.statistics = statistics
         timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + DispatchTimeInterval(interval), repeating: DispatchTimeInterval(interval))
-        timer.setEventHandler { [unowned self] in look() }
+        timer.setEventHandler { [weak self] in self?.look() }
         timer.resume()
     }
+
+    // A host dropped without a shutdown must not leave the timer firing.
+    deinit { timer.cancel() }
 
     func cancel() {
         timer.cancel()
