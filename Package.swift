@@ -47,6 +47,8 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // epoll and eventfd for the control socket's event loop (headers only, part of glibc).
+        .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
@@ -96,6 +98,7 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
                 "ControlProtocol",
+                "CEpoll",
             ],
             exclude: ["Control/PROTOCOL.md"]
         ),

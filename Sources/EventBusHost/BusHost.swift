@@ -31,6 +31,7 @@ public final class BusHost: @unchecked Sendable {
     private let inheritedControlSocket: Int32?
     /// Replaces the config's `control.socket` (eventbusd's `--socket`), at start and each reload.
     private let controlSocketOverride: String?
+    private var stallWatch: ModuleStallWatch?
 
     /// - Parameters:
     ///   - configPath: the YAML config; read by ``start()`` and again by each ``reload()``.
@@ -100,6 +101,7 @@ public final class BusHost: @unchecked Sendable {
             timers.apply(config.timers)
             watches.apply(config.watches)
             self.config = config
+            stallWatch = ModuleStallWatch(logger: logger) { [modules] in modules.statistics }
             return .success(config)
         }
         let config = try result.get()
@@ -147,10 +149,17 @@ public final class BusHost: @unchecked Sendable {
         public var isClean: Bool { undrained.isEmpty && notDeactivated.isEmpty }
     }
 
-    /// Graceful shutdown within the config's `shutdown_timeout`: stop the timers, let every
-    /// mailbox deliver what it holds, deactivate every module, finish the bus. Waits never run
-    /// past the budget; what did not finish is logged and reported. `progress` hears of the
-    /// budget first.
+    /// Graceful shutdown within the config's `shutdown_timeout`: refuse new posts from control
+    /// clients, let the bus deliver what it acknowledged, stop the timers, let every mailbox
+    /// deliver what it holds and deactivate every module (all modules at once, within the one
+    /// budget), end the control clients' streams after what they hold, finish the bus. Waits
+    /// never run past the budget; what did not finish is logged and reported. `progress` hears
+    /// of the budget first.
+    ///
+    /// Why this order: an event answered `posted` must reach the tails and modules or be
+    /// counted as lost. So posts are refused (`shutting_down`) first — nothing is acknowledged
+    /// after that — and the bus is given time to hand the acknowledged ones to the modules'
+    /// mailboxes and the tails' feeds before anything is drained or closed.
     public func shutdown(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async -> ShutdownReport {
         await onControlQueue { [self] in
             guard !isShutDown else { return ShutdownReport(undrained: [], notDeactivated: []) }
@@ -159,18 +168,19 @@ public final class BusHost: @unchecked Sendable {
             progress(.shuttingDown(budget: budget))
             let deadline = ContinuousClock.now + budget
             logger.info("shutting down (budget \(budget))")
+            if let controlServer {
+                let acknowledged = controlServer.refusePosts()
+                controlServer.waitForDelivery(upTo: acknowledged, until: deadline)
+            }
+            stallWatch?.cancel()
             timers.stopAll()
             watches.stopAll()
-            let undrained = modules.drainAll(until: deadline)
-            if !undrained.isEmpty {
-                logger.warning("mailboxes not drained within \(budget), their queued events are lost: \(undrained.joined(separator: ", "))")
-            }
-            let stuck = modules.deactivateAll(until: deadline)
+            let stopped = modules.drainAndDeactivateAll(until: deadline)
             // Control clients last, so a tail sees what modules posted while stopping. They get a
             // moment to read their last lines even when the modules used up the budget.
-            controlServer?.stop(within: min(.seconds(2), max(.milliseconds(100), deadline - .now)))
+            controlServer?.stop(within: min(.seconds(2), max(.milliseconds(500), deadline - .now)))
             bus.finish()
-            let report = ShutdownReport(undrained: undrained, notDeactivated: stuck)
+            let report = ShutdownReport(undrained: stopped.undrained, notDeactivated: stopped.notDeactivated)
             logger.info("eventbusd stopped\(report.isClean ? "" : " (not clean: see above)")")
             return report
         }

@@ -1,4 +1,6 @@
-import EventBusKit
+import Dispatch
+@_spi(EventBusHost) import EventBusKit
+import Foundation
 import Logging
 import Synchronization
 
@@ -223,19 +225,48 @@ final class ModuleHost: Sendable {
 
     // MARK: Shutdown
 
-    /// Waits, up to `deadline`, for every mailbox to deliver what it holds. Returns the modules
-    /// that did not drain in time.
-    func drainAll(until deadline: ContinuousClock.Instant) -> [String] {
-        slots.withLock { $0 }.filter { slot in
-            slot.running != nil && !slot.mailbox.drain(timeout: max(.zero, deadline - .now))
-        }.map(\.name)
+    /// What ``drainAndDeactivateAll(until:)`` could not finish.
+    struct ShutdownOutcome {
+        /// Modules whose queued events are lost (each logged with its count).
+        var undrained: [String] = []
+        /// Modules whose `deactivate` had not returned at the deadline.
+        var notDeactivated: [String] = []
     }
 
-    /// Deactivates every module, waiting at most until `deadline` in all. Returns the modules
-    /// that did not finish deactivating in time.
-    func deactivateAll(until deadline: ContinuousClock.Instant) -> [String] {
-        slots.withLock { $0 }.filter { slot in
-            !deactivate(slot, reason: "shutting down", becoming: .stopped, timeout: max(.zero, deadline - .now))
-        }.map(\.name)
+    /// Lets every module deliver what its mailbox holds, then deactivates it — every module at
+    /// once, each on its own thread, all within the one `deadline` — so a stalled module (even
+    /// the first in the config) does not use up the others' time: an idle module drains and
+    /// deactivates at once. A module that is still inside a handler at the deadline with nothing
+    /// queued behind it has lost nothing and is not reported undrained.
+    func drainAndDeactivateAll(until deadline: ContinuousClock.Instant) -> ShutdownOutcome {
+        let running = slots.withLock { $0 }.filter { $0.running != nil }
+        let outcome = Mutex(ShutdownOutcome())
+        let group = DispatchGroup()
+        for slot in running {
+            group.enter()
+            // A thread, not a Dispatch worker: each blocks until its module is done or the
+            // deadline, and a stuck one must not hold up the pool the others need.
+            Thread.detachNewThread { [self] in
+                defer { group.leave() }
+                if !slot.mailbox.drain(timeout: max(.zero, deadline - .now)) {
+                    let queued = slot.mailbox.statistics.queued
+                    if queued > 0 {
+                        outcome.withLock { $0.undrained.append(slot.name) }
+                        log(for: slot.name).warning("module \(slot.name) did not drain its mailbox within the shutdown budget: \(queued) queued event(s) are lost")
+                    } else {
+                        log(for: slot.name).notice("module \(slot.name) is still handling its last event at the shutdown deadline; nothing queued behind it is lost")
+                    }
+                }
+                if !deactivate(slot, reason: "shutting down", becoming: .stopped, timeout: max(.zero, deadline - .now)) {
+                    outcome.withLock { $0.notDeactivated.append(slot.name) }
+                }
+            }
+        }
+        group.wait()  // each thread returns by the deadline
+        let names = running.map(\.name)
+        var result = outcome.withLock { $0 }
+        result.undrained = names.filter(result.undrained.contains)  // config order
+        result.notDeactivated = names.filter(result.notDeactivated.contains)
+        return result
     }
 }

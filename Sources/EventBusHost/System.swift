@@ -115,3 +115,42 @@ extension System.CallError {
         var description: String { message }
     }
 }
+
+extension System {
+    /// `RLIMIT_NOFILE`: how many descriptors the process may have open.
+    struct OpenFileLimit: Equatable {
+        var soft: Int
+        var hard: Int
+    }
+
+    static func openFileLimit() -> OpenFileLimit {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return OpenFileLimit(soft: 1024, hard: 1024) }
+        return OpenFileLimit(soft: Int(clamping: limit.rlim_cur), hard: Int(clamping: limit.rlim_max))
+    }
+
+    /// Raises the soft limit to the hard one. Returns the limits before and after.
+    static func raiseOpenFileLimit() -> (before: OpenFileLimit, after: OpenFileLimit) {
+        let before = openFileLimit()
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        return (before, openFileLimit())
+    }
+}
+
+/// The process's open-files limit, for eventbusd's start.
+public enum OpenFileLimit {
+    public struct Limits: Sendable, Equatable {
+        public var soft: Int
+        public var hard: Int
+    }
+
+    /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the limits before and after.
+    public static func raise() -> (before: Limits, after: Limits) {
+        let (before, after) = System.raiseOpenFileLimit()
+        return (Limits(soft: before.soft, hard: before.hard), Limits(soft: after.soft, hard: after.hard))
+    }
+}

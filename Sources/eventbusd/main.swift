@@ -52,6 +52,12 @@ struct EventBusDaemon: ParsableCommand {
         // The last lines (the shutdown report) must reach journald before the process ends.
         defer { journal?.flush(timeout: .seconds(2)) }
         let logger = Logger(label: "eventbusd")
+        // Every control client is a descriptor: take what the hard limit allows (systemd's and
+        // most distributions' soft default of 1024 is for select(2), which eventbusd does not use).
+        let files = OpenFileLimit.raise()
+        if files.after.soft != files.before.soft {
+            logger.info("open files limit raised from \(files.before.soft) to \(files.after.soft) (RLIMIT_NOFILE hard limit)")
+        }
         let controlSocket = adoptControlSocket(from: activation, logger: logger)
         // The control server accepts on systemd's socket when there is one, else binds control.socket.
         let host = BusHost(configPath: config, logger: logger,

@@ -217,6 +217,27 @@ import Testing
         #expect(config.modules[1].mailboxCapacity == 7)
     }
 
+    @Test func controlLimitsAndAccessKeys() throws {
+        let directory = try TemporaryDirectory()
+        let config = try HostConfig.load(from: try directory.write("eventbus.yaml", """
+            control:
+              max_clients: 100
+              max_clients_per_user: 5
+              files_access: tail_group
+              journal_groups: [adm]
+            """))
+        #expect(config.control.maxClients == 100)
+        #expect(config.control.maxClientsPerUser == 5)
+        #expect(config.control.filesAccess == .tailGroup)
+        #expect(config.control.journalGroups == ["adm"])
+        let defaults = ControlSettings()
+        #expect(defaults.filesAccess == .caller && defaults.journalGroups == ["systemd-journal", "adm"])
+        let bad = try error(in: "control:\n  files_access: everyone\n")
+        #expect(bad.line == 2)
+        #expect(bad.message.contains("must be caller (the client's own permissions decide) or tail_group"), "\(bad.message)")
+        #expect(try error(in: "control:\n  max_clients_per_user: 0\n").line == 2)
+    }
+
     @Test func anEmptyFileIsAnEmptyConfig() throws {
         let directory = try TemporaryDirectory()
         let config = try HostConfig.load(from: try directory.write("eventbus.yaml", "# nothing yet\n"))

@@ -13,11 +13,18 @@ import Testing
         let process = Process()
         private let logPath: String
 
-        init(arguments: [String], in directory: TemporaryDirectory) throws {
+        /// `openFiles`: soft and hard `RLIMIT_NOFILE` of the daemon (set by `prlimit`, which
+        /// then execs it, so the pid is eventbusd's).
+        init(arguments: [String], openFiles: Int? = nil, in directory: TemporaryDirectory) throws {
             logPath = try directory.write("eventbusd-\(UUID().uuidString).log", "")
             let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-            process.executableURL = URL(fileURLWithPath: BuildProducts.eventbusd)
-            process.arguments = arguments
+            if let openFiles {
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+                process.arguments = ["--nofile=\(openFiles):\(openFiles)", "--", BuildProducts.eventbusd] + arguments
+            } else {
+                process.executableURL = URL(fileURLWithPath: BuildProducts.eventbusd)
+                process.arguments = arguments
+            }
             process.standardError = log
             process.standardOutput = log
             try process.run()

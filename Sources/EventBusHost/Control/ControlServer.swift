@@ -16,15 +16,26 @@ import Logging
 ///   (a lock and an append per client; never a write to a socket). Taking the ring and the
 ///   feed list under one lock is what makes a replay join the live stream with nothing missed
 ///   and nothing twice.
-/// - Accepting runs on ``acceptQueue`` (a Dispatch read source on the listening socket).
-/// - Each connection is a ``ControlSession`` with its own serial queue: it reads and answers
-///   requests, encodes its feed's events and writes them to its socket. A slow client stalls
-///   only its own queue.
-/// - ``start(settings:)``, ``apply(_:)`` and ``stop(within:)`` come from ``BusHost``'s control
-///   queue.
-final class ControlServer: @unchecked Sendable {
-    // @unchecked: mutable state is behind `lock`, or touched only on the host's control queue
-    // (`listener`, `acceptSource`, `boundPath`, `fanOut`), as noted on each.
+/// - Accepting, and every connection (a ``ControlSession``: reading and answering requests,
+///   encoding its feed's events, writing them), run on ``loop``: one epoll thread for all
+///   clients (see ``ControlLoop`` for why). A slow client stalls nobody: its socket is written
+///   when epoll says it takes more.
+/// - ``start(settings:inherited:)``, ``apply(_:)``, ``refusePosts()`` and ``stop(within:)`` come
+///   from ``BusHost``'s control queue.
+///
+/// ## Limits
+/// Clients are limited in total (`control.max_clients`) and per user (`max_clients_per_user`;
+/// root counts only against the total): one more is accepted, told why in an `error` line
+/// (`too_many_clients`) and closed. When the process runs out of descriptors (`EMFILE`,
+/// `ENFILE`), the accept loop closes a spare descriptor it keeps for this, accepts the waiting
+/// client, refuses it the same way and takes the spare back — so the listening socket does not
+/// stay readable and spin the loop; if even that fails it stops accepting for a moment
+/// (backing off up to a second). Either way the log says so at most every ten seconds, with a
+/// count.
+final class ControlServer: LoopWatcher, @unchecked Sendable {
+    // @unchecked: mutable state is behind `lock` or `postGate`, or touched only on the host's
+    // control queue (`boundPath`, `fanOut`) or on the loop (`listener`, `spare`, the back-off),
+    // as noted on each.
 
     /// What status requests report about the host, read when a client asks.
     struct HostSnapshot {
@@ -57,7 +68,10 @@ final class ControlServer: @unchecked Sendable {
     private let snapshot: @Sendable () -> HostSnapshot
     let startedAt = Date()
     private let startedMonotonic = ContinuousClock.now
-    private let acceptQueue = DispatchQueue(label: "eventbus.control.accept")
+    /// The thread every connection runs on; set by ``start(settings:inherited:)``.
+    private(set) var loop: ControlLoop!
+    /// The loop's read buffer, shared by all sessions (they read one at a time, on the loop).
+    var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
 
     private let lock = NSLock()
     // Guarded by `lock`.
@@ -65,15 +79,38 @@ final class ControlServer: @unchecked Sendable {
     private var ring: ReplayRing
     private var feeds: [TailFeed] = []
     private var sessions: [ObjectIdentifier: ControlSession] = [:]
+    private var clientsByUser: [UInt32: Int] = [:]
     private var nextSessionID = 0
     private var stopped = false
+    /// The newest sequence the fan-out has seen: how far the bus's delivery loop has come.
+    private var fannedOut: UInt64 = 0
+    private var refused = RefusalCounts()
+
+    /// Taken around "may clients still post?" and the post itself, so that once
+    /// ``refusePosts()`` returns no client post is acknowledged after it.
+    private let postGate = NSLock()
+    private var postsRefused = false  // guarded by `postGate`
+
+    // The loop only.
+    private var listener: Int32 = -1
+    /// Kept open to be closed when descriptors run out, so one waiting client can be accepted
+    /// and refused instead of left in the backlog (which keeps the socket readable).
+    private var spare: Int32 = -1
+    private var acceptPaused = false
+    private var backoff: Duration = .milliseconds(50)
+    private var exhaustionLog = RateLimitedLog(interval: .seconds(10))
+    private var limitLog = RateLimitedLog(interval: .seconds(10))
 
     // The host's control queue only.
-    private var listener: Int32 = -1
-    private var acceptSource: DispatchSourceRead?
     /// The path this server bound and must remove at stop; nil for an inherited socket.
     private var boundPath: String?
     private var fanOut: AnyCancellable?
+
+    /// Clients refused since start, for `status`.
+    struct RefusalCounts {
+        var limit = 0
+        var descriptors = 0
+    }
 
     init(bus: Bus, logger: Logger, snapshot: @escaping @Sendable () -> HostSnapshot) {
         self.bus = bus
@@ -99,14 +136,32 @@ final class ControlServer: @unchecked Sendable {
             listener = try bind(settings)
             boundPath = settings.socketPath
         }
+        let loop: ControlLoop
+        do { loop = try ControlLoop() } catch {
+            closeListener()
+            throw .system(error)
+        }
+        self.loop = loop
+        spare = System.StreamSocket.openSpare()
+        do { try loop.add(listener, events: ControlLoop.readable, watcher: self) } catch {
+            closeListener()
+            throw .system(error)
+        }
         fanOut = bus.publisher(for: EventPattern.all).sink { [unowned self] event in self.deliver(event) }
-        let source = DispatchSource.makeReadSource(fileDescriptor: listener, queue: acceptQueue)
-        source.setEventHandler { [unowned self] in self.acceptWaiting() }
-        source.resume()
-        acceptSource = source
+        loop.start()
+        let limit = System.openFileLimit()
+        if settings.maxClients + 64 > limit.soft {
+            logger.notice("control.max_clients is \(settings.maxClients) but eventbusd may open only \(limit.soft) file(s) (RLIMIT_NOFILE); clients beyond what the descriptors allow are refused")
+        }
         let groups = [settings.tailGroup.map { "tail group \($0)" }, settings.postGroup.map { "post group \($0)" }]
             .compactMap { $0 }
         logger.info("control socket \(inherited == nil ? settings.socketPath : "inherited (fd \(inherited!))") ready (\(groups.isEmpty ? "root only" : groups.joined(separator: ", ")), replay \(settings.replayEvents) event(s))")
+    }
+
+    private func closeListener() {
+        System.StreamSocket.close(listener)
+        if let boundPath { System.StreamSocket.unlink(boundPath) }
+        listener = -1
     }
 
     private func bind(_ settings: ControlSettings) throws(StartError) -> Int32 {
@@ -163,47 +218,114 @@ final class ControlServer: @unchecked Sendable {
         logger.info("control settings applied (tail group: \(new.tailGroup?.name ?? "none"), post group: \(new.postGroup?.name ?? "none"), client buffer \(new.clientBuffer), replay \(new.replayEvents))")
     }
 
-    /// Stops accepting, removes the socket file, ends every session with an `end` line
-    /// (reason `shutdown`) and waits up to `timeout` for them to write what they hold.
+    /// The first step of a shutdown: from now on a client's post is answered `shutting_down`.
+    /// Returns the newest sequence acknowledged to anyone (client or not) before that: what
+    /// ``waitForDelivery(upTo:until:)`` waits for.
+    @discardableResult
+    func refusePosts() -> UInt64 {
+        postGate.withLock { postsRefused = true }
+        return bus.statistics.posted
+    }
+
+    /// Posts a client's event, unless the host is shutting down (nil). Any thread.
+    func post(_ event: Event) -> UInt64? {
+        postGate.withLock { () -> UInt64? in
+            guard !postsRefused else { return nil }
+            let sequence = bus.post(event)
+            return sequence > 0 ? sequence : nil
+        }
+    }
+
+    /// Waits until the bus's delivery loop has handed every event up to `sequence` to its
+    /// subscribers (the fan-out to tails is one of them), or `deadline` passed. Returns whether
+    /// it got there.
+    @discardableResult
+    func waitForDelivery(upTo sequence: UInt64, until deadline: ContinuousClock.Instant) -> Bool {
+        while lock.withLock({ fannedOut < sequence }) {
+            if ContinuousClock.now >= deadline { return false }
+            Thread.sleep(forTimeInterval: 0.001)
+        }
+        return true
+    }
+
+    /// Stops accepting, removes the socket file, and ends every session: each writes what its
+    /// feed holds (everything posted until now: the fan-out is drained first), then an `end`
+    /// line (reason `shutdown`). A client that has not read it all when `timeout` is nearly up
+    /// gets what is left announced in a `gap` line (reason `shutdown`) instead; one that does
+    /// not read even that is disconnected, and the log says how many events it lost.
     func stop(within timeout: Duration) {
+        guard let loop else { return }  // never started
+        let deadline = ContinuousClock.now + timeout
+        let posted = refusePosts()
+        if !waitForDelivery(upTo: posted, until: deadline) {
+            logger.warning("control socket: the bus had not delivered up to event #\(posted) when the shutdown's time was up")
+        }
+        fanOut?.cancel()
+        fanOut = nil
         let sessions = lock.withLock { () -> [ControlSession] in
             stopped = true
             return Array(self.sessions.values)
         }
-        if let acceptSource {
-            let listener = listener
-            acceptSource.setCancelHandler { System.StreamSocket.close(listener) }
-            acceptSource.cancel()
-        }
-        acceptSource = nil
         if let boundPath { System.StreamSocket.unlink(boundPath) }
-        fanOut?.cancel()
-        fanOut = nil
-        for session in sessions { session.end(reason: "shutdown") }
-        let deadline = ContinuousClock.now + timeout
+        loop.execute { [self] in
+            loop.remove(listener)
+            System.StreamSocket.close(listener)
+            if spare >= 0 { System.StreamSocket.close(spare) }
+            for session in sessions { session.end(reason: "shutdown") }
+        }
+        // Most of the time for writing; the last fifth for the gap notices of slow readers.
+        let hurryAt = deadline - timeout / 5
+        while ContinuousClock.now < hurryAt, lock.withLock({ !self.sessions.isEmpty }) {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        let slow = lock.withLock { Array(self.sessions.values) }
+        if !slow.isEmpty {
+            let logger = logger
+            loop.execute {
+                for session in slow {
+                    if let given = session.hurry(reason: "shutdown") {
+                        logger.warning("control client \(session.id) (uid \(session.peer.userID), pid \(session.peer.processID)) did not read its stream in time: \(given.count) event(s) #\(given.first)-#\(given.last) announced as lost (gap line, reason shutdown)")
+                    }
+                }
+            }
+        }
         while ContinuousClock.now < deadline, lock.withLock({ !self.sessions.isEmpty }) {
             Thread.sleep(forTimeInterval: 0.005)
         }
         let stuck = lock.withLock { Array(self.sessions.values) }
         if !stuck.isEmpty {
-            logger.warning("\(stuck.count) control client(s) did not take their last lines within \(timeout); disconnected")
-            for session in stuck { session.forceClose() }
+            let logger = logger
+            loop.execute {
+                var lost = 0
+                for session in stuck { lost += session.forceClose() }
+                logger.warning("\(stuck.count) control client(s) did not take their last lines within \(timeout); disconnected, up to \(lost) event(s) unwritten")
+            }
         }
+        loop.stopAndWait()
     }
 
-    // MARK: Connections (accept queue)
+    // MARK: Connections (the loop)
+
+    func ready(_ events: UInt32) {
+        acceptWaiting()
+    }
 
     private func acceptWaiting() {
-        while true {
+        // A bounded number per wake-up, so a flood of connections does not starve the clients.
+        for _ in 0..<64 {
             let fd: Int32
             do {
                 guard let accepted = try System.StreamSocket.accept(listener) else { return }
                 fd = accepted
             } catch {
-                // EMFILE and friends: log and let the next readiness event try again.
-                logger.error("control socket: \(error)")
+                if error.errno == EMFILE || error.errno == ENFILE || error.errno == ENOBUFS || error.errno == ENOMEM {
+                    outOfDescriptors(error)
+                } else {
+                    logger.error("control socket: \(error)")
+                }
                 return
             }
+            backoff = .milliseconds(50)
             let peer: System.StreamSocket.Peer
             do {
                 peer = try System.StreamSocket.peer(of: fd)
@@ -212,26 +334,96 @@ final class ControlServer: @unchecked Sendable {
                 System.StreamSocket.close(fd)
                 continue
             }
-            let session: ControlSession? = lock.withLock {
-                guard !stopped else { return nil }
+            enum Admission { case session(ControlSession), refused(String), stopped }
+            let admission: Admission = lock.withLock {
+                guard !stopped else { return .stopped }
+                if sessions.count >= settings.maxClients {
+                    refused.limit += 1
+                    return .refused("eventbusd already serves \(sessions.count) client(s), its limit (control.max_clients)")
+                }
+                let mine = clientsByUser[peer.userID, default: 0]
+                if peer.userID != 0, mine >= settings.maxClientsPerUser {
+                    refused.limit += 1
+                    return .refused("uid \(peer.userID) already has \(mine) connection(s) to eventbusd, its limit (control.max_clients_per_user)")
+                }
                 nextSessionID += 1
                 let session = ControlSession(id: nextSessionID, fd: fd, peer: peer, server: self)
                 sessions[ObjectIdentifier(session)] = session
-                return session
+                clientsByUser[peer.userID, default: 0] += 1
+                return .session(session)
             }
-            guard let session else {
+            switch admission {
+            case .stopped:
                 System.StreamSocket.close(fd)
                 return
+            case .refused(let reason):
+                if let summary = limitLog.record() {
+                    logger.warning("control: refused a connection from uid \(peer.userID) (pid \(peer.processID)): \(reason)\(summary)")
+                }
+                refuse(fd, code: "too_many_clients", message: reason)
+            case .session(let session):
+                do {
+                    try session.start()
+                    logger.debug("control client \(session.id) connected (uid \(peer.userID), pid \(peer.processID))")
+                } catch {
+                    logger.error("control socket: cannot watch client \(session.id): \(error)")
+                    System.StreamSocket.close(fd)
+                    forget(session)
+                }
             }
-            logger.debug("control client \(session.id) connected (uid \(peer.userID), pid \(peer.processID))")
-            session.start()
         }
+    }
+
+    /// `accept` failed for want of descriptors. Gives the spare back to take the waiting
+    /// client, refuses it, and takes the spare again; when that does not work either, stops
+    /// watching the listening socket for a while (50 ms, doubling to 1 s).
+    private func outOfDescriptors(_ error: System.CallError) {
+        if let summary = exhaustionLog.record() {
+            logger.error("control socket: out of file descriptors (\(error.reason)); refusing new clients until some are free\(summary)")
+        }
+        if spare >= 0 {
+            System.StreamSocket.close(spare)
+            spare = -1
+            let fd = (try? System.StreamSocket.accept(listener)) ?? nil
+            if let fd {
+                lock.withLock { refused.descriptors += 1 }
+                refuse(fd, code: "too_many_clients", message: "eventbusd has run out of file descriptors (\(error.reason)); try again later")
+            }
+            spare = System.StreamSocket.openSpare()
+            if fd != nil && spare >= 0 { return }  // the next wake-up tries again
+        }
+        guard !acceptPaused else { return }
+        acceptPaused = true
+        loop.modify(listener, events: 0)
+        let pause = backoff
+        backoff = min(backoff * 2, .seconds(1))
+        loop.after(pause) { [self] in
+            acceptPaused = false
+            if spare < 0 { spare = System.StreamSocket.openSpare() }
+            lock.withLock { stopped } ? () : loop.modify(listener, events: ControlLoop.readable)
+        }
+    }
+
+    /// One `error` line to a client that is not admitted, then close. Best effort: a new
+    /// socket's buffer takes the line without blocking.
+    private func refuse(_ fd: Int32, code: String, message: String) {
+        let line = JSONWriter.line(["type": "error", "code": .string(code), "message": .string(message)])
+        _ = line.withUnsafeBytes { try? System.StreamSocket.write(fd, $0) }
+        System.StreamSocket.close(fd)
     }
 
     /// A session closed its socket.
     func remove(_ session: ControlSession) {
-        lock.withLock { _ = sessions.removeValue(forKey: ObjectIdentifier(session)) }
+        forget(session)
         logger.debug("control client \(session.id) disconnected")
+    }
+
+    private func forget(_ session: ControlSession) {
+        lock.withLock {
+            guard sessions.removeValue(forKey: ObjectIdentifier(session)) != nil else { return }
+            let left = clientsByUser[session.peer.userID, default: 1] - 1
+            clientsByUser[session.peer.userID] = left > 0 ? left : nil
+        }
     }
 
     // MARK: Permissions (any thread)
@@ -263,6 +455,9 @@ final class ControlServer: @unchecked Sendable {
 
     /// The sequence of the newest event posted so far.
     var newestSequence: UInt64 { lock.withLock { ring.newestSequence } }
+    var accessSettings: (files: ControlSettings.FilesAccess, journalGroups: [String]) {
+        lock.withLock { (settings.filesAccess, settings.journalGroups) }
+    }
 
     // MARK: Tailing
 
@@ -308,6 +503,7 @@ final class ControlServer: @unchecked Sendable {
     /// The fan-out: on the bus's delivery loop, for every posted event.
     private func deliver(_ event: Event) {
         lock.lock()
+        fannedOut = event.sequence
         ring.append(event)
         for feed in feeds where feed.wants(event) {
             feed.offer(event)
@@ -320,8 +516,8 @@ final class ControlServer: @unchecked Sendable {
     func status() -> JSON {
         let host = snapshot()
         let bus = bus.statistics
-        let (socket, clients, tailing, replay) = lock.withLock {
-            (settings.socketPath, sessions.count, feeds.count,
+        let (socket, clients, tailing, refusals, replay) = lock.withLock {
+            (settings.socketPath, sessions.count, feeds.count, refused,
              JSON.object(["capacity": .int(Int64(ring.capacity)), "held": .int(Int64(ring.count)),
                           "oldest_seq": .int(Int64(ring.oldestSequence)), "newest_seq": .int(Int64(ring.newestSequence))]))
         }
@@ -340,7 +536,9 @@ final class ControlServer: @unchecked Sendable {
             }),
             "modules": .array(host.modules.map(Self.moduleJSON)),
             "control": .object(["socket": .string(socket), "clients": .int(Int64(clients)),
-                                 "tailing": .int(Int64(tailing)), "replay": replay]),
+                                 "tailing": .int(Int64(tailing)), "replay": replay,
+                                 "refused": .object(["limit": .int(Int64(refusals.limit)),
+                                                     "descriptors": .int(Int64(refusals.descriptors))])]),
         ])
     }
 

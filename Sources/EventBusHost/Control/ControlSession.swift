@@ -6,117 +6,169 @@ import Foundation
 /// One client connection of the control socket.
 ///
 /// ## Threads
-/// Everything here runs on ``queue``, the session's own serial queue: reading and answering
-/// requests (Dispatch read source), writing (Dispatch write source, armed only while the socket's
-/// kernel buffer is full), and encoding the events of its ``TailFeed``. The bus's delivery loop
-/// only offers events to the feed, which wakes this queue when it was idle. So the state below
-/// needs no lock, and a client that stops reading stalls nobody but itself.
+/// Everything here runs on the server's ``ControlLoop`` thread: reading and answering requests,
+/// encoding the events of its ``TailFeed`` and writing them. The bus's delivery loop only
+/// offers events to the feed, which asks the loop to ``pump()`` when the session was idle. So
+/// the state below needs no lock, and a client that stops reading stalls nobody: its socket is
+/// simply not written until epoll says it is writable again.
+///
+/// ## The peer's hang-up
+/// The descriptor is watched for `EPOLLRDHUP` with reading, and `EPOLLHUP`/`EPOLLERR` always —
+/// also while a tail only writes and while reading is paused. A peer that closed its whole
+/// connection (exited, was killed) ends the session at once: descriptor, session, feed and the
+/// file or journal sources it opened are released then, not when the next matching event
+/// fails to write. A peer that closed only its sending side (`shutdown(SHUT_WR)`) keeps
+/// receiving its stream.
 ///
 /// ## Output
 /// Response lines and event lines share one byte buffer, written with one `send` per batch
 /// (up to ``batchSize`` events). While the socket does not take more, the session stops taking
-/// events from its feed — they wait there, bounded, and then drop with a gap line.
-final class ControlSession: @unchecked Sendable {
-    // @unchecked: mutable state is confined to `queue`.
+/// events from its feed — they wait there, bounded, and then drop with a gap line. An idle
+/// connection holds no output buffer.
+final class ControlSession: LoopWatcher, @unchecked Sendable {
+    // @unchecked: mutable state is confined to the loop's thread.
 
     let id: Int
     let fd: Int32
     let peer: System.StreamSocket.Peer
-    let queue: DispatchQueue
-    private let server: ControlServer
-    private let readSource: DispatchSourceRead
-    private let writeSource: DispatchSourceWrite
+    private unowned let server: ControlServer
 
     private static let batchSize = 1024
-    private static let readSize = 64 * 1024
+    /// Batches written per wake-up before the loop serves other clients.
+    private static let batchesPerTurn = 16
 
-    private var writeArmed = false
+    /// Whether requests are still read (false after the peer's end of file).
     private var readOpen = true
-    /// Reading stops while output waits for the socket: a client that sends requests without
-    /// reading the answers cannot make the host buffer answers without bound.
-    private var readPaused = false
-    private var openSources = 2  // read and write sources not yet cancelled; the fd closes at 0
-    private var readBuffer = [UInt8](repeating: 0, count: ControlSession.readSize)
+    /// What epoll watches the descriptor for now.
+    private var interest: UInt32 = 0
     private var inbound: [UInt8] = []
     private var discardingLongLine = false
-    private var out = JSONWriter(capacity: 64 * 1024)
+    private var out = JSONWriter(capacity: 0)
     private var written = 0  // bytes of `out` already sent
+    /// Events encoded into `out` since it was last empty: what a forced close loses at most.
+    private var eventsInOutput = 0
     private var encoder = EventJSON()
     private var batch: [TailFeed.Item] = []
-    private var feed: TailFeed?
+    private(set) var feed: TailFeed?
     /// Events still to send before `end` (a subscription's `count`).
     private var remaining: Int?
     /// The stream's window is over once the feed is drained (`until_*` passed, or `follow: false`).
     private var endWhenDrained = false
     private var sourceSubscriptions: [AnyCancellable] = []
+    /// A non-root client's recursive file watch: events under directories it may not search are
+    /// not shown to it (the watch runs with eventbusd's access).
+    private var filtersPaths = false
+    /// The stream ends once the feed is empty: the host is shutting down and no more events come.
+    private var endingReason: String?
     /// Close once the output buffer is written (after an `end` line, or after the client
     /// closed its side with nothing subscribed).
     private var closeWhenWritten = false
-    private var closed = false
+    private(set) var closed = false
 
     init(id: Int, fd: Int32, peer: System.StreamSocket.Peer, server: ControlServer) {
         self.id = id
         self.fd = fd
         self.peer = peer
         self.server = server
-        self.queue = DispatchQueue(label: "eventbus.control.client.\(id)")
-        self.readSource = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        self.writeSource = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
     }
 
-    /// Greets the client and starts reading its requests.
-    func start() {
-        readSource.setEventHandler { [unowned self] in self.readAvailable() }
-        readSource.setCancelHandler { [unowned self] in self.sourceCancelled() }
-        writeSource.setEventHandler { [unowned self] in
-            self.writeArmed = false
-            self.writeSource.suspend()
-            self.pump()
-        }
-        writeSource.setCancelHandler { [unowned self] in self.sourceCancelled() }
-        queue.async { [self] in
-            var may: [JSON] = []
-            if server.permits(.tail, peer) { may += ["tail", "status", "modules", "stats"] }
-            if server.permits(.post, peer) { may.append("post") }
-            var hello: [String: JSON] = ["type": "hello", "server": "eventbusd", "may": .array(may)]
-            hello["protocol"] = .int(Int64(ControlProtocol.version))
-            hello["pid"] = .int(Int64(getpid()))
-            hello["uid"] = .int(Int64(peer.userID))
-            respond(.object(hello), id: nil)
-            flush()
-            readSource.resume()
-        }
+    private var loop: ControlLoop { server.loop }
+
+    /// Registers with the loop and greets the client. On the loop.
+    func start() throws(System.CallError) {
+        interest = ControlLoop.readable | ControlLoop.peerClosedWriting
+        try loop.add(fd, events: interest, watcher: self)
+        var may: [JSON] = []
+        if server.permits(.tail, peer) { may += ["tail", "status", "modules", "stats"] }
+        if server.permits(.post, peer) { may.append("post") }
+        var hello: [String: JSON] = ["type": "hello", "server": "eventbusd", "may": .array(may)]
+        hello["protocol"] = .int(Int64(ControlProtocol.version))
+        hello["pid"] = .int(Int64(getpid()))
+        hello["uid"] = .int(Int64(peer.userID))
+        respond(.object(hello), id: nil)
+        flush()
     }
 
-    /// Ends the session from the host's side: an `end` line with `reason`, then close once it is
-    /// written.
+    func ready(_ events: UInt32) {
+        guard !closed else { return }
+        if events & (ControlLoop.readable | ControlLoop.peerClosedWriting | ControlLoop.hangUp) != 0, readOpen,
+           !outputWaiting {
+            readAvailable()
+            if closed { return }
+        }
+        if events & (ControlLoop.hangUp | ControlLoop.failed) != 0 {
+            // The peer closed its whole connection (or it failed): nothing written reaches it.
+            server.logger.debug("control client \(id) hung up")
+            close()
+            return
+        }
+        if events & ControlLoop.writable != 0 { pump() }
+    }
+
+    /// Ends the session from the host's side (shutdown): what its feed holds is written, then an
+    /// `end` line with `reason`, then it closes. On the loop.
     func end(reason: String) {
-        queue.async { [self] in
-            guard !closed, !closeWhenWritten else { return }
+        guard !closed, !closeWhenWritten, endingReason == nil else { return }
+        if let feed {
+            endingReason = reason
+            server.detach(feed)
+            cancelSources()
+            pump()
+        } else {
             finish(reason: reason)
         }
     }
 
-    /// Closes at once, whatever is unwritten.
-    func forceClose() {
-        queue.async { [self] in close() }
+    /// The shutdown's time is nearly up: what the feed still holds is not written but announced
+    /// in one `gap` line (reason `shutdown`), then `end`. Returns the events given up. On the loop.
+    func hurry(reason: String) -> (count: Int, first: UInt64, last: UInt64)? {
+        guard !closed, let feed, endingReason != nil else { return nil }
+        var given: (count: Int, first: UInt64, last: UInt64)?
+        var run: (count: Int, first: UInt64, last: UInt64)?
+        func announceRun() {
+            guard let current = run else { return }
+            out.gapLine(dropped: current.count, first: current.first, last: current.last, reason: .shutdown)
+            given = given.map { ($0.count + current.count, $0.first, current.last) } ?? current
+            run = nil
+        }
+        batch.removeAll(keepingCapacity: true)
+        feed.take(upTo: .max, into: &batch)
+        for item in batch {
+            switch item {
+            case .event(let event):
+                run = run.map { ($0.count + 1, $0.first, event.sequence) } ?? (1, event.sequence, event.sequence)
+            case .gap(let dropped, let first, let last, let reason):
+                announceRun()
+                out.gapLine(dropped: dropped, first: first, last: last, reason: reason)
+            }
+        }
+        announceRun()
+        batch.removeAll(keepingCapacity: true)
+        finish(reason: reason)
+        return given
+    }
+
+    /// Closes at once, whatever is unwritten; returns how many events were queued or unsent
+    /// (at most: the output buffer may be partly read). On the loop.
+    func forceClose() -> Int {
+        guard !closed else { return 0 }
+        let lost = (feed?.statistics.queued ?? 0) + (written < out.bytes.count ? eventsInOutput : 0)
+        close()
+        return lost
     }
 
     // MARK: Reading requests
 
+    private var outputWaiting: Bool { written < out.bytes.count }
+
     private func readAvailable() {
-        guard readOpen else { return }
-        // A few reads per wake-up, so one client that floods requests does not keep this queue
-        // from writing (the read source fires again while data waits).
+        // A few reads per wake-up, so one client that floods requests does not keep the loop
+        // from others (epoll reports it again while data waits).
         for _ in 0..<8 {
-            if written < out.bytes.count {
-                readPaused = true
-                readSource.suspend()  // resumed by flush() once the output is out
-                return
-            }
+            if outputWaiting { break }  // reading waits until the answers are out
             let result: System.StreamSocket.ReadResult
             do {
-                result = try readBuffer.withUnsafeMutableBytes { buffer throws(System.CallError) in
+                result = try server.readBuffer.withUnsafeMutableBytes { buffer throws(System.CallError) in
                     try System.StreamSocket.read(fd, into: buffer)
                 }
             } catch {
@@ -127,20 +179,37 @@ final class ControlSession: @unchecked Sendable {
             switch result {
             case .bytes(let count):
                 let previous = inbound.count
-                inbound.append(contentsOf: readBuffer[0..<count])
+                server.readBuffer.withUnsafeBufferPointer { inbound.append(contentsOf: $0[0..<count]) }
                 handleLines(scanningFrom: previous)
                 if closed { return }
             case .wouldBlock:
+                updateInterest()
                 return
             case .end:
                 readOpen = false
-                readSource.cancel()
+                inbound = []
                 // Nothing subscribed: answer what was asked, then close. A subscriber may have
-                // closed only its sending side; it keeps receiving.
+                // closed only its sending side; it keeps receiving (and a full hang-up still
+                // shows as EPOLLHUP).
                 if feed == nil { closeWhenWritten = true }
                 flush()
+                if !closed { updateInterest() }
                 return
             }
+        }
+        updateInterest()
+    }
+
+    /// Watches for what the session can use now: requests while it reads and has no answers
+    /// waiting; writability while output waits. Hang-ups are always reported.
+    private func updateInterest() {
+        guard !closed else { return }
+        var wanted: UInt32 = 0
+        if readOpen && !outputWaiting { wanted |= ControlLoop.readable | ControlLoop.peerClosedWriting }
+        if outputWaiting { wanted |= ControlLoop.writable }
+        if wanted != interest {
+            interest = wanted
+            loop.modify(fd, events: wanted)
         }
     }
 
@@ -164,13 +233,17 @@ final class ControlSession: @unchecked Sendable {
             lineStart = newline + 1
             index = lineStart
         }
-        inbound.removeFirst(lineStart)
+        if lineStart == inbound.count {
+            inbound = []  // an idle connection keeps no buffer
+        } else {
+            inbound.removeFirst(lineStart)
+        }
         if inbound.count > ControlProtocol.maximumLineLength {
             if !discardingLongLine {
                 error("line_too_long", "a request line is limited to \(ControlProtocol.maximumLineLength) bytes; this one is ignored", id: nil)
             }
             discardingLongLine = true
-            inbound.removeAll()
+            inbound = []
         }
         flush()
     }
@@ -236,12 +309,25 @@ final class ControlSession: @unchecked Sendable {
             self.error(error.code, error.message, id: id)
             return
         }
+        // The client's own access decides what it may watch (PeerAccess), before anything opens.
+        let access = server.accessSettings
+        do throws(PeerAccess.Refusal) {
+            if access.files == .caller {
+                for path in parsed.files { try PeerAccess.checkWatch(path, by: peer) }
+            }
+            if !parsed.journal.isEmpty { try PeerAccess.checkJournal(by: peer, groups: access.journalGroups) }
+        } catch {
+            server.logger.warning("control: refused subscribe from uid \(peer.userID) (pid \(peer.processID)): \(error)")
+            self.error("forbidden", error.description, id: id)
+            return
+        }
+        filtersPaths = peer.userID != 0 && parsed.recursive && access.files == .caller && !parsed.files.isEmpty
         for (kind, wanted) in [(FileWatch.kind, !parsed.files.isEmpty), (JournalWatch.kind, !parsed.journal.isEmpty)]
         where wanted && !server.bus.hasSource(kind: kind) {
             error("unavailable", "this eventbusd has no \(kind) source on its bus, so it cannot follow \(kind == FileWatch.kind ? "files" : "journal units")", id: id)
             return
         }
-        let queue = queue
+        let loop = loop
         if !parsed.follow {
             // What the host holds now and nothing after it; the ring's newest is read below
             // under the server's lock, so take every later event as past the window.
@@ -251,7 +337,8 @@ final class ControlSession: @unchecked Sendable {
                             capacity: parsed.buffer ?? server.clientBuffer,
                             client: (id: self.id, userID: peer.userID, processID: peer.processID),
                             wake: { [weak self] in
-                                if let self { queue.async { self.pump() } }
+                                guard let session = self else { return }
+                                loop.execute { session.pump() }
                             })
         let attachment = server.attach(feed, since: parsed.since, last: parsed.last)
         // The client's own sources, after the feed is in place so their first events reach it.
@@ -292,7 +379,7 @@ final class ControlSession: @unchecked Sendable {
             endWhenDrained = true
         } else if let until = parsed.filter.until {
             // Nothing may be posted after `until`: the window still closes then.
-            queue.asyncAfter(wallDeadline: .now() + max(0, until.timeIntervalSinceNow)) { [weak self] in
+            loop.after(.milliseconds(Int64(max(0, until.timeIntervalSinceNow) * 1000) + 1)) { [weak self] in
                 guard let self, self.feed != nil else { return }
                 self.endWhenDrained = true
                 self.pump()
@@ -330,8 +417,7 @@ final class ControlSession: @unchecked Sendable {
                 }
             }
         }
-        let sequence = server.bus.post(Event(name: name, source: "user", fields: fields))
-        guard sequence > 0 else {
+        guard let sequence = server.post(Event(name: name, source: "user", fields: fields)) else {
             error("shutting_down", "the host is shutting down; the event was not posted", id: id)
             return
         }
@@ -362,17 +448,26 @@ final class ControlSession: @unchecked Sendable {
     }
 
     /// Moves events from the feed to the socket, a batch at a time, until the feed is empty or
-    /// the socket is full (then the write source calls again when it drains).
-    private func pump() {
+    /// the socket is full (then epoll reports writability and this runs again). After
+    /// ``batchesPerTurn`` batches it yields the loop to other clients and comes back.
+    func pump() {
         guard !closed else { return }
         guard flush() else { return }
+        var turns = 0
         while let feed {
+            if turns == Self.batchesPerTurn {
+                loop.execute { [self] in pump() }
+                return
+            }
+            turns += 1
             batch.removeAll(keepingCapacity: true)
             feed.take(upTo: Self.batchSize, into: &batch)
             if batch.isEmpty {
-                if endWhenDrained { finish(reason: "until") }
-                return  // the feed went idle; the next offer wakes us
+                // The feed went idle; the next offer wakes us — unless the stream is ending.
+                if let endingReason { finish(reason: endingReason) } else if endWhenDrained { finish(reason: "until") }
+                return
             }
+            if out.bytes.capacity < 64 * 1024 { out.bytes.reserveCapacity(64 * 1024) }
             var delivered = 0
             var countReached = false
             var windowOver = false
@@ -382,6 +477,10 @@ final class ControlSession: @unchecked Sendable {
                     if feed.filter.endsBefore(event) {
                         windowOver = true
                         break
+                    }
+                    if filtersPaths, event.source.hasPrefix("files:"), case .string(let path)? = event.fields["path"],
+                       !PeerAccess.mayReach(path, by: peer) {
+                        continue
                     }
                     encoder.event(event, into: &out)
                     delivered += 1
@@ -394,6 +493,7 @@ final class ControlSession: @unchecked Sendable {
                 }
                 if countReached || windowOver { break }
             }
+            eventsInOutput += delivered
             feed.didDeliver(delivered)
             if countReached || windowOver {
                 finish(reason: countReached ? "count" : "until")
@@ -404,7 +504,7 @@ final class ControlSession: @unchecked Sendable {
     }
 
     /// Writes what the output buffer holds. True when all of it went out; false when the socket
-    /// is full (the write source is armed) or the session closed.
+    /// is full (writability is watched) or the session closed.
     @discardableResult
     private func flush() -> Bool {
         guard !closed else { return false }
@@ -423,63 +523,51 @@ final class ControlSession: @unchecked Sendable {
             case .wrote(let count):
                 written += count
             case .wouldBlock:
-                if !writeArmed {
-                    writeArmed = true
-                    writeSource.resume()
-                }
+                updateInterest()
                 return false
             case .closed:
                 close()
                 return false
             }
         }
-        out.bytes.removeAll(keepingCapacity: out.bytes.capacity <= 1 << 20)
-        written = 0
-        if readPaused && readOpen {
-            readPaused = false
-            readSource.resume()
+        // A tail keeps a buffer of a batch's size; a connection that only asks keeps none.
+        if feed == nil || out.bytes.capacity > 256 * 1024 {
+            out = JSONWriter(capacity: 0)
+        } else {
+            out.bytes.removeAll(keepingCapacity: true)
         }
+        written = 0
+        eventsInOutput = 0
         if closeWhenWritten {
             close()
             return false
         }
+        updateInterest()
         return true
+    }
+
+    private func cancelSources() {
+        sourceSubscriptions.forEach { $0.cancel() }
+        sourceSubscriptions = []
     }
 
     private func detachFeed() {
         guard let feed else { return }
         server.detach(feed)
-        sourceSubscriptions.forEach { $0.cancel() }
-        sourceSubscriptions = []
+        cancelSources()
         self.feed = nil
+        batch = []
     }
 
+    /// Releases everything at once: feed, sources, descriptor, the server's entry.
     private func close() {
         guard !closed else { return }
         closed = true
         detachFeed()
-        if readOpen {
-            readOpen = false
-            readSource.cancel()
-            if readPaused { readSource.resume() }  // a suspended source never runs its cancel handler
-        }
-        writeSource.cancel()
-        // A suspended source never runs its cancel handler; resume it so it can.
-        if !writeArmed {
-            writeArmed = true
-            writeSource.resume()
-        }
-    }
-
-    /// Both sources are done with the descriptor: close it, and leave the server.
-    private func sourceCancelled() {
-        openSources -= 1
-        guard openSources == 0 else { return }
-        if !closed {
-            closed = true
-            detachFeed()
-        }
+        loop.remove(fd)
         System.StreamSocket.close(fd)
+        out = JSONWriter(capacity: 0)
+        inbound = []
         server.remove(self)
     }
 }

@@ -29,22 +29,50 @@ public struct ControlSettings: Sendable, Equatable {
     /// Recent events kept for replay with `--since` and `--last` (`replay_events`).
     public var replayEvents: Int
 
+    /// Connections at once, all users together (`max_clients`); one more is refused with a
+    /// `too_many_clients` error line.
+    public var maxClients: Int
+    /// Connections at once of one non-root user (`max_clients_per_user`): a tail-group member
+    /// cannot use up the host's descriptors.
+    public var maxClientsPerUser: Int
+
+    /// Who decides what `tail --files` may watch (`files_access`).
+    public enum FilesAccess: String, Sendable, Equatable {
+        /// The client's own permissions on the path (see ``PeerAccess``): the default.
+        case caller
+        /// Any member of the tail group may watch any path (eventbusd's own access).
+        case tailGroup = "tail_group"
+    }
+
+    public var filesAccess: FilesAccess = .caller
+    /// Groups whose members may follow the journal with `tail --journal` (`journal_groups`);
+    /// root always may. Empty: every tail-group member may.
+    public var journalGroups: [String] = ControlSettings.defaultJournalGroups
+
+    public static let defaultJournalGroups = ["systemd-journal", "adm"]
     public static let defaultClientBuffer = 10_000
     public static let defaultReplayEvents = 10_000
+    public static let defaultMaxClients = 4096
+    public static let defaultMaxClientsPerUser = 64
 
     public init(socketPath: String = ControlProtocol.defaultSocketPath(), tailGroup: Group? = nil,
                 postGroup: Group? = nil, clientBuffer: Int = ControlSettings.defaultClientBuffer,
-                replayEvents: Int = ControlSettings.defaultReplayEvents) {
+                replayEvents: Int = ControlSettings.defaultReplayEvents,
+                maxClients: Int = ControlSettings.defaultMaxClients,
+                maxClientsPerUser: Int = ControlSettings.defaultMaxClientsPerUser) {
         self.socketPath = socketPath
         self.tailGroup = tailGroup
         self.postGroup = postGroup
         self.clientBuffer = clientBuffer
         self.replayEvents = replayEvents
+        self.maxClients = maxClients
+        self.maxClientsPerUser = maxClientsPerUser
     }
 }
 
 extension HostConfig {
-    static let controlKeys = ["socket", "tail_group", "post_group", "client_buffer", "replay_events"]
+    static let controlKeys = ["socket", "tail_group", "post_group", "client_buffer", "replay_events",
+                              "max_clients", "max_clients_per_user", "files_access", "journal_groups"]
 
     /// Reads the `control:` section. Groups are looked up now, so a misspelt group is an error
     /// with its line, not a refusal later.
@@ -64,6 +92,16 @@ extension HostConfig {
             case "post_group": settings.postGroup = try group(value)
             case "client_buffer": settings.clientBuffer = try value.int(atLeast: 1)
             case "replay_events": settings.replayEvents = try value.int(atLeast: 0)
+            case "max_clients": settings.maxClients = try value.int(atLeast: 1)
+            case "max_clients_per_user": settings.maxClientsPerUser = try value.int(atLeast: 1)
+            case "files_access":
+                let text = try value.string()
+                guard let access = ControlSettings.FilesAccess(rawValue: text) else {
+                    throw value.error("must be caller (the client's own permissions decide) or tail_group (any tail-group member may watch any path), found \(text)")
+                }
+                settings.filesAccess = access
+            case "journal_groups":
+                settings.journalGroups = try value.sequence().map { item throws(ConfigError) in try item.string() }
             default: preconditionFailure("key \(key) allowed but not handled")
             }
         }

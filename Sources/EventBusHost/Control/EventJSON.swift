@@ -102,6 +102,8 @@ enum GapReason: String {
     case slowClient = "slow_client"
     /// The replay it asked for starts before the oldest event the host still holds.
     case replay
+    /// The host shut down before the client read them (it had a moment to, and did not).
+    case shutdown
 }
 
 extension JSONWriter {

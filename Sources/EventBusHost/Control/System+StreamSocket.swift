@@ -113,6 +113,12 @@ extension System {
             }
         }
 
+        /// A descriptor held in reserve for when the process runs out of them (`/dev/null`,
+        /// close-on-exec); -1 if even that cannot be opened.
+        static func openSpare() -> Int32 {
+            open("/dev/null", O_RDONLY | O_CLOEXEC)
+        }
+
         /// Who is at the other end, as the kernel recorded it when the client connected.
         struct Peer: Sendable, Equatable {
             var processID: Int32

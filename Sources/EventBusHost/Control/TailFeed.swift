@@ -2,7 +2,7 @@ import EventBusKit
 import Foundation
 
 /// One tailing client's bounded buffer: the bus's delivery loop puts events in, the client's
-/// session queue takes them out in batches and writes them to the socket.
+/// control loop (the session's thread) takes them out in batches and writes them to the socket.
 ///
 /// ## Slow clients: drop with count, announced
 /// At most `capacity` events wait. When the client does not read — the socket's kernel buffer
@@ -12,13 +12,13 @@ import Foundation
 /// keeps their session and sees how much they missed; a script that cannot afford loss sees the
 /// gap line and can re-read with `since_seq`. Either way the bus — and every other client and
 /// module — never waits for this client: putting an event in is a lock and an append, plus one
-/// `DispatchQueue.async` when the session was idle (so a burst costs one wake-up).
+/// wake-up of the control loop when the session was idle (so a burst costs one wake-up).
 ///
 /// ## Threads
 /// ``offer(_:)`` is called on the bus's delivery loop only (by ``ControlServer``'s fan-out and
 /// by the client's source subscriptions, which deliver there too), so offers are in sequence
 /// order — which is what lets it drop duplicates by sequence. ``take(upTo:)`` runs on the
-/// session's queue. The lock guards what both touch.
+/// control loop's thread. The lock guards what both touch.
 final class TailFeed: @unchecked Sendable {
     // @unchecked: the mutable state is behind `lock`; the rest is immutable.
 

@@ -11,6 +11,11 @@ import Glibc
 /// Local time with milliseconds, the bus sequence number (what `--since` takes), the name, the
 /// source, then the fields in key order — a `message` field last, without its key. Colour only
 /// when standard output is a terminal and `NO_COLOR` is unset.
+///
+/// Terminal safety: names, sources, keys and values are posted by anyone allowed to post, so
+/// their control characters are shown escaped, as `journalctl` does (`\x1b`, `\n`, `\t`, C1
+/// controls as `\u{9b}`): a field cannot recolour or retitle the terminal, and a newline in it
+/// cannot forge a line that looks like another event. `--json` stays exact (JSON escapes them).
 struct EventFormatter {
     let colour: Bool
     /// Times in UTC rather than the local time zone (`--utc`).
@@ -23,16 +28,16 @@ struct EventFormatter {
     func format(_ line: JSON) -> String {
         if line["type"]?.stringValue == "gap" { return gap(line) }
         let sequence = line["seq"]?.intValue ?? 0
-        let name = line["name"]?.stringValue ?? "?"
-        let source = line["source"]?.stringValue ?? "?"
+        let name = Self.escape(line["name"]?.stringValue ?? "?")
+        let source = Self.escape(line["source"]?.stringValue ?? "?")
         let fields = line["fields"]?.objectValue ?? [:]
         var text = paint(Self.localTime(line["time"]?.stringValue ?? "", utc: utc), "2") + " " + paint("#\(sequence)", "2") + " "
         text += paint(name, "1;36") + " " + paint("(\(source))", "2")
         for key in fields.keys.sorted() where key != "message" {
-            text += " " + key + "=" + Self.show(fields[key]!)
+            text += " " + Self.escape(key) + "=" + Self.show(fields[key]!)
         }
         if let message = fields["message"] {
-            let shown = message.stringValue ?? Self.show(message)
+            let shown = message.stringValue.map(Self.escape) ?? Self.show(message)
             text += ": " + paint(shown, Self.priorityColour(fields["priority"]?.intValue))
         }
         return text + "\n"
@@ -43,7 +48,7 @@ struct EventFormatter {
         if line["type"]?.stringValue == "gap" { return gap(line) }
         let fields = line["fields"]?.objectValue ?? [:]
         let text = fields["message"].map { $0.stringValue ?? Self.show($0) } ?? line["name"]?.stringValue ?? "?"
-        return text + "\n"
+        return Self.escape(text) + "\n"
     }
 
     private func gap(_ line: JSON) -> String {
@@ -78,19 +83,45 @@ struct EventFormatter {
         switch value {
         case .string(let text):
             if text.isEmpty || text.contains(where: { $0 == " " || $0 == "=" || $0 == "\"" || $0.isNewline }) {
-                var writer = JSONWriter()
-                writer.string(text)
-                return String(decoding: writer.bytes, as: UTF8.self)
+                var quoted = "\""
+                for character in text { if character == "\"" { quoted += "\\\"" } else { quoted.append(character) } }
+                return escape(quoted) + "\""
             }
-            return text
+            return escape(text)
         case .int(let number): return String(number)
         case .double(let number): return String(number)
         case .bool(let flag): return String(flag)
         default:
             var writer = JSONWriter()
             writer.value(value)
-            return String(decoding: writer.bytes, as: UTF8.self)
+            return escape(String(decoding: writer.bytes, as: UTF8.self))
         }
+    }
+
+    /// `text` with every control character (C0, DEL, C1) written as an escape sequence.
+    static func escape(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count + 8)
+        for scalar in text.unicodeScalars {
+            guard isControl(scalar) else {
+                escaped.unicodeScalars.append(scalar)
+                continue
+            }
+            switch scalar {
+            case "\n": escaped += "\\n"
+            case "\t": escaped += "\\t"
+            case "\r": escaped += "\\r"
+            default:
+                let hex = String(scalar.value, radix: 16)
+                escaped += scalar.value < 0x80 ? "\\x" + (hex.count == 1 ? "0" : "") + hex : "\\u{" + hex + "}"
+            }
+        }
+        return escaped
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 
     /// `2025-03-05T14:02:11.123456Z` → `Mar 05 14:02:11.123` in the local time zone (or in UTC).

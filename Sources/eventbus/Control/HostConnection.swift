@@ -24,7 +24,12 @@ struct HostConnection {
         } catch {
             throw CommandError(error.description)
         }
-        guard let hello = try connection.readJSON(), hello["type"]?.stringValue == "hello" else {
+        let greeting = try connection.readJSON()
+        if let greeting, greeting["type"]?.stringValue == "error" {
+            // Not admitted (too many clients, or eventbusd is out of descriptors): it says why.
+            throw CommandError("eventbusd refused the connection: \(greeting["message"]?.stringValue ?? "no reason given")")
+        }
+        guard let hello = greeting, hello["type"]?.stringValue == "hello" else {
             throw CommandError("\(path) did not greet like eventbusd (no hello line)")
         }
         guard let version = hello["protocol"]?.intValue, version == ControlProtocol.version else {
