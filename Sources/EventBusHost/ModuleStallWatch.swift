@@ -42,7 +42,8 @@ final class ModuleStallWatch: @unchecked Sendable {
 
     private func look() {
         for module in statistics() {
-            let before = lastDropped[module.name] ?? module.dropped
+            // A module not seen before counts from zero: drops before the first look are a stall too.
+            let before = lastDropped[module.name] ?? 0
             lastDropped[module.name] = module.dropped
             var log = logger
             log[metadataKey: "module"] = "\(module.name)"

@@ -298,7 +298,8 @@ import Testing
         #expect(below.stderr.contains("no search permission on \(secret)"), "\(below.stderr)")
 
         // A file that does not exist yet, in a folder the user may list: allowed (it may appear).
-        let appearing = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "1", "--files", open + "/later.txt"], as: user, in: directory)
+        // No --count: its first event is an fs.error (the file is missing), and it must stay.
+        let appearing = try CLIProcess(["tail", "--socket", socket, "--json", "--files", open + "/later.txt"], as: user, in: directory)
         #expect(await waitForTailing(socket, count: 1))
         kill(appearing.process.processIdentifier, SIGKILL)
         _ = await appearing.finish()
