@@ -12,12 +12,17 @@ let package = Package(
         .library(name: "Follower", type: .dynamic, targets: ["Follower"]),
         .library(name: "RateSummary", type: .dynamic, targets: ["RateSummary"]),
         .executable(name: "eventbusd", targets: ["eventbusd"]),
+        // Runs one process-isolated module (`isolation: process`); eventbusd spawns it.
+        .executable(name: "eventbus-module-worker", targets: ["ModuleWorker"]),
         // Test fixtures: real module shared objects for EventBusHostTests to load.
         .library(name: "FixtureCounter", type: .dynamic, targets: ["FixtureCounter"]),
         .library(name: "FixtureStalled", type: .dynamic, targets: ["FixtureStalled"]),
         .library(name: "FixtureActivationThrows", type: .dynamic, targets: ["FixtureActivationThrows"]),
         .library(name: "FixtureThrowingHandler", type: .dynamic, targets: ["FixtureThrowingHandler"]),
         .library(name: "FixtureABIMismatch", type: .dynamic, targets: ["FixtureABIMismatch"]),
+        .library(name: "FixtureCrashing", type: .dynamic, targets: ["FixtureCrashing"]),
+        .library(name: "FixtureHanging", type: .dynamic, targets: ["FixtureHanging"]),
+        .library(name: "FixtureLatencyProbe", type: .dynamic, targets: ["FixtureLatencyProbe"]),
     ],
     dependencies: [
         // The SDK is a nested package so SwiftPM links everything here against its one dynamic
@@ -32,7 +37,7 @@ let package = Package(
         .executableTarget(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
-                           "EventBusHost", "ControlProtocol"]
+                           "EventBusHost", "ControlProtocol", "ModuleIsolation"]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
@@ -85,8 +90,21 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
                 "ControlProtocol",
+                "ModuleIsolation",
             ],
             exclude: ["Control/PROTOCOL.md"]
+        ),
+        // Process isolation, both sides' shared part and the host's: the wire format, spawning a
+        // worker, supervising it (heartbeat, crash, restart). Links the SDK only.
+        .target(
+            name: "ModuleIsolation",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ControlProtocol"]
+        ),
+        // The module worker: one module, in a process of its own, loaded with the host's loader.
+        .executableTarget(
+            name: "ModuleWorker",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventBusHost",
+                           "ModuleIsolation", "ControlProtocol"]
         ),
         .executableTarget(
             name: "eventbusd",
@@ -120,6 +138,21 @@ let package = Package(
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
             path: "Tests/Fixtures/FixtureABIMismatch"
         ),
+        .target(
+            name: "FixtureCrashing",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureCrashing"
+        ),
+        .target(
+            name: "FixtureHanging",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureHanging"
+        ),
+        .target(
+            name: "FixtureLatencyProbe",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureLatencyProbe"
+        ),
         // What every test target shares: polling with a generous bound, a thread-safe box.
         .target(name: "TestSupport", path: "Tests/Support"),
         .testTarget(
@@ -136,7 +169,7 @@ let package = Package(
         // Fixture* products above) and the real eventbusd as a child process.
         .testTarget(
             name: "EventBusHostTests",
-            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol"]
+            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation"]
         ),
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
