@@ -55,4 +55,6 @@ limit(RLIMIT_DATA, "memory-limit")
 limit(RLIMIT_CPU, "cpu-limit")
 limit(RLIMIT_NOFILE, "open-files")
 
-exit(WorkerRuntime(socket: 3, name: name).run())
+// `_exit`: the host is gone or done with us; nothing is left to flush, and no module code (nor
+// atexit handler of it) should run any more.
+_exit(WorkerRuntime(socket: 3, name: name).run())
