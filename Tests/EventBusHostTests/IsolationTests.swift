@@ -97,7 +97,7 @@ import Testing
         let daemon = try await Daemon.running(config(directory, modules: """
               hanging:
                 path: \(BuildProducts.fixture("FixtureHanging"))
-                worker: {heartbeat_timeout: 2s, restart_delay: 50ms}
+                worker: {heartbeat_timeout: 3s, restart_delay: 50ms}
               counter:
                 path: \(BuildProducts.fixture("FixtureCounter"))
             """), in: directory)
@@ -111,7 +111,9 @@ import Testing
         #expect(fields["signal"]?.intValue == Int64(SIGKILL), "\(fields)")
         #expect(fields["reason"]?.stringValue?.contains("no heartbeat within") == true, "\(fields)")
         #expect(await daemon.waitFor("module restarted (fixture-hanging 1.0.0"), "\(daemon.output)")
-        #expect(module("hanging", directory)?["restarts"]?.intValue == 1, "\(daemon.output)")
+        // At least one: on a machine loaded enough to starve an idle worker's heartbeat for the
+        // whole timeout, the watchdog restarts it again, which is what it is for.
+        #expect((module("hanging", directory)?["restarts"]?.intValue ?? 0) >= 1, "\(daemon.output)")
 
         let results = try await tail(["result.>"], count: 1, directory)
         _ = try ask(socket(directory), ["op": "post", "name": "test.report"])
