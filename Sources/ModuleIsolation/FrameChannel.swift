@@ -145,9 +145,9 @@ public final class FrameChannel: @unchecked Sendable {
     }
 
     /// Reads frames until end of file, an error or a malformed frame, calling `handle` for each
-    /// on this thread. Returns why reading ended. A `handle` that throws ends it too.
-    public func readFrames(_ handle: (FrameType, [UInt8]) throws -> Void) -> String {
-        var reader = FrameReader()
+    /// on this thread (the payload is valid during the call only). Returns why reading ended. A `handle` that throws ends it too.
+    public func readFrames(_ handle: (FrameType, UnsafeRawBufferPointer) throws -> Void) -> String {
+        let reader = FrameReader()
         while true {
             switch reader.next() {
             case .frame(let type, let payload):

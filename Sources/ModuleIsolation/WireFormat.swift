@@ -115,53 +115,71 @@ public struct FrameBuffer {
 }
 
 /// Cuts frames out of the bytes read from a socket.
-public struct FrameReader {
-    private var buffer: [UInt8] = []
+///
+/// One buffer, reused: a read goes straight into its free space (no zero-filling, no copy per
+/// frame); a frame's payload is handed out as a view into it, valid until the next read.
+public final class FrameReader {
+    private var storage: UnsafeMutableRawPointer
+    private var capacity: Int
     private var start = 0
+    private var end = 0
     /// Frames longer than this are a protocol error (a corrupt or hostile peer), not an allocation.
     public static let maximumFrame = 64 << 20
+    private static let readSize = 256 * 1024
 
-    public init() {}
+    public init() {
+        capacity = 1 << 20
+        storage = .allocate(byteCount: capacity, alignment: 16)
+    }
+
+    deinit { storage.deallocate() }
 
     /// Reads once from `fd` into the buffer. Returns false at end of file or on an error.
-    public mutating func fill(from fd: Int32) -> Bool {
-        if start > 0 && start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
+    public func fill(from fd: Int32) -> Bool {
+        if start == end {
             start = 0
-        } else if start > 1 << 20 {
-            buffer.removeSubrange(0..<start)
-            start = 0
+            end = 0
         }
-        let chunk = 256 * 1024
-        let old = buffer.count
-        buffer.reserveCapacity(old + chunk)
-        buffer.append(contentsOf: repeatElement(0, count: chunk))
-        let got = buffer.withUnsafeMutableBytes { raw -> Int in
-            while true {
-                let n = read(fd, raw.baseAddress! + old, chunk)
-                if n < 0 && errno == EINTR { continue }
-                return n
+        if capacity - end < Self.readSize {
+            // Move the unread bytes to the front; grow if a long frame needs more room.
+            let unread = end - start
+            if unread + Self.readSize > capacity {
+                let grown = UnsafeMutableRawPointer.allocate(byteCount: max(capacity * 2, unread + Self.readSize), alignment: 16)
+                grown.copyMemory(from: storage + start, byteCount: unread)
+                storage.deallocate()
+                storage = grown
+                capacity = max(capacity * 2, unread + Self.readSize)
+            } else if start > 0 {
+                memmove(storage, storage + start, unread)
             }
+            start = 0
+            end = unread
         }
-        buffer.removeLast(chunk - max(0, got))
-        return got > 0
+        while true {
+            let n = read(fd, storage + end, capacity - end)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            end += n
+            return true
+        }
     }
 
     public enum Next {
-        case frame(FrameType, [UInt8])
+        /// The payload is valid until the next call to ``fill(from:)``.
+        case frame(FrameType, UnsafeRawBufferPointer)
         case needMore
         case malformed(String)
     }
 
     /// The next whole frame in the buffer, if there is one.
-    public mutating func next() -> Next {
-        guard buffer.count - start >= 5 else { return .needMore }
-        let length = buffer.withUnsafeBytes { Int($0.loadUnaligned(fromByteOffset: start, as: UInt32.self).littleEndian) }
+    public func next() -> Next {
+        guard end - start >= 5 else { return .needMore }
+        let length = Int(UInt32(littleEndian: (storage + start).loadUnaligned(as: UInt32.self)))
         guard length >= 1, length <= Self.maximumFrame else { return .malformed("frame length \(length)") }
-        guard buffer.count - start >= 4 + length else { return .needMore }
-        let typeByte = buffer[start + 4]
+        guard end - start >= 4 + length else { return .needMore }
+        let typeByte = (storage + start + 4).load(as: UInt8.self)
         guard let type = FrameType(rawValue: typeByte) else { return .malformed("unknown frame type \(typeByte)") }
-        let payload = Array(buffer[(start + 5)..<(start + 4 + length)])
+        let payload = UnsafeRawBufferPointer(start: storage + start + 5, count: length - 1)
         start += 4 + length
         return .frame(type, payload)
     }
@@ -176,9 +194,9 @@ public struct WireError: Error, CustomStringConvertible, Sendable {
 
 extension JSON {
     /// A JSON frame's payload.
-    public static func frame(_ payload: [UInt8]) throws(WireError) -> JSON {
+    public static func frame(_ payload: UnsafeRawBufferPointer) throws(WireError) -> JSON {
         do {
-            return try payload.withUnsafeBufferPointer { buffer throws(JSONParseError) in try JSON.parse(buffer) }
+            return try JSON.parse(payload.assumingMemoryBound(to: UInt8.self))
         } catch {
             throw WireError("malformed JSON frame: \(error)")
         }

@@ -92,25 +92,17 @@ final class WorkerSession: @unchecked Sendable {
 
     // MARK: The reader thread
 
-    private func handle(_ type: FrameType, _ payload: [UInt8]) throws {
+    private func handle(_ type: FrameType, _ payload: UnsafeRawBufferPointer) throws {
         switch type {
         case .progress:
-            try payload.withUnsafeBytes { raw in
-                var decoder = WireDecoder(raw)
-                consumed.store(try decoder.integer(UInt64.self), ordering: .relaxed)
-                errors.store(try decoder.integer(UInt64.self), ordering: .relaxed)
-            }
+            var decoder = WireDecoder(payload)
+            consumed.store(try decoder.integer(UInt64.self), ordering: .relaxed)
+            errors.store(try decoder.integer(UInt64.self), ordering: .relaxed)
             lastHeard.store(MonotonicClock.now(), ordering: .relaxed)
         case .posts:
-            let events = try payload.withUnsafeBytes { raw -> [Event] in
-                var decoder = WireDecoder(raw)
-                let count = Int(try decoder.integer(UInt32.self))
-                var events: [Event] = []
-                events.reserveCapacity(min(count, 65_536))
-                for _ in 0..<count { events.append(try decoder.event()) }
-                return events
-            }
-            for event in events { hostBus.post(event) }
+            var decoder = WireDecoder(payload)
+            let count = Int(try decoder.integer(UInt32.self))
+            for _ in 0..<count { hostBus.post(try decoder.event()) }
         case .subscribe:
             let json = try JSON.frame(payload)
             guard let id = json["id"]?.intValue else { throw WireError("subscribe without id") }

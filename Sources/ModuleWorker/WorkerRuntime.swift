@@ -58,19 +58,16 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         return 0
     }
 
-    private func handle(_ type: FrameType, _ payload: [UInt8]) throws {
+    private func handle(_ type: FrameType, _ payload: UnsafeRawBufferPointer) throws {
         switch type {
         case .events:
-            let batch = try payload.withUnsafeBytes { raw -> [(subscription: UInt64, event: Event)] in
-                var decoder = WireDecoder(raw)
-                let count = Int(try decoder.integer(UInt32.self))
-                var batch: [(subscription: UInt64, event: Event)] = []
-                batch.reserveCapacity(min(count, 65_536))
-                for _ in 0..<count {
-                    let subscription = try decoder.integer(UInt64.self)
-                    batch.append((subscription, try decoder.event()))
-                }
-                return batch
+            var decoder = WireDecoder(payload)
+            let count = Int(try decoder.integer(UInt32.self))
+            var batch: [(subscription: UInt64, event: Event)] = []
+            batch.reserveCapacity(min(count, 65_536))
+            for _ in 0..<count {
+                let subscription = try decoder.integer(UInt64.self)
+                batch.append((subscription, try decoder.event()))
             }
             deliver(batch)
         case .start:

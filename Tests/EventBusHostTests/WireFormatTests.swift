@@ -25,11 +25,11 @@ import Testing
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
         defer { close(pair[0]); close(pair[1]) }
         #expect(bytes.withUnsafeBytes { write(pair[0], $0.baseAddress, $0.count) } == bytes.count)
-        var reader = FrameReader()
+        let reader = FrameReader()
         var got: [(FrameType, [UInt8])] = []
         while got.count < 3 {
             switch reader.next() {
-            case .frame(let type, let payload): got.append((type, payload))
+            case .frame(let type, let payload): got.append((type, Array(payload)))
             case .needMore:
                 let filled = reader.fill(from: pair[1])
                 #expect(filled)
