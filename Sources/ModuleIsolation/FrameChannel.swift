@@ -9,7 +9,8 @@ import Glibc
 /// ## Threads
 /// - **Writing**: callers on any thread append frames to one pending buffer under a lock
 ///   (``send(_:)``); a dedicated *writer thread* takes everything pending and sends it with one
-///   `send` call per wake-up. So a burst of events from the host's mailbox queue becomes a few
+///   `send` call per wake-up — or, for ``sendThrottled(inline:_:)`` callers that find no write
+///   in progress, the caller sends it itself. Writes never overlap. So a burst of events from the host's mailbox queue becomes a few
 ///   large writes, not one per event, and no caller ever blocks in a system call — except
 ///   ``sendThrottled(_:)``, which waits while more than `highWater` bytes are pending: that is
 ///   how a worker that does not keep up pushes back on the host's mailbox queue, whose bounded
@@ -30,6 +31,8 @@ public final class FrameChannel: @unchecked Sendable {
     private var flushing = false
     private var writerIdle = false
     private var writerDone = false
+    /// A write is in progress, by the writer thread or an inline writer; writes never overlap.
+    private var writing = false
 
     public init(fd: Int32, name: String, highWater: Int = 2 << 20) {
         self.fd = fd
@@ -58,14 +61,38 @@ public final class FrameChannel: @unchecked Sendable {
     }
 
     /// Like ``send(_:)``, but first waits while more than `highWater` bytes wait to be written.
+    /// With `inline`, when no write is in progress the caller writes itself — everything pending,
+    /// until nothing is — instead of waking the writer thread: one thread hand-over less per
+    /// batch. Only for callers that may block in `send(2)` while the peer does not read (the
+    /// host's mailbox queue, whose blocking is the back-pressure); never a socket's reader.
     @discardableResult
-    public func sendThrottled(_ body: (inout FrameBuffer) -> Void) -> Bool {
+    public func sendThrottled(inline: Bool = false, _ body: (inout FrameBuffer) -> Void) -> Bool {
         condition.lock()
-        defer { condition.unlock() }
         while !closed && pending.count > highWater { condition.wait() }
-        guard !closed else { return false }
+        guard !closed else {
+            condition.unlock()
+            return false
+        }
         body(&pending)
-        if writerIdle { condition.broadcast() }
+        guard inline, !writing else {
+            if writerIdle { condition.broadcast() }
+            condition.unlock()
+            return true
+        }
+        writing = true
+        var outgoing: [UInt8] = []
+        var ok = true
+        while ok && !closed && !pending.isEmpty {
+            pending.take(into: &outgoing)
+            condition.broadcast()  // throttled senders may go on
+            condition.unlock()
+            ok = writeAll(outgoing)
+            condition.lock()
+        }
+        writing = false
+        if !ok { closed = true }
+        condition.broadcast()
+        condition.unlock()
         return true
     }
 
@@ -83,7 +110,7 @@ public final class FrameChannel: @unchecked Sendable {
     public func flushAndClose(timeout: Duration) {
         let deadline = Date().addingTimeInterval(timeout.secondsValue)
         condition.withLock {
-            while !closed && (!pending.isEmpty || flushing) {
+            while !closed && (!pending.isEmpty || flushing || writing) {
                 if !condition.wait(until: deadline) { break }
             }
         }
@@ -104,7 +131,7 @@ public final class FrameChannel: @unchecked Sendable {
         var outgoing: [UInt8] = []
         while true {
             condition.lock()
-            while !closed && pending.isEmpty {
+            while !closed && (pending.isEmpty || writing) {
                 writerIdle = true
                 condition.wait()
             }
@@ -117,12 +144,14 @@ public final class FrameChannel: @unchecked Sendable {
             }
             pending.take(into: &outgoing)
             flushing = true
+            writing = true
             condition.broadcast()  // throttled senders may go on
             condition.unlock()
             let ok = writeAll(outgoing)
             outgoing.removeAll(keepingCapacity: outgoing.capacity <= 8 << 20)
             condition.withLock {
                 flushing = false
+                writing = false
                 if !ok { closed = true }
                 condition.broadcast()
             }

@@ -62,6 +62,26 @@ public struct FrameBuffer {
         lastFrame = nil
     }
 
+    /// Moves `other`'s frames to the end of this buffer (`other` keeps its capacity).
+    public mutating func append(contentsOf other: inout FrameBuffer) {
+        guard !other.bytes.isEmpty else { return }
+        if bytes.isEmpty {
+            swap(&bytes, &other.bytes)
+            lastFrame = other.lastFrame
+        } else {
+            let offset = bytes.count
+            bytes.append(contentsOf: other.bytes)
+            lastFrame = other.lastFrame.map { (offset + $0.offset, $0.type) }
+        }
+        other.removeAll()
+    }
+
+    /// Empties the buffer, keeping its capacity.
+    public mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        lastFrame = nil
+    }
+
     /// A frame with a JSON payload.
     public mutating func append(_ type: FrameType, json: JSON) {
         var writer = JSONWriter()

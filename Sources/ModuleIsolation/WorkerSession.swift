@@ -42,6 +42,10 @@ final class WorkerSession: @unchecked Sendable {
     let lastHeard = Atomic<UInt64>(MonotonicClock.now())
     /// Set when the watchdog killed it for missing heartbeats.
     let killedAsHung = Atomic<Bool>(false)
+    /// Events gathered during the mailbox's current batch; touched only on the mailbox queue.
+    private var batch = FrameBuffer()
+    private var batchCount: UInt64 = 0
+    private let mailbox: Mailbox
 
     init(process: WorkerProcess, name: String, hostBus: Bus, mailbox: Mailbox, log: ModuleLog,
          onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
@@ -49,6 +53,7 @@ final class WorkerSession: @unchecked Sendable {
         self.name = name
         self.hostBus = hostBus
         self.moduleBus = hostBus.scoped(to: mailbox)
+        self.mailbox = mailbox
         self.log = log
         self.onEnd = onEnd
         self.channel = FrameChannel(fd: process.socket, name: "worker.\(name)")
@@ -56,6 +61,7 @@ final class WorkerSession: @unchecked Sendable {
 
     func start() {
         channel.start()
+        mailbox.setBatchObserver { [weak self] in self?.flush() }
         let thread = Thread { [self] in
             let reason = channel.readFrames { type, payload in try handle(type, payload) }
             replies.end()
@@ -74,6 +80,7 @@ final class WorkerSession: @unchecked Sendable {
 
     /// Cancels every subscription held for the module.
     func cancelSubscriptions() {
+        mailbox.setBatchObserver(nil)
         let all = subscriptions.withLock { all in
             defer { all.removeAll() }
             return all
@@ -81,13 +88,22 @@ final class WorkerSession: @unchecked Sendable {
         for cancellable in all.values { cancellable.cancel() }
     }
 
-    /// On the module's mailbox queue.
+    /// On the module's mailbox queue: gathered into the batch's frame.
     private func forward(_ event: Event, to subscription: UInt64) {
-        if channel.sendThrottled({ $0.appendEvent(event, type: .events, subscription: subscription) }) {
-            sent.add(1, ordering: .relaxed)
-        } else {
-            lostAfterClose.add(1, ordering: .relaxed)
-        }
+        batch.appendEvent(event, type: .events, subscription: subscription)
+        batchCount += 1
+    }
+
+    /// On the module's mailbox queue, when its batch ends (and before a drain reports done):
+    /// the gathered events go to the socket as one frame — written right here when no write is
+    /// in progress, so a lone event costs no extra thread hand-over.
+    func flush() {
+        guard batchCount > 0 else { return }
+        let count = batchCount
+        batchCount = 0
+        let sentNow = channel.sendThrottled(inline: true) { pending in pending.append(contentsOf: &batch) }
+        if sentNow { sent.add(count, ordering: .relaxed) } else { lostAfterClose.add(count, ordering: .relaxed) }
+        batch.removeAll()
     }
 
     // MARK: The reader thread

@@ -164,8 +164,14 @@ public final class WorkerSupervisor: @unchecked Sendable {
             state.withLock { $0.restarting = false }
             guard let session else { return true }
             let deadline = ContinuousClock.now + timeout
-            // What waits in the host mailbox goes out before the deactivate frame.
-            var finished = mailbox.drain(timeout: max(.zero, deadline - .now))
+            // What waits in the host mailbox goes out before the deactivate frame: a drain whose
+            // marker also sends the batch it ends (a drain's marker runs before the batch's flush).
+            let drained = DispatchSemaphore(value: 0)
+            mailbox.perform {
+                session.flush()
+                drained.signal()
+            }
+            var finished = drained.wait(timeout: .now() + DispatchTimeInterval(max(.zero, deadline - .now))) == .success
             if finished {
                 finished = session.call(.deactivate, [:], expecting: .deactivated, timeout: max(.zero, deadline - .now)) != nil
             }

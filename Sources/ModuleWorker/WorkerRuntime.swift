@@ -18,7 +18,9 @@ import Synchronization
 ///   pipeline, reconfigure, deactivate. Pipelines never see concurrent calls, as in the host.
 ///   After each batch a marker on that queue reports progress (events handled so far), which is
 ///   also the heartbeat: a module stuck in a handler stops it, and the host kills the worker.
-/// - The channel's **writer thread** sends posts, log lines, subscriptions and progress, batched.
+/// - The channel's **writer thread** sends posts, log lines and subscriptions, batched; the
+///   progress report after a batch is written by the module's queue itself when no write is in
+///   progress (one thread hand-over less per batch).
 /// - A timer on a utility queue queues a heartbeat marker when no batch did for a while.
 ///
 /// Flow control: at most `window` events (the module's mailbox capacity) are handed to the
@@ -38,6 +40,7 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
     private var handled: UInt64 = 0
     private var window: UInt64 = 10_000
     private var heartbeatQueued = false
+    private var acknowledgementsWaiting = 0
 
     // Acknowledgements waiting for the host.
     private let acknowledgements = NSCondition()
@@ -154,7 +157,10 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         guard let mailbox, let context else { return }
         let count = UInt64(batch.count)
         flow.withLock {
-            while handedOver - handled >= window { flow.wait() }
+            // Not while the module waits for an acknowledgement: its answer may be behind these
+            // events in the socket. The excess is bounded by what the host lets pend (its
+            // channel's high-water mark) and the socket's buffers.
+            while handedOver - handled >= window && acknowledgementsWaiting == 0 { flow.wait() }
             handedOver += count
         }
         context.bus.deliverRemote(batch)
@@ -165,7 +171,9 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
                 return handled
             }
             let errors = UInt64(context.errors)
-            channel.send { $0.appendProgress(consumed: total, errors: errors) }
+            // Written right here when no write is in progress: the host's reader never stops
+            // reading, so this blocks the module's queue only as long as a send takes.
+            channel.sendThrottled(inline: true) { $0.appendProgress(consumed: total, errors: errors) }
         }
     }
 
@@ -225,6 +233,11 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
                                            "sequence": .int(Int64(clamping: sequence))])
         }
         guard sent else { throw EventBusError(.acknowledgementFailed, "the host connection is closed") }
+        flow.withLock {
+            acknowledgementsWaiting += 1
+            flow.broadcast()
+        }
+        defer { flow.withLock { acknowledgementsWaiting -= 1 } }
         let answer: String?? = acknowledgements.withLock {
             while acknowledged[id] == nil && !channel.isClosed {
                 _ = acknowledgements.wait(until: Date().addingTimeInterval(0.1))

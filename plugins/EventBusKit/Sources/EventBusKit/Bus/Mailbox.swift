@@ -39,6 +39,8 @@ public final class Mailbox: Sendable {
         var queuedEvents = 0
         var scheduled = false
         var statistics = Statistics()
+        /// Called on the queue after each batch of jobs (see ``setBatchObserver(_:)``).
+        var batchObserver: (@Sendable () -> Void)?
 
         /// Whether the caller must wake the queue: only when it was idle.
         mutating func schedule() -> Bool {
@@ -112,11 +114,22 @@ public final class Mailbox: Sendable {
         if wake { queue.async { self.run() } }
     }
 
+    /// Calls `observer` on the mailbox's queue after each batch of deliveries (up to 256 jobs
+    /// taken under one lock), or stops calling one (`nil`). SPI for the host's forwarding to a
+    /// module worker: the events of a batch are gathered by the subscriptions' sinks and sent as
+    /// one frame when the batch ends, instead of one hand-over per event.
+    @_spi(EventBusHost) public func setBatchObserver(_ observer: (@Sendable () -> Void)?) {
+        state.withLock { $0.batchObserver = observer }
+    }
+
     private func run() {
         var batch: [Job] = []
         batch.reserveCapacity(Self.batchSize)
+        var observer: (@Sendable () -> Void)?
         while true {
+            observer?()
             let more = state.withLock { state -> Bool in
+                observer = state.batchObserver
                 while batch.count < Self.batchSize, let job = state.jobs.popFirst() {
                     switch job {
                     case .event:
