@@ -139,7 +139,11 @@ public final class WorkerSupervisor: @unchecked Sendable {
 
     public func reconfigure(_ config: ModuleConfig) -> ReconfigureOutcome {
         queue.sync {
-            guard let session else { return .noAnswer }
+            guard let session else {
+                // Between a crash and its restart: the restart takes the new section.
+                configuration.config = config
+                return .applied
+            }
             guard let reply = session.call(.reconfigure, ["config": config.json], expecting: .reconfigured,
                                            timeout: configuration.callTimeout) else { return .noAnswer }
             switch reply["result"]?.stringValue {

@@ -196,4 +196,25 @@ import Testing
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
+
+    @Test func aWorkerRunsUnderTheResourceLimitsOfItsConfig() async throws {
+        let directory = try TemporaryDirectory()
+        let daemon = try await Daemon.running(config(directory, modules: """
+              counter:
+                path: \(BuildProducts.fixture("FixtureCounter"))
+                worker: {memory_limit: 1G, cpu_limit: 1h, open_files: 64}
+            """), in: directory)
+        let pid = try #require(module("counter", directory)?["pid"]?.intValue)
+        // The kernel's word for the running worker's limits.
+        let limits = try String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)
+        func limit(_ name: String) -> [Substring] {
+            let line = limits.split(separator: "\n").first { $0.hasPrefix(name) } ?? ""
+            return line.dropFirst(name.count).split(separator: " ", omittingEmptySubsequences: true)
+        }
+        #expect(limit("Max data size").prefix(2) == ["1073741824", "1073741824"], "\(limits)")
+        #expect(limit("Max cpu time").prefix(2) == ["3600", "3600"], "\(limits)")
+        #expect(limit("Max open files").prefix(2) == ["64", "64"], "\(limits)")
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+    }
 }
