@@ -129,6 +129,23 @@ final class BusCore: Sendable {
 
     func deliverRemote(_ batch: [(subscription: UInt64, event: Event)]) {
         guard !batch.isEmpty else { return }
+        // The fast path, for subscriptions with a mailbox (every subscription a worker's module
+        // makes through its context): straight to the mailbox, one lock for the look-up and one
+        // for the mailbox per batch. Retained here, so a cancel meanwhile cannot free one; a
+        // cancelled one drops what arrives, as on the delivery loop.
+        let targets: [SubscriptionCore?] = state.withLock { state in batch.map { state.subscriptions[$0.subscription] } }
+        if let mailbox = targets.lazy.compactMap({ $0 }).first?.mailbox,
+           targets.allSatisfy({ $0 == nil || $0!.mailbox === mailbox }) {
+            var run: [(SubscriptionCore, Event)] = []
+            run.reserveCapacity(batch.count)
+            for (index, item) in batch.enumerated() {
+                guard let target = targets[index], !target.cancelled.load(ordering: .relaxed) else { continue }
+                if let filter = target.sourceFilter, item.event.source != filter { continue }
+                run.append((target, item.event))
+            }
+            mailbox.submit(run)
+            return
+        }
         let becameLoop = state.withLock { state -> Bool in
             for item in batch { state.jobs.append(.direct(item.subscription, item.event)) }
             if state.draining { return false }

@@ -86,24 +86,41 @@ public final class Mailbox: Sendable {
 
     func submit(_ event: Event, for subscription: SubscriptionCore) {
         let wake = state.withLock { state -> Bool in
-            guard state.queuedEvents < capacity else {
-                state.statistics.dropped += 1
-                if let open = subscription.openMailboxGap {
-                    open.gap.dropped += 1
-                    open.gap.lastSequence = event.sequence
-                } else {
-                    let gap = MailboxGap(Gap(dropped: 1, firstSequence: event.sequence, lastSequence: event.sequence))
-                    subscription.openMailboxGap = gap
-                    state.jobs.append(.gap(subscription, gap))  // may exceed capacity: one per run of drops
-                }
-                return state.schedule()
-            }
-            subscription.openMailboxGap = nil  // later drops get a notice after this event
-            state.queuedEvents += 1
-            state.jobs.append(.event(subscription, event))
-            return state.schedule()
+            enqueue(event, for: subscription, in: &state)
         }
         if wake { queue.async { self.run() } }
+    }
+
+    /// Many events under one lock and with at most one wake-up: a module worker's batch.
+    func submit(_ batch: [(SubscriptionCore, Event)]) {
+        guard !batch.isEmpty else { return }
+        let wake = state.withLock { state -> Bool in
+            var wake = false
+            for (subscription, event) in batch where enqueue(event, for: subscription, in: &state) { wake = true }
+            return wake
+        }
+        if wake { queue.async { self.run() } }
+    }
+
+    /// Queues one event (or counts its drop); returns whether the queue must be woken.
+    @inline(__always)
+    private func enqueue(_ event: Event, for subscription: SubscriptionCore, in state: inout State) -> Bool {
+        guard state.queuedEvents < capacity else {
+            state.statistics.dropped += 1
+            if let open = subscription.openMailboxGap {
+                open.gap.dropped += 1
+                open.gap.lastSequence = event.sequence
+            } else {
+                let gap = MailboxGap(Gap(dropped: 1, firstSequence: event.sequence, lastSequence: event.sequence))
+                subscription.openMailboxGap = gap
+                state.jobs.append(.gap(subscription, gap))  // may exceed capacity: one per run of drops
+            }
+            return state.schedule()
+        }
+        subscription.openMailboxGap = nil  // later drops get a notice after this event
+        state.queuedEvents += 1
+        state.jobs.append(.event(subscription, event))
+        return state.schedule()
     }
 
     func submit(_ job: Job) {
