@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "FixtureCrashing", type: .dynamic, targets: ["FixtureCrashing"]),
         .library(name: "FixtureHanging", type: .dynamic, targets: ["FixtureHanging"]),
         .library(name: "FixtureLatencyProbe", type: .dynamic, targets: ["FixtureLatencyProbe"]),
+        .library(name: "FixtureJournalAck", type: .dynamic, targets: ["FixtureJournalAck"]),
     ],
     dependencies: [
         // The SDK is a nested package so SwiftPM links everything here against its one dynamic
@@ -152,6 +153,11 @@ let package = Package(
             name: "FixtureLatencyProbe",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
             path: "Tests/Fixtures/FixtureLatencyProbe"
+        ),
+        .target(
+            name: "FixtureJournalAck",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureJournalAck"
         ),
         // What every test target shares: polling with a generous bound, a thread-safe box.
         .target(name: "TestSupport", path: "Tests/Support"),

@@ -16,8 +16,9 @@ import Synchronization
 ///   that mailbox.
 /// - The module's **mailbox queue** — a serial queue — runs all module code: activate, every
 ///   pipeline, reconfigure, deactivate. Pipelines never see concurrent calls, as in the host.
-///   After each batch a marker on that queue reports progress (events handled so far), which is
-///   also the heartbeat: a module stuck in a handler stops it, and the host kills the worker.
+///   After each batch a marker on that queue reports progress (events handled so far, at most
+///   once a millisecond), which is also the heartbeat: a module stuck in a handler stops it,
+///   and the host kills the worker.
 /// - The channel's **writer thread** sends posts, log lines and subscriptions, batched; the
 ///   progress report after a batch is written by the module's queue itself when no write is in
 ///   progress (one thread hand-over less per batch).
@@ -165,16 +166,40 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         }
         context.bus.deliverRemote(batch)
         mailbox.perform { [self] in
-            let total = flow.withLock {
+            flow.withLock {
                 handled += count
                 flow.broadcast()
-                return handled
             }
-            let errors = UInt64(context.errors)
-            // Written right here when no write is in progress: the host's reader never stops
-            // reading, so this blocks the module's queue only as long as a send takes.
-            channel.sendThrottled(inline: true) { $0.appendProgress(consumed: total, errors: errors) }
+            reportProgress()
         }
+    }
+
+    // On the module's queue only.
+    private var lastProgress: UInt64 = 0
+    private var progressScheduled = false
+
+    /// Tells the host how many events the module has handled — at most once a millisecond: in a
+    /// stream of small batches a report per batch would cost the host's reader a wake-up each.
+    /// A report held back is sent a millisecond later, so the host's count (which decides how
+    /// many events a crash lost) is never more than that behind. On the module's queue.
+    private func reportProgress() {
+        let now = MonotonicClock.now()
+        guard now &- lastProgress >= 1_000_000 else {
+            if !progressScheduled {
+                progressScheduled = true
+                mailbox?.queue.asyncAfter(deadline: .now() + .milliseconds(1)) { [self] in
+                    progressScheduled = false
+                    reportProgress()
+                }
+            }
+            return
+        }
+        lastProgress = now
+        let total = flow.withLock { handled }
+        let errors = UInt64(context?.errors ?? 0)
+        // Written right here when no write is in progress: the host's reader never stops
+        // reading, so this blocks the module's queue only as long as a send takes.
+        channel.sendThrottled(inline: true) { $0.appendProgress(consumed: total, errors: errors) }
     }
 
     private func startHeartbeat(every interval: Duration) {
@@ -189,12 +214,9 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
             }
             guard queue else { return }
             mailbox.perform { [self] in
-                let total = flow.withLock {
-                    heartbeatQueued = false
-                    return handled
-                }
-                let errors = UInt64(context.errors)
-                channel.send { $0.appendProgress(consumed: total, errors: errors) }
+                flow.withLock { heartbeatQueued = false }
+                lastProgress = 0  // a heartbeat is never held back
+                reportProgress()
             }
         }
         timer.resume()

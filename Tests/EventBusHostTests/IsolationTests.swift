@@ -217,4 +217,50 @@ import Testing
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
+
+    @Test func aModuleInAWorkerFollowsTheJournalAndItsAcknowledgementsArePersistedByTheHost() async throws {
+        let directory = try TemporaryDirectory()
+        let journal = directory.path + "/journal"
+        let state = directory.path + "/state"
+        try FileManager.default.createDirectory(atPath: journal, withIntermediateDirectories: true)
+        // A journal file written without a daemon (DESIGN.md §4).
+        var export = ""
+        let base = UInt64(Date().timeIntervalSince1970 * 1e6)
+        for index in 1...3 {
+            export += "__REALTIME_TIMESTAMP=\(base + UInt64(index))\n__MONOTONIC_TIMESTAMP=\(index)\n"
+            export += "_BOOT_ID=0123456789abcdef0123456789abcdef\nMESSAGE=entry \(index)\nSYSLOG_IDENTIFIER=isolation-test\nPRIORITY=6\n\n"
+        }
+        let remote = Process()
+        remote.executableURL = URL(fileURLWithPath: "/lib/systemd/systemd-journal-remote")
+        remote.arguments = ["-o", journal + "/test.journal", "-"]
+        let input = Pipe()
+        remote.standardInput = input
+        remote.standardError = FileHandle.nullDevice
+        try remote.run()
+        input.fileHandleForWriting.write(Data(export.utf8))
+        try input.fileHandleForWriting.close()
+        remote.waitUntilExit()
+        #expect(remote.terminationStatus == 0)
+
+        let daemon = try await Daemon.running("""
+            control: {socket: \(directory.path)/control.sock}
+            state_directory: \(state)
+            modules:
+              acks:
+                path: \(BuildProducts.fixture("FixtureJournalAck"))
+                isolation: process
+                config: {directory: \(journal), consumer: isolated-reader}
+            """, in: directory)
+        // From the host's replay ring: the module may have read them all before a tail connects.
+        let results = try CLIProcess(["tail", "result.>", "--since", "1", "--json", "--count", "3", "--socket", socket(directory)],
+                                     in: directory)
+        let events = await results.finish().jsonLines.filter { $0["type"]?.stringValue == "event" }
+        #expect(events.map { $0["name"]?.stringValue } == ["result.acked", "result.acked", "result.acked"], "\(events) \(daemon.output)")
+        #expect(events.map { $0["fields"]?["message"]?.stringValue } == ["entry 1", "entry 2", "entry 3"])
+        // The host's journal watch persisted the module's last acknowledgement.
+        let cursor = try String(contentsOfFile: state + "/isolated-reader.cursor", encoding: .utf8)
+        #expect(!cursor.isEmpty)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+    }
 }
