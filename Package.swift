@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "Follower", type: .dynamic, targets: ["Follower"]),
         .library(name: "RateSummary", type: .dynamic, targets: ["RateSummary"]),
         .executable(name: "eventbusd", targets: ["eventbusd"]),
+        // Runs one process-isolated module (`isolation: process`); eventbusd spawns it.
+        .executable(name: "eventbus-module-worker", targets: ["ModuleWorker"]),
         // Test fixtures: real module shared objects for EventBusHostTests to load.
         .library(name: "FixtureCounter", type: .dynamic, targets: ["FixtureCounter"]),
         .library(name: "FixtureStalled", type: .dynamic, targets: ["FixtureStalled"]),
@@ -19,6 +21,10 @@ let package = Package(
         .library(name: "FixtureThrowingHandler", type: .dynamic, targets: ["FixtureThrowingHandler"]),
         .library(name: "FixtureABIMismatch", type: .dynamic, targets: ["FixtureABIMismatch"]),
         .library(name: "FixtureOwnOpenCombine", type: .dynamic, targets: ["FixtureOwnOpenCombine"]),
+        .library(name: "FixtureCrashing", type: .dynamic, targets: ["FixtureCrashing"]),
+        .library(name: "FixtureHanging", type: .dynamic, targets: ["FixtureHanging"]),
+        .library(name: "FixtureLatencyProbe", type: .dynamic, targets: ["FixtureLatencyProbe"]),
+        .library(name: "FixtureJournalAck", type: .dynamic, targets: ["FixtureJournalAck"]),
     ],
     dependencies: [
         // The SDK is a nested package so SwiftPM links everything here against its one dynamic
@@ -36,7 +42,7 @@ let package = Package(
         .executableTarget(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
-                           "EventBusHost", "ControlProtocol"]
+                           "EventBusHost", "ControlProtocol", "ModuleIsolation"]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
@@ -99,8 +105,21 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 "ControlProtocol",
                 "CEpoll",
+                "ModuleIsolation",
             ],
             exclude: ["Control/PROTOCOL.md"]
+        ),
+        // Process isolation, both sides' shared part and the host's: the wire format, spawning a
+        // worker, supervising it (heartbeat, crash, restart). Links the SDK only.
+        .target(
+            name: "ModuleIsolation",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ControlProtocol"]
+        ),
+        // The module worker: one module, in a process of its own, loaded with the host's loader.
+        .executableTarget(
+            name: "ModuleWorker",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventBusHost",
+                           "ModuleIsolation", "ControlProtocol"]
         ),
         .executableTarget(
             name: "eventbusd",
@@ -141,6 +160,26 @@ let package = Package(
                            .product(name: "OpenCombine", package: "OpenCombine")],
             path: "Tests/Fixtures/FixtureOwnOpenCombine"
         ),
+        .target(
+            name: "FixtureCrashing",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureCrashing"
+        ),
+        .target(
+            name: "FixtureHanging",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureHanging"
+        ),
+        .target(
+            name: "FixtureLatencyProbe",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureLatencyProbe"
+        ),
+        .target(
+            name: "FixtureJournalAck",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureJournalAck"
+        ),
         // What every test target shares: polling with a generous bound, a thread-safe box.
         .target(name: "TestSupport", path: "Tests/Support"),
         .testTarget(
@@ -157,7 +196,7 @@ let package = Package(
         // Fixture* products above) and the real eventbusd as a child process.
         .testTarget(
             name: "EventBusHostTests",
-            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol"]
+            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation"]
         ),
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(

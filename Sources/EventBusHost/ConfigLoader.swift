@@ -1,5 +1,6 @@
 import EventBusKit
 import Foundation
+import ModuleIsolation
 import Yams
 
 extension HostConfig {
@@ -41,7 +42,7 @@ extension HostConfig {
         var config = HostConfig(file: file)
         guard let root else { return config }  // an empty file: nothing configured
         let document = ConfigNode(node: root, file: file, key: "")
-        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "shutdown_timeout", "control", "state_directory"]) {
+        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_isolation", "shutdown_timeout", "control", "state_directory"]) {
             switch key {
             case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
             case "state_directory":
@@ -49,10 +50,14 @@ extension HostConfig {
                 guard config.stateDirectory.hasPrefix("/") else { throw value.error("must be an absolute path") }
             case "modules": config.modules = try parseModules(value, directory: directory)
             case "module_mailbox_capacity": config.moduleMailboxCapacity = try value.int(atLeast: 1)
+            case "module_isolation": config.moduleIsolation = try parseIsolation(value)
             case "shutdown_timeout": config.shutdownTimeout = try value.duration()
             case "control": config.control = try parseControl(value, directory: directory)
             default: preconditionFailure("key \(key) allowed but not handled")
             }
+        }
+        for index in config.modules.indices where config.modules[index].isolationFromHost {
+            config.modules[index].isolation = config.moduleIsolation
         }
         return config
     }
@@ -189,7 +194,7 @@ extension HostConfig {
             guard isValidModuleName(name) else {
                 throw value.error("a module name is letters, digits, '.', '_' and '-', starting with a letter or digit")
             }
-            let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "config"])
+            let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "config", "isolation", "worker"])
             guard let pathNode = fields["path"] else { throw value.error("a module needs a path (its .so file)") }
             let path = try pathNode.string()
             guard !path.isEmpty else { throw pathNode.error("must not be empty") }
@@ -197,13 +202,20 @@ extension HostConfig {
             if let section = fields["config"] {
                 for (key, item) in try section.mapping() { config.values[key] = try item.configValue() }
             }
-            modules.append(ModuleEntry(
+            var entry = ModuleEntry(
                 name: name,
                 path: absolute(path, relativeTo: directory),
                 enabled: try fields["enabled"]?.bool() ?? true,
                 mailboxCapacity: try fields["mailbox_capacity"]?.int(atLeast: 1),
                 config: config,
-                location: "\(node.file):\(pathNode.line ?? value.line ?? 0)"))
+                location: "\(node.file):\(pathNode.line ?? value.line ?? 0)")
+            if let isolation = fields["isolation"] {
+                entry.isolation = try parseIsolation(isolation)
+            } else {
+                entry.isolationFromHost = true
+            }
+            if let worker = fields["worker"] { entry.worker = try parseWorker(worker) }
+            modules.append(entry)
         }
         return modules
     }

@@ -1,5 +1,6 @@
 import EventBusKit
 import Foundation
+import ModuleIsolation
 
 /// The host's configuration, as read from its YAML file (see `examples/eventbus.yaml`).
 /// Plain values: reading the file is ``HostConfig/load(from:)``'s business, acting on it the
@@ -25,6 +26,8 @@ public struct HostConfig: Sendable {
     public var shutdownTimeout: Duration
     /// The control socket (`control`).
     public var control = ControlSettings()
+    /// Where modules run unless their entry says (`module_isolation`); see ``defaultIsolation``.
+    public var moduleIsolation = HostConfig.defaultIsolation
 
     public static let defaultMailboxCapacity = 10_000
     /// `/var/lib/eventbus` as root, `$XDG_STATE_HOME/eventbus` (or `~/.local/state/eventbus`)
@@ -75,6 +78,12 @@ public struct ModuleEntry: Sendable {
     public var mailboxCapacity: Int?
     /// The module's own section (`config:`), handed to it as its ``ModuleContext/config``.
     public var config: ModuleConfig
+    /// In a worker process or in eventbusd (`isolation`, else the host's `module_isolation`).
+    public var isolation: IsolationMode = HostConfig.defaultIsolation
+    /// How its worker runs (`worker:`), when isolated.
+    public var worker = WorkerSettings()
+    /// No `isolation` key: the host's `module_isolation` applies (set while parsing).
+    var isolationFromHost = false
     /// Where the entry is, `file:line`, so load errors can point at it.
     public var location: String
 

@@ -2,6 +2,7 @@ import Dispatch
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 import Logging
+import ModuleIsolation
 import Synchronization
 
 /// The registry of handler modules: loads, activates, reconfigures and deactivates them, and
@@ -20,12 +21,14 @@ import Synchronization
 /// `failed`); one that throws from a handler is counted (``ModuleContext/errors``) and keeps
 /// running; one that stalls loses only its own events — its bounded mailbox drops and announces
 /// them — and the host stops waiting for it after the call time limit. None of these stops the
-/// host or the other modules.
+/// host or the other modules. A module with `isolation: process` runs in a worker process
+/// (``WorkerSupervisor``, see `ModuleHost+Isolation.swift`): a crash or a hang there ends only
+/// the worker, which is restarted.
 final class ModuleHost: Sendable {
-    private let bus: Bus
+    let bus: Bus
     private let loader: ModuleLoader
-    private let logger: Logger
-    private let callTimeout: Duration
+    let logger: Logger
+    let callTimeout: Duration
     /// In config order.
     private let slots = Mutex<[ModuleSlot]>([])
 
@@ -55,7 +58,7 @@ final class ModuleHost: Sendable {
     func apply(_ modules: [ModuleEntry], defaultCapacity: Int,
                progress: (HostProgress) -> Void = { _ in }) {
         let current = Dictionary(uniqueKeysWithValues: slots.withLock { $0 }.map { slot in
-            (slot.name, ModulePlan.Current(entry: slot.entry, isActive: slot.running != nil,
+            (slot.name, ModulePlan.Current(entry: slot.entry, isActive: slot.isActive,
                                            mailboxCapacity: slot.mailbox.capacity))
         })
         let desired = Dictionary(uniqueKeysWithValues: modules.map { ($0.name, $0) })
@@ -76,6 +79,11 @@ final class ModuleHost: Sendable {
             case .restartNeededForPath(let name, let running, let configured):
                 logger.warning("\(desired[name]!.location): modules.\(name).path changed from \(running) to \(configured); loaded code cannot be unloaded, so \(name) keeps running the old file until eventbusd restarts",
                                metadata: ["module": "\(name)"])
+            case .restart(let name, let reason):
+                guard let slot = slot(name) else { continue }
+                logger.info("module \(name) restarts: \(reason)", metadata: ["module": "\(name)"])
+                deactivate(slot, reason: reason, becoming: .starting, progress: progress)
+                activate(slot, entry: desired[name]!, progress: progress)
             case .restartNeededForCapacity(let name):
                 logger.notice("modules.\(name): the new mailbox capacity applies when eventbusd restarts",
                               metadata: ["module": "\(name)"])
@@ -100,7 +108,7 @@ final class ModuleHost: Sendable {
         return slot
     }
 
-    private func log(for name: String) -> Logger {
+    func log(for name: String) -> Logger {
         var logger = logger
         logger[metadataKey: "module"] = "\(name)"
         return logger
@@ -118,6 +126,11 @@ final class ModuleHost: Sendable {
         let logger = log(for: slot.name)
         slot.status = .starting
         slot.entry = entry
+        if entry.isolation == .process {
+            // Never loaded here: a broken file must not touch the host's address space.
+            activateInWorker(slot, entry: entry, progress: progress)
+            return
+        }
         let library: LoadedLibrary
         do {
             library = try loader.load(entry.path)
@@ -136,7 +149,7 @@ final class ModuleHost: Sendable {
         let outcome = ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
             do {
                 try module.module.activate(context)
-                return Activation.activated(.init(module: module, context: context,
+                return Activation.activated(.init(instance: .inProcess(module, context),
                                                   reportedName: module.module.name, version: module.module.version))
             } catch {
                 // Undo what it subscribed before throwing: a refused module receives nothing.
@@ -161,7 +174,7 @@ final class ModuleHost: Sendable {
         }
     }
 
-    private enum Reconfiguration: Sendable {
+    enum Reconfiguration: Sendable {
         case result(ReconfigureResult)
         case threw(String)
     }
@@ -170,16 +183,13 @@ final class ModuleHost: Sendable {
         guard let running = slot.running else { return }
         let logger = log(for: slot.name)
         progress(.callingModule(name: slot.name, call: .reconfigure, timeLimit: callTimeout))
-        let outcome = ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
-            do {
-                let result = try running.module.module.reconfigure(entry.config, context: running.context)
-                // On the module's queue, like every other use of its context.
-                if case .applied = result { running.context.config = entry.config }
-                return Reconfiguration.result(result)
-            } catch {
-                return Reconfiguration.threw("\(error)")
-            }
-        }, ifAbandoned: { _ in })
+        let outcome: Reconfiguration?
+        switch running.instance {
+        case .worker(let supervisor):
+            outcome = reconfigureInWorker(supervisor, config: entry.config)
+        case .inProcess(let module, let context):
+            outcome = reconfigureInProcess(slot, module: module, context: context, config: entry.config)
+        }
         switch outcome {
         case .result(.applied)?:
             var updated = slot.entry
@@ -199,6 +209,20 @@ final class ModuleHost: Sendable {
         }
     }
 
+    private func reconfigureInProcess(_ slot: ModuleSlot, module: ModuleBox, context: ModuleContext,
+                                      config: ModuleConfig) -> Reconfiguration? {
+        ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
+            do {
+                let result = try module.module.reconfigure(config, context: context)
+                // On the module's queue, like every other use of its context.
+                if case .applied = result { context.config = config }
+                return Reconfiguration.result(result)
+            } catch {
+                return Reconfiguration.threw("\(error)")
+            }
+        }, ifAbandoned: { _ in })
+    }
+
     /// Calls the module's `deactivate`, cancels its subscriptions and drops the instance — on its
     /// queue, after what is already queued there. The library stays loaded (never `dlclose`).
     /// Returns false when the module overran `timeout`; the deactivation still runs if it ever
@@ -209,11 +233,17 @@ final class ModuleHost: Sendable {
         guard let running = slot.running else { return true }
         let logger = log(for: slot.name)
         progress(.callingModule(name: slot.name, call: .deactivate, timeLimit: timeout ?? callTimeout))
-        let finished = ModuleCall.run(on: slot.mailbox, timeout: timeout ?? callTimeout, {
-            running.module.module.deactivate()
-            running.context.cancelSubscriptions()
-            return true
-        }, ifAbandoned: { _ in }) ?? false
+        let finished: Bool
+        switch running.instance {
+        case .worker(let supervisor):
+            finished = supervisor.stop(timeout: timeout ?? callTimeout)
+        case .inProcess(let module, let context):
+            finished = ModuleCall.run(on: slot.mailbox, timeout: timeout ?? callTimeout, {
+                module.module.deactivate()
+                context.cancelSubscriptions()
+                return true
+            }, ifAbandoned: { _ in }) ?? false
+        }
         slot.retire(as: status)
         if finished {
             logger.info("module \(slot.name) deactivated (\(reason))")

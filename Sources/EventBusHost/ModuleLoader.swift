@@ -55,6 +55,10 @@ public struct LoadedLibrary: @unchecked Sendable {
     /// one loaded (replaced by an upgrade). The loaded code stays until the host restarts.
     public internal(set) var changedOnDisk = false
     let identity: System.FileStatus
+
+    /// A new instance of the module (the module worker's way in; the host calls the factory
+    /// itself).
+    public func makeModule() -> any EventBusModule { factory.makeModule() }
 }
 
 /// Loads module shared objects: checks the file, `dlopen`s it, finds the entry symbol and opens

@@ -13,6 +13,9 @@ enum ModuleAction: Equatable {
     /// Running, and its mailbox capacity changed: a mailbox's bound is fixed, so the new one
     /// applies when the module is next started.
     case restartNeededForCapacity(name: String)
+    /// Running, and its isolation or worker settings changed — or it runs in a worker and its
+    /// path changed (a new worker loads the new file): deactivate it and start it again.
+    case restart(name: String, reason: String)
 }
 
 enum ModulePlan {
@@ -44,6 +47,18 @@ enum ModulePlan {
             }
             guard now.isActive else {
                 starts.append(.start(name: entry.name))
+                continue
+            }
+            if now.entry.isolation != entry.isolation {
+                changes.append(.restart(name: entry.name, reason: "isolation changed from \(now.entry.isolation.rawValue) to \(entry.isolation.rawValue)"))
+                continue
+            }
+            if entry.isolation == .process && (now.entry.path != entry.path || now.entry.worker != entry.worker) {
+                changes.append(.restart(name: entry.name, reason: now.entry.path != entry.path
+                    ? "path changed from \(now.entry.path) to \(entry.path)" : "worker settings changed"))
+                if (entry.mailboxCapacity ?? defaultCapacity) != now.mailboxCapacity {
+                    changes.append(.restartNeededForCapacity(name: entry.name))
+                }
                 continue
             }
             if now.entry.path != entry.path {

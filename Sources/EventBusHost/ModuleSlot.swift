@@ -1,4 +1,5 @@
 import EventBusKit
+import ModuleIsolation
 import Synchronization
 
 /// One configured module: its mailbox, and — while it is active — its instance and context.
@@ -12,12 +13,23 @@ final class ModuleSlot: Sendable {
     let mailbox: Mailbox
     private let state: Mutex<State>
 
-    /// A module instance that was activated, with the context it was activated with.
+    /// A module instance that was activated: in this process with the context it was activated
+    /// with, or in a worker process its supervisor runs.
     struct Running: Sendable {
-        let module: ModuleBox
-        let context: ModuleContext
+        enum Instance: Sendable {
+            case inProcess(ModuleBox, ModuleContext)
+            case worker(WorkerSupervisor)
+        }
+
+        let instance: Instance
         let reportedName: String
         let version: String
+
+        /// Errors counted by an in-process module's context (a worker's are in its supervisor).
+        var inProcessErrors: Int {
+            if case .inProcess(_, let context) = instance { return context.errors }
+            return 0
+        }
     }
 
     struct State: Sendable {
@@ -27,6 +39,9 @@ final class ModuleSlot: Sendable {
         var running: Running?
         /// Errors counted by contexts of earlier activations.
         var retiredErrors = 0
+        /// The supervisor of the module's workers, once it ran with `isolation: process`; kept
+        /// across activations so restarts and the last crash stay visible.
+        var worker: WorkerSupervisor?
     }
 
     init(entry: ModuleEntry, mailboxCapacity: Int) {
@@ -41,6 +56,19 @@ final class ModuleSlot: Sendable {
     }
 
     var running: Running? { state.withLock { $0.running } }
+
+    var worker: WorkerSupervisor? {
+        get { state.withLock { $0.worker } }
+        set { state.withLock { $0.worker = newValue } }
+    }
+
+    /// Running — and, in a worker, not given up after reaching its start limit (a reload then
+    /// starts it again, as it retries any refused module).
+    var isActive: Bool {
+        guard let running else { return false }
+        if case .worker(let supervisor) = running.instance { return supervisor.snapshot.gaveUp == nil }
+        return true
+    }
 
     var status: ModuleState {
         get { state.withLock { $0.status } }
@@ -58,7 +86,7 @@ final class ModuleSlot: Sendable {
     /// Forgets the running instance (after deactivation), keeping its error count.
     func retire(as status: ModuleState) {
         state.withLock { state in
-            if let running = state.running { state.retiredErrors += running.context.errors }
+            if let running = state.running { state.retiredErrors += running.inProcessErrors }
             state.running = nil
             state.status = status
         }
@@ -66,13 +94,28 @@ final class ModuleSlot: Sendable {
 
     var statistics: ModuleStatistics {
         let mailboxStatistics = mailbox.statistics
-        return state.withLock { state in
-            ModuleStatistics(
-                name: name, path: state.entry.path, state: state.status,
-                reportedName: state.running?.reportedName, version: state.running?.version,
-                delivered: mailboxStatistics.delivered, dropped: mailboxStatistics.dropped,
-                queued: mailboxStatistics.queued,
-                errors: state.retiredErrors + (state.running?.context.errors ?? 0))
+        let (state, worker) = self.state.withLock { ($0, $0.worker) }
+        let snapshot = worker?.snapshot
+        var statistics = ModuleStatistics(
+            name: name, path: state.entry.path, state: state.status,
+            reportedName: state.running?.reportedName, version: state.running?.version,
+            delivered: mailboxStatistics.delivered, dropped: mailboxStatistics.dropped,
+            queued: mailboxStatistics.queued,
+            errors: state.retiredErrors + (state.running?.inProcessErrors ?? 0) + (snapshot?.errors ?? 0))
+        statistics.isolation = state.entry.isolation
+        if let snapshot {
+            statistics.restarts = snapshot.restarts
+            statistics.lastCrash = snapshot.lastCrash
+            statistics.lastCrashTime = snapshot.lastCrashTime
+            if case .worker = state.running?.instance, state.status == .active {
+                statistics.workerPID = snapshot.pid
+                if let reason = snapshot.gaveUp {
+                    statistics.state = .failed(reason)
+                } else if snapshot.restarting {
+                    statistics.state = .restarting
+                }
+            }
         }
+        return statistics
     }
 }

@@ -1,3 +1,6 @@
+import Foundation
+import ModuleIsolation
+
 /// Where a configured module stands.
 public enum ModuleState: Sendable, Equatable, CustomStringConvertible {
     /// Being loaded and activated.
@@ -11,6 +14,8 @@ public enum ModuleState: Sendable, Equatable, CustomStringConvertible {
     case disabled
     /// Deactivated because eventbusd is shutting down.
     case stopped
+    /// Its worker process crashed; a new one starts after the restart delay.
+    case restarting
 
     public var description: String {
         switch self {
@@ -19,6 +24,7 @@ public enum ModuleState: Sendable, Equatable, CustomStringConvertible {
         case .failed(let reason): return "failed: \(reason)"
         case .disabled: return "disabled"
         case .stopped: return "stopped"
+        case .restarting: return "restarting"
         }
     }
 }
@@ -40,4 +46,12 @@ public struct ModuleStatistics: Sendable, Equatable {
     public var queued: Int
     /// Errors its handlers threw (``ModuleContext/report(_:while:)``), over every activation.
     public var errors: Int
+    /// Where it runs: in a worker process (`process`) or in eventbusd (`none`).
+    public var isolation: IsolationMode = .none
+    /// Its worker's process id while one runs.
+    public var workerPID: Int32?
+    /// How often its worker was restarted after a crash, and the last crash (what killed it).
+    public var restarts = 0
+    public var lastCrash: String?
+    public var lastCrashTime: Date?
 }

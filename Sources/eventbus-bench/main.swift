@@ -9,6 +9,7 @@ import Foundation
 //   files [files] [directory]       a storm of file creations: the inotify source vs inotifywait
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
 //   journal [entries]               journal ingest vs a C loop and journalctl; follow latency
+//   isolation [events]              delivery into one module in-process vs in a worker process
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -38,9 +39,11 @@ case "files-storm":  // the files benchmark's writer, run as a child process
     createStorm(in: arguments[1], count: Int(arguments[2])!)
 case "journal":
     JournalBenchmark.run(entries: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
+case "isolation":
+    await isolationBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, tail, journal")
+    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, tail, journal, isolation")
     exit(2)
 }

@@ -259,3 +259,46 @@ import Testing
         #expect(config.watches.map(\.name) == ["examples", "ssh-warnings"])
     }
 }
+
+/// The isolation keys: `isolation`, `worker`, `module_isolation`.
+@Suite struct IsolationConfigTests {
+    func load(_ yaml: String) throws -> HostConfig {
+        let directory = try TemporaryDirectory()
+        return try HostConfig.load(from: try directory.write("eventbus.yaml", yaml))
+    }
+
+    @Test func processIsTheDefaultAndTheHostWideKeyAndTheEntryOverrideIt() throws {
+        let config = try load("""
+            module_isolation: none
+            modules:
+              a: {path: /x/a.so}
+              b: {path: /x/b.so, isolation: process, worker: {heartbeat_timeout: 2s, start_limit_burst: 3, memory_limit: 512M, cpu_limit: 1m, open_files: 256}}
+            """)
+        #expect(config.modules[0].isolation == .none)
+        #expect(config.modules[1].isolation == .process)
+        #expect(config.modules[1].worker.heartbeatTimeout == .seconds(2))
+        #expect(config.modules[1].worker.startLimitBurst == 3)
+        #expect(config.modules[1].worker.memoryLimit == 512 << 20)
+        #expect(config.modules[1].worker.cpuLimitSeconds == 60)
+        #expect(config.modules[1].worker.openFilesLimit == 256)
+        #expect(try load("modules:\n  a: {path: /x/a.so}\n").modules[0].isolation == .process)
+    }
+
+    @Test func badIsolationKeysNameFileLineAndKey() throws {
+        for (yaml, key, message) in [
+            ("modules:\n  a:\n    path: /x.so\n    isolation: thread\n", "modules.a.isolation", "expected one of: process, none, found \"thread\""),
+            ("modules:\n  a:\n    path: /x.so\n    worker: {memory_limit: lots}\n", "modules.a.worker.memory_limit", "expected a size such as 512M or 2G, found \"lots\""),
+            ("modules:\n  a:\n    path: /x.so\n    worker: {restarts: 3}\n", "modules.a.worker.restarts", "unknown key"),
+        ] {
+            do {
+                let directory = try TemporaryDirectory()
+                _ = try HostConfig.load(from: try directory.write("eventbus.yaml", yaml))
+                Issue.record("accepted: \(yaml)")
+            } catch let error as ConfigError {
+                #expect(error.key == key)
+                #expect(error.line == 4)
+                #expect(error.message.hasPrefix(message), "\(error)")
+            }
+        }
+    }
+}

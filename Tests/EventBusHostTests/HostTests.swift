@@ -22,8 +22,11 @@ import Testing
             host = BusHost(configPath: configPath, logger: logger, moduleCallTimeout: moduleCallTimeout)
         }
 
+        /// These tests cover modules inside the host (mailbox stalls, call time limits, reload of
+        /// loaded code); `module_isolation: none` keeps them there. IsolationTests covers workers.
         static func expand(_ yaml: String) -> String {
-            yaml.replacingOccurrences(of: "$FIXTURES", with: BuildProducts.directory)
+            // Appended, so the lines tests name in expected errors stay where they are.
+            yaml.replacingOccurrences(of: "$FIXTURES", with: BuildProducts.directory) + "\nmodule_isolation: none\n"
         }
 
         func rewrite(_ yaml: String) throws {

@@ -1,13 +1,16 @@
 @testable import EventBusHost
 import EventBusKit
+import ModuleIsolation
 import Testing
 
 /// Reload planning, rule by rule.
 @Suite struct ModulePlanTests {
     func entry(_ name: String, path: String = "/m.so", enabled: Bool = true, capacity: Int? = nil,
-               config: [String: ConfigValue] = [:]) -> ModuleEntry {
-        ModuleEntry(name: name, path: path, enabled: enabled, mailboxCapacity: capacity,
-                    config: ModuleConfig(config), location: "test")
+               config: [String: ConfigValue] = [:], isolation: IsolationMode = .none) -> ModuleEntry {
+        var entry = ModuleEntry(name: name, path: path, enabled: enabled, mailboxCapacity: capacity,
+                                config: ModuleConfig(config), location: "test")
+        entry.isolation = isolation
+        return entry
     }
 
     func current(_ entry: ModuleEntry, active: Bool = true, capacity: Int = 10) -> ModulePlan.Current {
@@ -50,5 +53,20 @@ import Testing
         // The default capacity changing counts too.
         #expect(ModulePlan.actions(current: ["a": current(entry("a"), capacity: 10)], desired: [entry("a")],
                                    defaultCapacity: 50) == [.restartNeededForCapacity(name: "a")])
+    }
+
+    @Test func aWorkerIsRestartedForANewPathIsolationOrWorkerSettings() {
+        let running = entry("a", isolation: .process)
+        #expect(ModulePlan.actions(current: ["a": current(running)], desired: [entry("a", path: "/n.so", isolation: .process)],
+                                   defaultCapacity: 10) == [.restart(name: "a", reason: "path changed from /m.so to /n.so")])
+        #expect(ModulePlan.actions(current: ["a": current(running)], desired: [entry("a", isolation: .none)],
+                                   defaultCapacity: 10) == [.restart(name: "a", reason: "isolation changed from process to none")])
+        var limited = entry("a", isolation: .process)
+        limited.worker.openFilesLimit = 64
+        #expect(ModulePlan.actions(current: ["a": current(running)], desired: [limited],
+                                   defaultCapacity: 10) == [.restart(name: "a", reason: "worker settings changed")])
+        // A new config section alone is still the module's to apply.
+        #expect(ModulePlan.actions(current: ["a": current(running)], desired: [entry("a", config: ["k": .int(1)], isolation: .process)],
+                                   defaultCapacity: 10) == [.reconfigure(name: "a")])
     }
 }

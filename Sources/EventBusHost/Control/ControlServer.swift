@@ -581,12 +581,18 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         case .active: object["state"] = "active"
         case .disabled: object["state"] = "disabled"
         case .stopped: object["state"] = "stopped"
+        case .restarting: object["state"] = "restarting"
         case .failed(let reason):
             object["state"] = "failed"
             object["reason"] = .string(reason)
         }
         if let name = module.reportedName { object["reported_name"] = .string(name) }
         if let version = module.version { object["version"] = .string(version) }
+        object["isolation"] = .string(module.isolation.rawValue)
+        object["restarts"] = .int(Int64(module.restarts))
+        if let pid = module.workerPID { object["pid"] = .int(Int64(pid)) }
+        if let crash = module.lastCrash { object["last_crash"] = .string(crash) }
+        if let time = module.lastCrashTime { object["last_crash_time"] = .string(time.formatted(.iso8601)) }
         return .object(object)
     }
 }

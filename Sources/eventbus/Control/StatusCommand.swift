@@ -50,7 +50,7 @@ struct StatusCommand: ParsableCommand {
 struct ModulesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "modules",
-        abstract: "List the running eventbusd's modules: state, version, delivered, dropped, queued, errors.")
+        abstract: "List the running eventbusd's modules: state, isolation, restarts, delivered, dropped, queued, errors, version; and each worker's last crash.")
 
     @Flag(help: "The host's modules response as one JSON object.")
     var json = false
@@ -67,20 +67,28 @@ struct ModulesCommand: ParsableCommand {
         print(modules.isEmpty ? "no modules configured" : Self.table(modules, indent: ""))
     }
 
-    /// One row per module, columns aligned; a refused module's reason on the line below it.
+    /// One row per module, columns aligned; a refused module's reason, and a worker's last
+    /// crash, on the lines below it.
     static func table(_ modules: [JSON], indent: String) -> String {
-        let header = ["NAME", "STATE", "DELIVERED", "DROPPED", "QUEUED", "ERRORS", "VERSION"]
+        let header = ["NAME", "STATE", "ISOLATION", "RESTARTS", "DELIVERED", "DROPPED", "QUEUED", "ERRORS", "VERSION"]
         var rows = [header]
         var reasons: [Int: String] = [:]
         for module in modules {
             let reported = [module["reported_name"]?.stringValue, module["version"]?.stringValue].compactMap { $0 }
+            let isolation = module["isolation"]?.stringValue ?? "none"
             rows.append([
                 module["name"]?.stringValue ?? "?", module["state"]?.stringValue ?? "?",
+                isolation + (module["pid"]?.intValue.map { " (pid \($0))" } ?? ""),
+                "\(module["restarts"]?.intValue ?? 0)",
                 "\(module["delivered"]?.intValue ?? 0)", "\(module["dropped"]?.intValue ?? 0)",
                 "\(module["queued"]?.intValue ?? 0)", "\(module["errors"]?.intValue ?? 0)",
                 reported.isEmpty ? "-" : reported.joined(separator: " "),
             ])
-            if let reason = module["reason"]?.stringValue { reasons[rows.count - 1] = reason }
+            var notes = [module["reason"]?.stringValue].compactMap { $0 }
+            if let crash = module["last_crash"]?.stringValue {
+                notes.append("last crash\(module["last_crash_time"]?.stringValue.map { " \($0)" } ?? ""): \(crash)")
+            }
+            if !notes.isEmpty { reasons[rows.count - 1] = notes.joined(separator: "\n" + indent + "  └ ") }
         }
         let widths = header.indices.map { column in rows.map { $0[column].count }.max()! }
         var lines: [String] = []

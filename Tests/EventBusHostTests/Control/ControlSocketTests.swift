@@ -197,6 +197,7 @@ import Testing
             modules:
               counter:
                 path: \(BuildProducts.fixture("FixtureCounter"))
+                isolation: none
                 config: {pattern: "user.>"}
               broken:
                 path: \(BuildProducts.fixture("FixtureActivationThrows"))
@@ -211,8 +212,9 @@ import Testing
         #expect(status.status == 0, "\(status.stderr)")
         #expect(status.stdout.contains("eventbusd pid \(daemon.process.processIdentifier), up "), "\(status.stdout)")
         #expect(status.stdout.contains("timer:every 3600.0 seconds"), "\(status.stdout)")
-        #expect(status.stdout.contains("NAME     STATE   DELIVERED  DROPPED  QUEUED  ERRORS  VERSION"), "\(status.stdout)")
-        #expect(status.stdout.contains("counter  active  3          0        0       0       fixture-counter 1.0.0"), "\(status.stdout)")
+        #expect(status.stdout.contains("NAME     STATE   ISOLATION  RESTARTS  DELIVERED  DROPPED  QUEUED  ERRORS  VERSION"), "\(status.stdout)")
+        #expect(status.stdout.contains("counter  active  none       0         3          0        0       0       fixture-counter 1.0.0"), "\(status.stdout)")
+        #expect(status.stdout.contains("broken   failed  process    0"), "refused in its worker: \(status.stdout)")
         #expect(status.stdout.contains("broken   failed"))
         #expect(status.stdout.contains("└ activate threw"))
 

@@ -5,17 +5,27 @@ final class BusCore: Sendable {
     let configuration: Bus.Configuration
     private let state: Locked<State>
     let sources = SharedSources()
-    /// Drivers of host-provided source kinds, by kind (see ``SourceOptions``).
-    let drivers = Locked<[String: SourceDriver]>([:])
+    /// Drivers of source kinds, by kind (see ``SourceOptions``): timers always, the rest
+    /// registered by the host.
+    let drivers = Locked<[String: SourceDriver]>([TimerSchedule.kind: TimerSchedule.driver])
+    /// Set in a module worker process: subscriptions, posts and acknowledgements go to the host
+    /// (see ``BusRemote``), and shared sources run there, not here.
+    let remote: (any BusRemote)?
 
-    init(configuration: Bus.Configuration) {
+    init(configuration: Bus.Configuration, remote: (any BusRemote)? = nil) {
         self.configuration = configuration
+        self.remote = remote
         self.state = Locked(State(routeCacheLimit: configuration.routeCacheLimit))
     }
 
     // MARK: Posting
 
     func post(_ event: Event) -> UInt64 {
+        if let remote {
+            // The host numbers it; a worker cannot know the number without a round trip.
+            remote.post(event)
+            return 0
+        }
         var event = event
         let targets: Route? = state.withLock { state in
             guard !state.finished else { return nil }
@@ -83,7 +93,8 @@ final class BusCore: Sendable {
     func register<Core: SubscriptionCore>(
         _ publisher: EventPublisher, make: (UInt64, SourceLease?) -> Core
     ) -> Core? {
-        let shared = publisher.source.map { sources.acquire($0) }
+        // In a worker the host runs the source: nothing to acquire here.
+        let shared = remote == nil ? publisher.source.map { sources.acquire($0) } : nil
         let subscription: Core? = state.withLock { state in
             guard !state.finished else { return nil }
             state.lastSubscriptionID += 1
@@ -95,6 +106,7 @@ final class BusCore: Sendable {
             shared?.lease.release()
             return nil
         }
+        remote?.subscribe(subscription.id, patterns: publisher.patterns, source: publisher.source)
         if let shared, shared.isFirst { shared.source.start(posting: Bus(core: self, mailbox: nil)) }
         return subscription
     }
@@ -112,12 +124,43 @@ final class BusCore: Sendable {
         guard !subscription.cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         enqueue(.release(subscription))
         subscription.lease?.release()
+        remote?.cancel(subscription.id)
+    }
+
+    func deliverRemote(_ batch: [(subscription: UInt64, event: Event)]) {
+        guard !batch.isEmpty else { return }
+        // The fast path, for subscriptions with a mailbox (every subscription a worker's module
+        // makes through its context): straight to the mailbox, one lock for the look-up and one
+        // for the mailbox per batch. Retained here, so a cancel meanwhile cannot free one; a
+        // cancelled one drops what arrives, as on the delivery loop.
+        let targets: [SubscriptionCore?] = state.withLock { state in batch.map { state.subscriptions[$0.subscription] } }
+        if let mailbox = targets.lazy.compactMap({ $0 }).first?.mailbox,
+           targets.allSatisfy({ $0 == nil || $0!.mailbox === mailbox }) {
+            var run: [(SubscriptionCore, Event)] = []
+            run.reserveCapacity(batch.count)
+            for (index, item) in batch.enumerated() {
+                guard let target = targets[index], !target.cancelled.load(ordering: .relaxed) else { continue }
+                if let filter = target.sourceFilter, item.event.source != filter { continue }
+                run.append((target, item.event))
+            }
+            mailbox.submit(run)
+            return
+        }
+        let becameLoop = state.withLock { state -> Bool in
+            for item in batch { state.jobs.append(.direct(item.subscription, item.event)) }
+            if state.draining { return false }
+            state.draining = true
+            return true
+        }
+        if becameLoop { drain() }
     }
 
     // MARK: The delivery loop
 
     private enum Job {
         case event(Event)
+        /// An event the host routed to one subscription of this (worker) process.
+        case direct(UInt64, Event)
         case request(SubscriptionCore, Int)
         case release(SubscriptionCore)
         case finish
@@ -186,6 +229,8 @@ final class BusCore: Sendable {
             }
             switch job {
             case .event(let event): return .deliver(event, route(event.name))
+            case .direct(let id, let event):
+                return .deliver(event, subscriptions[id].map { [Unmanaged.passUnretained($0)] } ?? [])
             case .request(let subscription, let demand): return .request(subscription, demand)
             case .release(let subscription):
                 remove(subscription)
@@ -235,6 +280,7 @@ final class BusCore: Sendable {
                 }
             case .finish(let subscriptions):
                 for subscription in subscriptions {
+                    remote?.cancel(subscription.id)
                     if let mailbox = subscription.mailbox {
                         mailbox.submit(.finish(subscription))
                     } else {

@@ -39,6 +39,8 @@ public final class Mailbox: Sendable {
         var queuedEvents = 0
         var scheduled = false
         var statistics = Statistics()
+        /// Called on the queue after each batch of jobs (see ``setBatchObserver(_:)``).
+        var batchObserver: (@Sendable () -> Void)?
 
         /// Whether the caller must wake the queue: only when it was idle.
         mutating func schedule() -> Bool {
@@ -84,24 +86,41 @@ public final class Mailbox: Sendable {
 
     func submit(_ event: Event, for subscription: SubscriptionCore) {
         let wake = state.withLock { state -> Bool in
-            guard state.queuedEvents < capacity else {
-                state.statistics.dropped += 1
-                if let open = subscription.openMailboxGap {
-                    open.gap.dropped += 1
-                    open.gap.lastSequence = event.sequence
-                } else {
-                    let gap = MailboxGap(Gap(dropped: 1, firstSequence: event.sequence, lastSequence: event.sequence))
-                    subscription.openMailboxGap = gap
-                    state.jobs.append(.gap(subscription, gap))  // may exceed capacity: one per run of drops
-                }
-                return state.schedule()
-            }
-            subscription.openMailboxGap = nil  // later drops get a notice after this event
-            state.queuedEvents += 1
-            state.jobs.append(.event(subscription, event))
-            return state.schedule()
+            enqueue(event, for: subscription, in: &state)
         }
         if wake { queue.async { self.run() } }
+    }
+
+    /// Many events under one lock and with at most one wake-up: a module worker's batch.
+    func submit(_ batch: [(SubscriptionCore, Event)]) {
+        guard !batch.isEmpty else { return }
+        let wake = state.withLock { state -> Bool in
+            var wake = false
+            for (subscription, event) in batch where enqueue(event, for: subscription, in: &state) { wake = true }
+            return wake
+        }
+        if wake { queue.async { self.run() } }
+    }
+
+    /// Queues one event (or counts its drop); returns whether the queue must be woken.
+    @inline(__always)
+    private func enqueue(_ event: Event, for subscription: SubscriptionCore, in state: inout State) -> Bool {
+        guard state.queuedEvents < capacity else {
+            state.statistics.dropped += 1
+            if let open = subscription.openMailboxGap {
+                open.gap.dropped += 1
+                open.gap.lastSequence = event.sequence
+            } else {
+                let gap = MailboxGap(Gap(dropped: 1, firstSequence: event.sequence, lastSequence: event.sequence))
+                subscription.openMailboxGap = gap
+                state.jobs.append(.gap(subscription, gap))  // may exceed capacity: one per run of drops
+            }
+            return state.schedule()
+        }
+        subscription.openMailboxGap = nil  // later drops get a notice after this event
+        state.queuedEvents += 1
+        state.jobs.append(.event(subscription, event))
+        return state.schedule()
     }
 
     func submit(_ job: Job) {
@@ -112,11 +131,22 @@ public final class Mailbox: Sendable {
         if wake { queue.async { self.run() } }
     }
 
+    /// Calls `observer` on the mailbox's queue after each batch of deliveries (up to 256 jobs
+    /// taken under one lock), or stops calling one (`nil`). SPI for the host's forwarding to a
+    /// module worker: the events of a batch are gathered by the subscriptions' sinks and sent as
+    /// one frame when the batch ends, instead of one hand-over per event.
+    @_spi(EventBusHost) public func setBatchObserver(_ observer: (@Sendable () -> Void)?) {
+        state.withLock { $0.batchObserver = observer }
+    }
+
     private func run() {
         var batch: [Job] = []
         batch.reserveCapacity(Self.batchSize)
+        var observer: (@Sendable () -> Void)?
         while true {
+            observer?()
             let more = state.withLock { state -> Bool in
+                observer = state.batchObserver
                 while batch.count < Self.batchSize, let job = state.jobs.popFirst() {
                     switch job {
                     case .event:

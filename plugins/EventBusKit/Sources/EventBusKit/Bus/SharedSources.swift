@@ -15,10 +15,14 @@ public protocol EventSource: AnyObject, Sendable {
 /// options* (two subscribers asking for the same id share one source), and how to make it.
 public struct SourceRequest: Sendable {
     public let id: String
+    /// The options the source was asked for with, when it is of a registered kind (timers,
+    /// files, journal): what a module worker forwards so the host opens the same source.
+    public let options: (any SourceOptions)?
     public let make: @Sendable () -> any EventSource
 
-    public init(id: String, make: @escaping @Sendable () -> any EventSource) {
+    public init(id: String, options: (any SourceOptions)? = nil, make: @escaping @Sendable () -> any EventSource) {
         self.id = id
+        self.options = options
         self.make = make
     }
 }

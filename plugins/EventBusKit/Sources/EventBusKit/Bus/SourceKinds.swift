@@ -28,11 +28,21 @@ extension Bus {
     /// Throws ``EventBusError/Code/sourceUnavailable`` when no driver is registered for the kind
     /// (for example in a plain `Bus()` outside the host).
     public func publisher<Options: SourceOptions>(for patterns: [EventPattern], from options: Options) throws -> EventPublisher {
+        let id = "\(Options.kind):\(options)"
+        if core.remote != nil {
+            // A worker's bus: the host runs the source; a kind the host lacks was never
+            // registered here (the worker registers the host's kinds), so it throws below.
+            guard core.drivers.withLock({ $0[Options.kind] }) != nil else {
+                throw EventBusError(.sourceUnavailable, "the host offers no \(Options.kind) source")
+            }
+            return publisher(for: patterns, from: SourceRequest(id: id, options: options) {
+                preconditionFailure("a worker's bus never starts a source")
+            })
+        }
         guard let driver = core.drivers.withLock({ $0[Options.kind] }) else {
             throw EventBusError(.sourceUnavailable,
                 "no \(Options.kind) source on this bus: the host registers it (a bus made with Bus() has timers only)")
         }
-        let id = "\(Options.kind):\(options)"
-        return publisher(for: patterns, from: SourceRequest(id: id) { driver(options, id) })
+        return publisher(for: patterns, from: SourceRequest(id: id, options: options) { driver(options, id) })
     }
 }

@@ -33,12 +33,23 @@ extension Bus {
     /// Throws ``EventBusError/Code/acknowledgementFailed`` when the entry's watch has no
     /// consumer name, is no longer running, or the position cannot be written.
     public func acknowledge(_ entry: JournalEntry) throws {
-        let key = PositionKey(bus: ObjectIdentifier(core), source: entry.source)
+        if let remote = core.remote {
+            // A module worker: the host's watch keeps the position.
+            try remote.acknowledge(source: entry.source, cursor: entry.cursor, sequence: entry.sequence)
+            return
+        }
+        try acknowledgeJournal(source: entry.source, cursor: entry.cursor, sequence: entry.sequence)
+    }
+
+    /// ``acknowledge(_:)`` by the entry's parts: what the host does for a module worker, which
+    /// sends these three across.
+    @_spi(EventBusHost) public func acknowledgeJournal(source: String, cursor: String, sequence: UInt64) throws {
+        let key = PositionKey(bus: ObjectIdentifier(core), source: source)
         guard let keeper = positionKeepers.withLock({ $0[key] }) else {
             throw EventBusError(.acknowledgementFailed,
-                "no running journal watch with a consumer name delivered this entry (source \(entry.source))")
+                "no running journal watch with a consumer name delivered this entry (source \(source))")
         }
-        try keeper.acknowledge(cursor: entry.cursor, sequence: entry.sequence)
+        try keeper.acknowledge(cursor: cursor, sequence: sequence)
     }
 
     /// For the host's journal driver: routes acknowledgements of entries posted by the source

@@ -95,6 +95,13 @@ public struct JournalMatch: Sendable, Hashable, CustomStringConvertible {
         return result
     }
 
+    /// A match rebuilt from its terms (each a field → accepted values map), exactly as
+    /// ``terms`` lists them: how a module worker's watch reaches the host with the same
+    /// description, so both share one reader.
+    @_spi(EventBusHost) public init(terms: [[String: Set<String>]]) {
+        self.init(terms: terms.map { Term(fields: $0) }, matchesNothing: false)
+    }
+
     /// The first field name that is not a journal field name, if any.
     var invalidFieldName: String? {
         terms.lazy.flatMap(\.fields.keys).first { !Self.isValidFieldName($0) }

@@ -65,3 +65,17 @@ public enum MissedRunPolicy: String, Sendable, Hashable, CaseIterable {
     case skip
 }
 
+
+@_spi(EventBusHost) extension TimerSchedule {
+    /// The interval of an `every` schedule, in nanoseconds; nil for a calendar one.
+    public var intervalNanoseconds: UInt64? {
+        if case .interval(let nanoseconds) = kind { return nanoseconds }
+        return nil
+    }
+
+    /// The calendar of a `calendar` schedule; nil for an interval.
+    public var calendar: CalendarSchedule? {
+        if case .calendar(let calendar) = kind { return calendar }
+        return nil
+    }
+}

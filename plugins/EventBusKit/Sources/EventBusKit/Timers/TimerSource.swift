@@ -109,13 +109,23 @@ final class TimerSource: EventSource, @unchecked Sendable {
     }
 }
 
+extension TimerSchedule: SourceOptions {
+    /// Source ids read `timer:every 5s`, as before timers joined the registry.
+    public static let kind = "timer"
+
+    /// Makes the timer for a schedule; registered in every bus.
+    static let driver: SourceDriver = { options, id in
+        TimerSource(id: id, schedule: options as! TimerSchedule)
+    }
+}
+
 extension Bus {
     /// `timer.tick` events on `schedule`. Subscriptions with the same schedule share one timer;
     /// it starts with the first and stops after the last cancels.
     public func timer(_ schedule: TimerSchedule) -> EventPublisher {
-        let id = "timer:\(schedule)"
-        return publisher(for: [try! EventPattern(TimerTick.eventName)],
-                         from: SourceRequest(id: id) { TimerSource(id: id, schedule: schedule) })
+        // Through the source-kind registry like files and journal, so a module worker forwards
+        // the schedule to the host, which runs the timer (the timer kind is always registered).
+        try! publisher(for: [try! EventPattern(TimerTick.eventName)], from: schedule)
     }
 
     /// A timer every `interval`. Throws for an interval under 1 ms or a negative tolerance.

@@ -1,0 +1,36 @@
+import EventBusKit
+import Logging
+import ModuleIsolation
+
+/// The process-isolated side of ``ModuleHost``: a module with `isolation: process` is run by a
+/// ``WorkerSupervisor`` kept in its slot, which spawns its worker, forwards its subscriptions
+/// and restarts it after a crash. Runs on the host's control queue, like the rest of
+/// ``ModuleHost``; the supervisor's calls block it for at most the module call time limit.
+extension ModuleHost {
+    func activateInWorker(_ slot: ModuleSlot, entry: ModuleEntry, progress: (HostProgress) -> Void) {
+        let logger = log(for: slot.name)
+        let configuration = WorkerSupervisor.Configuration(
+            name: slot.name, path: entry.path, config: entry.config, settings: entry.worker, callTimeout: callTimeout)
+        let supervisor = slot.worker ?? WorkerSupervisor(configuration: configuration, bus: bus, mailbox: slot.mailbox,
+                                                         log: .bridged(to: self.logger, module: slot.name))
+        slot.worker = supervisor
+        progress(.callingModule(name: slot.name, call: .activate, timeLimit: callTimeout))
+        switch supervisor.start(configuration) {
+        case .activated(let name, let version):
+            slot.didActivate(.init(instance: .worker(supervisor), reportedName: name, version: version), entry: entry)
+            logger.info("module \(slot.name) active (\(name) \(version), \(entry.path), worker pid \(supervisor.snapshot.pid ?? 0))")
+        case .failed(let reason):
+            logger.error("\(entry.location): modules.\(slot.name): module \(slot.name) refused: \(reason); eventbusd carries on without it")
+            slot.status = .failed(reason)
+        }
+    }
+
+    func reconfigureInWorker(_ supervisor: WorkerSupervisor, config: ModuleConfig) -> Reconfiguration? {
+        switch supervisor.reconfigure(config) {
+        case .applied: return .result(.applied)
+        case .reactivate: return .result(.reactivate)
+        case .threw(let message): return .threw(message)
+        case .noAnswer: return nil
+        }
+    }
+}

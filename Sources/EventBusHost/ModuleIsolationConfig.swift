@@ -1,0 +1,67 @@
+import ModuleIsolation
+
+/// The isolation keys of a module entry: `isolation: process | none` and its `worker:` section
+/// (see `examples/eventbus.yaml` and `docs/modules.md`), and the host-wide `module_isolation`.
+///
+/// Why `process` is the default: a module is code the host operator did not necessarily write,
+/// and in-process one `fatalError`, force-unwrap or stuck loop ends every module, tail and watch
+/// of the host. In a worker it costs one process per module and some tens of microseconds per
+/// event (see the isolation benchmark) and the host carries on, restarting the module. Modules
+/// that need the lowest latency and are trusted say `isolation: none`.
+extension HostConfig {
+    public static let defaultIsolation = IsolationMode.process
+
+    static func parseIsolation(_ node: ConfigNode) throws(ConfigError) -> IsolationMode {
+        let text = try node.string()
+        guard let mode = IsolationMode(rawValue: text) else {
+            throw node.error("expected one of: \(IsolationMode.allCases.map(\.rawValue).joined(separator: ", ")), found \"\(text)\"")
+        }
+        return mode
+    }
+
+    /// `worker: {heartbeat_timeout, restart_delay, start_limit_burst, start_limit_interval,
+    /// memory_limit, cpu_limit, open_files}`.
+    static func parseWorker(_ node: ConfigNode) throws(ConfigError) -> WorkerSettings {
+        var settings = WorkerSettings()
+        for (key, value) in try node.mapping(allowed: ["heartbeat_timeout", "restart_delay", "start_limit_burst",
+                                                       "start_limit_interval", "memory_limit", "cpu_limit", "open_files"]) {
+            switch key {
+            case "heartbeat_timeout":
+                settings.heartbeatTimeout = try value.duration()
+                guard settings.heartbeatTimeout >= .milliseconds(100) else { throw value.error("must be at least 100ms") }
+            case "restart_delay": settings.restartDelay = try value.duration()
+            case "start_limit_burst": settings.startLimitBurst = try value.int(atLeast: 0)
+            case "start_limit_interval": settings.startLimitInterval = try value.duration()
+            case "memory_limit": settings.memoryLimit = try byteSize(value)
+            case "cpu_limit":
+                let limit = try value.duration()
+                guard limit >= .seconds(1) else { throw value.error("must be at least 1s (RLIMIT_CPU counts whole seconds)") }
+                settings.cpuLimitSeconds = UInt64(limit.components.seconds)
+            case "open_files":
+                let files = try value.int(atLeast: 16)
+                settings.openFilesLimit = UInt64(files)
+            default: preconditionFailure("key \(key) allowed but not handled")
+            }
+        }
+        return settings
+    }
+
+    /// `512M`, `2G`, `65536K` or plain bytes; at least 64 MiB (a Swift process needs its runtime).
+    private static func byteSize(_ node: ConfigNode) throws(ConfigError) -> UInt64 {
+        let text: String
+        if let bytes = try? node.int(atLeast: 0) { text = String(bytes) } else { text = try node.string() }
+        let units: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var digits = Substring(text)
+        var scale: UInt64 = 1
+        if let last = text.last?.uppercased().first, let unit = units[last] {
+            digits = digits.dropLast()
+            scale = unit
+        }
+        guard let number = UInt64(digits), number.multipliedReportingOverflow(by: scale).overflow == false else {
+            throw node.error("expected a size such as 512M or 2G, found \"\(text)\"")
+        }
+        let bytes = number * scale
+        guard bytes >= 64 << 20 else { throw node.error("must be at least 64M: a worker runs the Swift runtime too") }
+        return bytes
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A module worker child process: spawned with `posix_spawn`, connected by a socketpair.
+///
+/// - **Descriptors**: the child gets its end of the socketpair as fd 3, `/dev/null` as standard
+///   input, the host's standard output and error (so a Swift runtime crash message lands in the
+///   host's log), and nothing else: every other descriptor is closed in the child
+///   (`posix_spawn_file_actions_addclosefrom_np`), whatever flag it carries.
+/// - **Dying with the host**: the worker sets `PR_SET_PDEATHSIG` (SIGKILL) first thing and then
+///   checks its parent is still the host; and it exits on end of file on its socket. The death
+///   signal fires when the *thread* that spawned the child exits, so every spawn runs on one
+///   thread that lives as long as the process (``Spawner``), never on a pool thread that may be
+///   retired.
+/// - **Resource limits** (``WorkerSettings``) are passed as arguments and set by the worker with
+///   `setrlimit` before it loads the module: `posix_spawn` has no way to set them in the child,
+///   and setting them in the host between fork and exec is not possible from Swift safely.
+public struct WorkerProcess: Sendable {
+    public let pid: pid_t
+    /// The host's end of the socketpair (close-on-exec).
+    public let socket: Int32
+
+    public struct SpawnError: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    /// Where the worker executable is: `$EVENTBUS_MODULE_WORKER`, else next to the running
+    /// executable (eventbusd, or a test runner in the build folder).
+    public static var defaultExecutable: String {
+        if let path = ProcessInfo.processInfo.environment["EVENTBUS_MODULE_WORKER"], !path.isEmpty { return path }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return (exe as NSString).deletingLastPathComponent + "/eventbus-module-worker"
+    }
+
+    /// Spawns `executable` for the module `name`.
+    public static func spawn(executable: String, name: String, settings: WorkerSettings) throws(SpawnError) -> WorkerProcess {
+        guard access(executable, X_OK) == 0 else {
+            throw SpawnError(description: "the module worker \(executable) is not there or not executable (\(String(cString: strerror(errno)))); install eventbus-module-worker next to eventbusd or set EVENTBUS_MODULE_WORKER")
+        }
+        var arguments = [executable, "--module", name, "--parent", String(getpid())]
+        if let memory = settings.memoryLimit { arguments += ["--memory-limit", String(memory)] }
+        if let cpu = settings.cpuLimitSeconds { arguments += ["--cpu-limit", String(cpu)] }
+        if let files = settings.openFilesLimit { arguments += ["--open-files", String(files)] }
+        let result = Spawner.shared.run { () -> Result<WorkerProcess, SpawnError> in
+            spawnNow(executable: executable, arguments: arguments)
+        }
+        return try result.get()
+    }
+
+    private static func spawnNow(executable: String, arguments: [String]) -> Result<WorkerProcess, SpawnError> {
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            return .failure(SpawnError(description: "socketpair: \(String(cString: strerror(errno)))"))
+        }
+        var childEnd = pair[1]
+        if childEnd == 3 {
+            // dup2(3, 3) would keep close-on-exec set: move it first.
+            childEnd = fcntl(pair[1], F_DUPFD_CLOEXEC, 10)
+            Glibc.close(pair[1])
+        }
+        defer { Glibc.close(childEnd) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, childEnd, 3)
+        guard let closeFrom = Self.addCloseFrom, closeFrom(&actions, 4) == 0 else {
+            Glibc.close(pair[0])
+            return .failure(SpawnError(description: "posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later is needed)"))
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // Default signal dispositions and an empty mask in the child, whatever the host changed.
+        var all = sigset_t()
+        sigfillset(&all)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, &attributes, &argv, environ)
+        guard status == 0 else {
+            Glibc.close(pair[0])
+            return .failure(SpawnError(description: "posix_spawn \(executable): \(String(cString: strerror(status)))"))
+        }
+        return .success(WorkerProcess(pid: pid, socket: pair[0]))
+    }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), looked up at run time: its
+    /// declaration is not visible to Swift's Glibc module.
+    private static let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+    }()
+
+    /// How a worker ended.
+    public enum Exit: Sendable, Equatable, CustomStringConvertible {
+        case exited(Int32)
+        case signaled(Int32)
+
+        public var description: String {
+            switch self {
+            case .exited(let status): return "exited with status \(status)"
+            case .signaled(let signal): return "killed by signal \(signal) (\(Self.signalName(signal)))"
+            }
+        }
+
+        static func signalName(_ signal: Int32) -> String {
+            switch signal {
+            case SIGKILL: return "SIGKILL"
+            case SIGILL: return "SIGILL"
+            case SIGTRAP: return "SIGTRAP"
+            case SIGABRT: return "SIGABRT"
+            case SIGBUS: return "SIGBUS"
+            case SIGFPE: return "SIGFPE"
+            case SIGSEGV: return "SIGSEGV"
+            case SIGTERM: return "SIGTERM"
+            case SIGXCPU: return "SIGXCPU"
+            default: return strsignal(signal).map { String(cString: $0) } ?? "signal \(signal)"
+            }
+        }
+    }
+
+    /// Waits for the worker to end, at most `timeout`; then kills it with SIGKILL and waits for
+    /// that. Always reaps it.
+    public func reap(within timeout: Duration) -> Exit {
+        let deadline = ContinuousClock.now + timeout
+        var status: Int32 = 0
+        while true {
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid { return Self.exit(from: status) }
+            if result < 0 && errno != EINTR { return .exited(-1) }  // not our child any more
+            if ContinuousClock.now >= deadline { break }
+            usleep(1_000)
+        }
+        Glibc.kill(pid, SIGKILL)
+        while waitpid(pid, &status, 0) < 0 {
+            if errno != EINTR { return .signaled(SIGKILL) }
+        }
+        return Self.exit(from: status)
+    }
+
+    public func kill(_ signal: Int32) {
+        Glibc.kill(pid, signal)
+    }
+
+    private static func exit(from status: Int32) -> Exit {
+        // WIFEXITED / WTERMSIG by hand: the macros are not imported into Swift.
+        let signal = status & 0x7F
+        if signal == 0 { return .exited((status >> 8) & 0xFF) }
+        return .signaled(signal)
+    }
+}
+
+/// One thread, alive for the whole process, on which every worker is spawned (see
+/// ``WorkerProcess``: the parent-death signal follows the spawning thread).
+final class Spawner: @unchecked Sendable {
+    static let shared = Spawner()
+
+    private let condition = NSCondition()
+    private var jobs: [() -> Void] = []
+
+    private init() {
+        let thread = Thread { [self] in
+            while true {
+                condition.lock()
+                while jobs.isEmpty { condition.wait() }
+                let job = jobs.removeFirst()
+                condition.unlock()
+                job()
+            }
+        }
+        thread.name = "eventbus.worker-spawner"
+        thread.start()
+    }
+
+    func run<T>(_ body: @escaping () -> T) -> T {
+        let done = DispatchSemaphore(value: 0)
+        var result: T?
+        condition.withLock {
+            jobs.append {
+                result = body()
+                done.signal()
+            }
+            condition.signal()
+        }
+        done.wait()
+        return result!
+    }
+}

@@ -1,0 +1,205 @@
+import ControlProtocol
+import Dispatch
+@_spi(EventBusHost) import EventBusKit
+import Foundation
+import Synchronization
+
+/// The host's side of one running worker process: the subscriptions it holds on the module's
+/// behalf, the events it forwards, what the worker sends back.
+///
+/// ## Threads
+/// - The **reader thread** (one per session) reads the socket: it opens and cancels the
+///   module's subscriptions on the host bus, posts the module's events, writes its log lines,
+///   persists its journal acknowledgements, records progress (the heartbeat) and hands call
+///   replies to the waiting ``WorkerSupervisor``.
+/// - The **module's mailbox queue** on the host runs the subscriptions made for the worker: each
+///   event is appended to the socket's pending batch (``FrameChannel/sendThrottled(_:)``). The
+///   mailbox is the module's own, with its capacity: when the worker falls behind, the channel
+///   stops taking events, the mailbox fills, and further events are dropped, counted and
+///   announced to the module as gap notices — exactly as for an in-process module.
+/// - The channel's **writer thread** writes the batches.
+final class WorkerSession: @unchecked Sendable {
+    let process: WorkerProcess
+    let channel: FrameChannel
+    private let name: String
+    /// Unscoped: the module's posts are posted here.
+    private let hostBus: Bus
+    /// Scoped to the module's mailbox: subscriptions made on the module's behalf.
+    private let moduleBus: Bus
+    private let log: ModuleLog
+    private let subscriptions = Locked<[UInt64: AnyCancellable]>([:])
+    private let replies = ReplySlot()
+    private let onEnd: @Sendable (WorkerSession, String) -> Void
+
+    /// Events appended to the socket for the worker.
+    let sent = Atomic<UInt64>(0)
+    /// Events the module's subscriptions got after the socket closed: lost.
+    let lostAfterClose = Atomic<UInt64>(0)
+    /// What the worker last reported: events its module handled, errors its handlers threw.
+    let consumed = Atomic<UInt64>(0)
+    let errors = Atomic<UInt64>(0)
+    /// `CLOCK_MONOTONIC` of the last progress report: the heartbeat.
+    let lastHeard = Atomic<UInt64>(MonotonicClock.now())
+    /// Set when the watchdog killed it for missing heartbeats.
+    let killedAsHung = Atomic<Bool>(false)
+    /// Events gathered during the mailbox's current batch; touched only on the mailbox queue.
+    private var batch = FrameBuffer()
+    private var batchCount: UInt64 = 0
+    private let mailbox: Mailbox
+
+    init(process: WorkerProcess, name: String, hostBus: Bus, mailbox: Mailbox, log: ModuleLog,
+         onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
+        self.process = process
+        self.name = name
+        self.hostBus = hostBus
+        self.moduleBus = hostBus.scoped(to: mailbox)
+        self.mailbox = mailbox
+        self.log = log
+        self.onEnd = onEnd
+        self.channel = FrameChannel(fd: process.socket, name: "worker.\(name)")
+    }
+
+    func start() {
+        channel.start()
+        mailbox.setBatchObserver { [weak self] in self?.flush() }
+        let thread = Thread { [self] in
+            let reason = channel.readFrames { type, payload in try handle(type, payload) }
+            replies.end()
+            onEnd(self, reason)
+        }
+        thread.name = "eventbus.worker.\(name).reader"
+        thread.start()
+    }
+
+    /// Sends a request and waits for its reply frame; nil when the worker ended or `timeout` passed.
+    func call(_ type: FrameType, _ json: JSON, expecting reply: FrameType, timeout: Duration) -> JSON? {
+        replies.expect(reply)
+        guard channel.send({ $0.append(type, json: json) }) else { return nil }
+        return replies.wait(timeout: timeout)
+    }
+
+    /// Cancels every subscription held for the module.
+    func cancelSubscriptions() {
+        mailbox.setBatchObserver(nil)
+        let all = subscriptions.withLock { all in
+            defer { all.removeAll() }
+            return all
+        }
+        for cancellable in all.values { cancellable.cancel() }
+    }
+
+    /// On the module's mailbox queue: gathered into the batch's frame.
+    private func forward(_ event: Event, to subscription: UInt64) {
+        batch.appendEvent(event, type: .events, subscription: subscription)
+        batchCount += 1
+    }
+
+    /// On the module's mailbox queue, when its batch ends (and before a drain reports done):
+    /// the gathered events go to the socket as one frame — written right here when no write is
+    /// in progress, so a lone event costs no extra thread hand-over.
+    func flush() {
+        guard batchCount > 0 else { return }
+        let count = batchCount
+        batchCount = 0
+        let sentNow = channel.sendThrottled(inline: true) { pending in pending.append(contentsOf: &batch) }
+        if sentNow { sent.add(count, ordering: .relaxed) } else { lostAfterClose.add(count, ordering: .relaxed) }
+        batch.removeAll()
+    }
+
+    // MARK: The reader thread
+
+    private func handle(_ type: FrameType, _ payload: UnsafeRawBufferPointer) throws {
+        switch type {
+        case .progress:
+            var decoder = WireDecoder(payload)
+            consumed.store(try decoder.integer(UInt64.self), ordering: .relaxed)
+            errors.store(try decoder.integer(UInt64.self), ordering: .relaxed)
+            lastHeard.store(MonotonicClock.now(), ordering: .relaxed)
+        case .posts:
+            var decoder = WireDecoder(payload)
+            let count = Int(try decoder.integer(UInt32.self))
+            for _ in 0..<count { hostBus.post(try decoder.event()) }
+        case .subscribe:
+            let json = try JSON.frame(payload)
+            guard let id = json["id"]?.intValue else { throw WireError("subscribe without id") }
+            do {
+                let patterns = try (json["patterns"]?.arrayValue ?? []).map { try EventPattern($0.stringValue ?? "") }
+                let publisher = try json["source"].map { try SourceSpec.publisher(on: moduleBus, patterns: patterns, spec: $0) }
+                    ?? moduleBus.publisher(for: patterns)
+                let subscription = UInt64(id)
+                let cancellable = publisher.sink { [weak self] event in self?.forward(event, to: subscription) }
+                subscriptions.withLock { $0[subscription] = cancellable }
+            } catch {
+                log.error("the host could not subscribe for the module (\(json)): \(error)")
+            }
+        case .cancel:
+            let json = try JSON.frame(payload)
+            guard let id = json["id"]?.intValue else { throw WireError("cancel without id") }
+            subscriptions.withLock { $0.removeValue(forKey: UInt64(id)) }?.cancel()
+        case .log:
+            let json = try JSON.frame(payload)
+            let level = json["level"]?.stringValue.flatMap(ModuleLog.Level.init(rawValue:)) ?? .info
+            log.log(level, json["message"]?.stringValue ?? "")
+        case .acknowledge:
+            let json = try JSON.frame(payload)
+            var answer: [String: JSON] = ["id": json["id"] ?? .null]
+            do {
+                try hostBus.acknowledgeJournal(source: json["source"]?.stringValue ?? "",
+                                               cursor: json["cursor"]?.stringValue ?? "",
+                                               sequence: UInt64(json["sequence"]?.intValue ?? 0))
+            } catch {
+                answer["error"] = .string((error as? EventBusError)?.message ?? "\(error)")
+            }
+            channel.send { $0.append(.acknowledged, json: .object(answer)) }
+        case .activated, .reconfigured, .deactivated:
+            replies.deliver(type, try JSON.frame(payload))
+        default:
+            throw WireError("the worker sent a host frame (\(type))")
+        }
+    }
+}
+
+/// Where a call's reply meets the waiting supervisor. One call at a time (the supervisor's queue
+/// is serial); a reply that comes after its waiter gave up is dropped, not kept for the next.
+final class ReplySlot: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var expected: FrameType?
+    private var value: JSON?
+    private var ended = false
+
+    func expect(_ type: FrameType) {
+        condition.withLock {
+            expected = type
+            value = nil
+        }
+    }
+
+    func deliver(_ type: FrameType, _ json: JSON) {
+        condition.withLock {
+            guard type == expected else { return }
+            value = json
+            condition.broadcast()
+        }
+    }
+
+    func end() {
+        condition.withLock {
+            ended = true
+            condition.broadcast()
+        }
+    }
+
+    func wait(timeout: Duration) -> JSON? {
+        let deadline = Date().addingTimeInterval(timeout.secondsValue)
+        return condition.withLock {
+            while value == nil && !ended {
+                if !condition.wait(until: deadline) { break }
+            }
+            defer {
+                expected = nil
+                value = nil
+            }
+            return value
+        }
+    }
+}

@@ -1,0 +1,344 @@
+import ControlProtocol
+import Dispatch
+@_spi(EventBusHost) import EventBusKit
+import Foundation
+import Synchronization
+
+/// Runs one process-isolated module: spawns its worker, activates, reconfigures and stops it,
+/// watches its heartbeat, and when the worker dies — a signal, an exit, or no heartbeat within
+/// ``WorkerSettings/heartbeatTimeout`` (then it is killed with SIGKILL) — posts
+/// `module.crashed` and restarts it as ``RestartPolicy`` says, or marks it failed once the start
+/// limit is reached.
+///
+/// ## Threads
+/// Every lifecycle step runs on the supervisor's own serial queue: the calls the host makes
+/// (``start(_:)``, ``reconfigure(_:)``, ``stop(timeout:)``, which block the caller — the host's
+/// control queue — until done or timed out), crash handling (told by the session's reader
+/// thread), scheduled restarts and the heartbeat watchdog. So a restart never races a reload or
+/// a shutdown. ``snapshot`` is readable from any thread.
+public final class WorkerSupervisor: @unchecked Sendable {
+    // @unchecked: `configuration`, `session`, `policy`, `stopping`, `generation`, `watchdog`
+    // are touched only on `queue`; `state` has its own lock.
+
+    public struct Configuration: Sendable {
+        public var name: String
+        public var path: String
+        public var config: ModuleConfig
+        public var settings: WorkerSettings
+        /// How long one call into the module (activate, reconfigure, deactivate) may take.
+        public var callTimeout: Duration
+        public var executable: String
+
+        public init(name: String, path: String, config: ModuleConfig, settings: WorkerSettings,
+                    callTimeout: Duration, executable: String = WorkerProcess.defaultExecutable) {
+            self.name = name
+            self.path = path
+            self.config = config
+            self.settings = settings
+            self.callTimeout = callTimeout
+            self.executable = executable
+        }
+    }
+
+    public enum StartOutcome: Sendable, Equatable {
+        case activated(reportedName: String, version: String)
+        case failed(String)
+    }
+
+    public enum ReconfigureOutcome: Sendable, Equatable {
+        case applied
+        case reactivate
+        case threw(String)
+        /// No answer within the call time limit (or the worker is not running).
+        case noAnswer
+    }
+
+    /// What status displays show of the worker.
+    public struct Snapshot: Sendable, Equatable {
+        public var pid: Int32?
+        public var restarts = 0
+        /// The last crash, as logged (`killed by signal 4 (SIGILL)`, `no heartbeat within 2s`…).
+        public var lastCrash: String?
+        public var lastCrashTime: Date?
+        /// Set while a restart is pending.
+        public var restarting = false
+        /// Set when the start limit was reached: the module stays down until a reload.
+        public var gaveUp: String?
+        public var reportedName: String?
+        public var version: String?
+        /// Handler errors the worker reported, over every worker of this module.
+        public var errors = 0
+    }
+
+    private let bus: Bus
+    private let mailbox: Mailbox
+    private let log: ModuleLog
+    private let queue: DispatchQueue
+    private var configuration: Configuration
+    private var policy: RestartPolicy
+    private var session: WorkerSession?
+    private var stopping = true
+    /// Bumped by every start and stop, so a restart scheduled before them does nothing.
+    private var generation = 0
+    private var watchdog: DispatchSourceTimer?
+    private let state = Locked(Snapshot())
+    private var retiredErrors = 0
+
+    /// - Parameters:
+    ///   - bus: the host's bus: subscriptions are made on it (scoped to `mailbox`), posts and
+    ///     `module.crashed` posted to it.
+    ///   - mailbox: the module's mailbox on the host: its bound and gap notices apply to what is
+    ///     forwarded to the worker, and its counts are the module's delivered/dropped/queued.
+    ///   - log: the host's log for this module (tagged with its name): the worker's log lines
+    ///     and the supervisor's own reports go there.
+    public init(configuration: Configuration, bus: Bus, mailbox: Mailbox, log: ModuleLog) {
+        self.configuration = configuration
+        self.bus = bus
+        self.mailbox = mailbox
+        self.log = log
+        self.policy = RestartPolicy(settings: configuration.settings)
+        self.queue = DispatchQueue(label: "eventbus.supervisor.\(configuration.name)")
+    }
+
+    public var snapshot: Snapshot {
+        var snapshot = state.withLock { $0 }
+        if let session = state.withLock({ _ in currentSessionForSnapshot }) {
+            snapshot.errors += Int(session.errors.load(ordering: .relaxed))
+        }
+        return snapshot
+    }
+
+    /// Read by ``snapshot`` under `state`'s lock; written on `queue` under it.
+    private var currentSessionForSnapshot: WorkerSession?
+
+    private func setSession(_ new: WorkerSession?) {
+        session = new
+        state.withLock { state in
+            currentSessionForSnapshot = new
+            state.pid = new?.process.pid
+        }
+    }
+
+    // MARK: Calls from the host
+
+    /// Starts a worker and activates the module in it with `configuration`. A start resets the
+    /// start limit (as `systemctl restart` does).
+    public func start(_ configuration: Configuration) -> StartOutcome {
+        queue.sync {
+            self.configuration = configuration
+            policy = RestartPolicy(settings: configuration.settings)
+            stopping = false
+            generation += 1
+            state.withLock {
+                $0.gaveUp = nil
+                $0.restarting = false
+            }
+            return startWorker()
+        }
+    }
+
+    public func reconfigure(_ config: ModuleConfig) -> ReconfigureOutcome {
+        queue.sync {
+            guard let session else {
+                // Between a crash and its restart: the restart takes the new section.
+                configuration.config = config
+                return .applied
+            }
+            guard let reply = session.call(.reconfigure, ["config": config.json], expecting: .reconfigured,
+                                           timeout: configuration.callTimeout) else { return .noAnswer }
+            switch reply["result"]?.stringValue {
+            case "applied":
+                configuration.config = config
+                return .applied
+            case "reactivate": return .reactivate
+            default: return .threw(reply["message"]?.stringValue ?? "reconfigure failed")
+            }
+        }
+    }
+
+    /// Lets the worker handle what was forwarded, deactivates the module, ends the worker. No
+    /// restart follows. Returns false when it did not finish within `timeout` (the worker is
+    /// killed then).
+    @discardableResult
+    public func stop(timeout: Duration) -> Bool {
+        queue.sync {
+            stopping = true
+            generation += 1
+            stopWatchdog()
+            state.withLock { $0.restarting = false }
+            guard let session else { return true }
+            let deadline = ContinuousClock.now + timeout
+            // What waits in the host mailbox goes out before the deactivate frame: a drain whose
+            // marker also sends the batch it ends (a drain's marker runs before the batch's flush).
+            let drained = DispatchSemaphore(value: 0)
+            mailbox.perform {
+                session.flush()
+                drained.signal()
+            }
+            var finished = drained.wait(timeout: .now() + DispatchTimeInterval(max(.zero, deadline - .now))) == .success
+            if finished {
+                finished = session.call(.deactivate, [:], expecting: .deactivated, timeout: max(.zero, deadline - .now)) != nil
+            }
+            end(session)
+            _ = session.process.reap(within: finished ? .seconds(2) : .zero)
+            session.channel.closeDescriptor()
+            return finished
+        }
+    }
+
+    // MARK: On the queue
+
+    private func startWorker() -> StartOutcome {
+        let process: WorkerProcess
+        do {
+            process = try WorkerProcess.spawn(executable: configuration.executable, name: configuration.name,
+                                              settings: configuration.settings)
+        } catch {
+            return .failed(error.description)
+        }
+        let session = WorkerSession(process: process, name: configuration.name, hostBus: bus, mailbox: mailbox,
+                                    log: log) { [weak self] session, reason in
+            guard let self else { return }
+            self.queue.async { self.sessionEnded(session, reason: reason) }
+        }
+        session.start()
+        let heartbeat = configuration.settings.heartbeatTimeout
+        let start: JSON = [
+            "module": .string(configuration.name),
+            "path": .string(configuration.path),
+            "config": configuration.config.json,
+            "kinds": .array(["files", "journal"].filter(bus.hasSource(kind:)).map(JSON.string)),
+            "heartbeat_ms": .int(max(10, heartbeat.clampedNanoseconds / 4_000_000)),
+            "window": .int(Int64(mailbox.capacity)),
+        ]
+        guard let reply = session.call(.start, start, expecting: .activated, timeout: configuration.callTimeout) else {
+            let ended = session.channel.isClosed
+            end(session)
+            let exit = session.process.reap(within: ended ? .seconds(2) : .zero)
+            session.channel.closeDescriptor()
+            return .failed(ended ? "the worker \(exit) during activate"
+                                 : "activate did not return within \(configuration.callTimeout); the worker was killed")
+        }
+        if let error = reply["error"]?.stringValue {
+            end(session)
+            _ = session.process.reap(within: .seconds(2))
+            session.channel.closeDescriptor()
+            return .failed(error)
+        }
+        let name = reply["name"]?.stringValue ?? configuration.name
+        let version = reply["version"]?.stringValue ?? "?"
+        session.lastHeard.store(MonotonicClock.now(), ordering: .relaxed)
+        setSession(session)
+        state.withLock {
+            $0.reportedName = name
+            $0.version = version
+            $0.restarting = false
+        }
+        startWatchdog()
+        return .activated(reportedName: name, version: version)
+    }
+
+    /// Takes the session down on the host side: its subscriptions and its socket.
+    private func end(_ session: WorkerSession) {
+        session.cancelSubscriptions()
+        session.channel.close()
+        if self.session === session {
+            retiredErrors += Int(session.errors.load(ordering: .relaxed))
+            state.withLock { $0.errors = retiredErrors }
+            setSession(nil)
+        }
+    }
+
+    /// The session's reader saw the socket end. Unless the host is stopping or replacing it on
+    /// purpose, the worker crashed.
+    private func sessionEnded(_ session: WorkerSession, reason: String) {
+        guard session === self.session, !stopping else { return }
+        stopWatchdog()
+        // What was in flight: forwarded but not reported handled, or still waiting on the host.
+        let queued = UInt64(mailbox.statistics.queued)
+        end(session)
+        let exit = session.process.reap(within: .seconds(2))
+        session.channel.closeDescriptor()
+        let sent = session.sent.load(ordering: .relaxed)
+        let consumed = session.consumed.load(ordering: .relaxed)
+        let lost = (sent > consumed ? sent - consumed : 0) + session.lostAfterClose.load(ordering: .relaxed) + queued
+        let hung = session.killedAsHung.load(ordering: .relaxed)
+        let cause = hung ? "no heartbeat within \(configuration.settings.heartbeatTimeout) (killed with SIGKILL)" : "\(exit)"
+        crashed(cause: cause, exit: exit, lost: lost)
+    }
+
+    /// A worker died (or failed to start again): announce it, then restart or give up.
+    private func crashed(cause: String, exit: WorkerProcess.Exit?, lost: UInt64) {
+        let decision = policy.afterCrash(at: .now)
+        let restarts = state.withLock { state -> Int in
+            state.lastCrash = cause
+            state.lastCrashTime = Date()
+            if case .restart = decision {
+                state.restarts += 1
+                state.restarting = true
+            }
+            return state.restarts
+        }
+        var fields: [String: FieldValue] = [
+            "module": .string(configuration.name),
+            "reason": .string(cause),
+            "lost": .int(Int64(clamping: lost)),
+            "restarts": .int(Int64(restarts)),
+        ]
+        switch exit {
+        case .signaled(let signal)?: fields["signal"] = .int(Int64(signal))
+        case .exited(let status)?: fields["exit_status"] = .int(Int64(status))
+        case nil: break
+        }
+        switch decision {
+        case .restart(let delay):
+            fields["restarting"] = true
+            log.error("module worker crashed: \(cause); \(lost) event(s) in flight lost; restart \(restarts) in \(delay)")
+            bus.post(Event(name: "module.crashed", source: "eventbusd", fields: fields))
+            let generation = self.generation
+            queue.asyncAfter(deadline: .now() + DispatchTimeInterval(delay)) { [weak self] in
+                guard let self, self.generation == generation, !self.stopping else { return }
+                switch self.startWorker() {
+                case .activated(let name, let version):
+                    self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0))")
+                case .failed(let reason):
+                    self.crashed(cause: "restart failed: \(reason)", exit: nil, lost: 0)
+                }
+            }
+        case .giveUp(let count, let interval):
+            fields["restarting"] = false
+            let reason = "start limit reached: \(count) restart(s) within \(interval), last crash: \(cause)"
+            state.withLock {
+                $0.gaveUp = reason
+                $0.restarting = false
+            }
+            log.error("module worker crashed: \(cause); \(lost) event(s) in flight lost; \(reason); the module stays down until a reload")
+            bus.post(Event(name: "module.crashed", source: "eventbusd", fields: fields))
+            bus.post(Event(name: "module.failed", source: "eventbusd",
+                           fields: ["module": .string(configuration.name), "reason": .string(reason)]))
+        }
+    }
+
+    private func startWatchdog() {
+        stopWatchdog()
+        let timeout = configuration.settings.heartbeatTimeout
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let period = max(Duration.milliseconds(20), timeout / 4)
+        timer.schedule(deadline: .now() + DispatchTimeInterval(period), repeating: DispatchTimeInterval(period))
+        timer.setEventHandler { [weak self] in
+            guard let self, let session = self.session else { return }
+            let silent = MonotonicClock.now() &- session.lastHeard.load(ordering: .relaxed)
+            if silent > UInt64(timeout.clampedNanoseconds), !session.killedAsHung.exchange(true, ordering: .relaxed) {
+                self.log.error("module worker \(session.process.pid) sent no heartbeat within \(timeout): its module is hung; killing it")
+                session.process.kill(SIGKILL)
+            }
+        }
+        timer.resume()
+        watchdog = timer
+    }
+
+    private func stopWatchdog() {
+        watchdog?.cancel()
+        watchdog = nil
+    }
+}

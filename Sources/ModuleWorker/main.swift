@@ -1,0 +1,60 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// eventbus-module-worker: runs one handler module for eventbusd in a process of its own
+// (`isolation: process`). Spawned by the host (ModuleIsolation.WorkerProcess) with its socket as
+// fd 3; not meant to be started by hand.
+//
+// Arguments: --module NAME --parent PID [--memory-limit BYTES] [--cpu-limit SECONDS] [--open-files N]
+
+func fail(_ message: String, status: Int32) -> Never {
+    FileHandle.standardError.write(Data("eventbus-module-worker: \(message)\n".utf8))
+    exit(status)
+}
+
+var options: [String: String] = [:]
+var arguments = CommandLine.arguments.dropFirst().makeIterator()
+while let key = arguments.next() {
+    guard key.hasPrefix("--"), let value = arguments.next() else {
+        fail("unexpected argument \(key); this program is started by eventbusd", status: 64)
+    }
+    options[String(key.dropFirst(2))] = value
+}
+guard let name = options["module"], let parent = options["parent"].flatMap(Int32.init) else {
+    fail("needs --module and --parent; this program is started by eventbusd", status: 64)
+}
+
+// Die with the host: the kernel sends SIGKILL when the parent goes. If it already went between
+// the spawn and here, the signal will never come: leave now.
+// prctl(2) through dlsym: <sys/prctl.h> is not part of Swift's Glibc module.
+typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
+guard let prctlSymbol = dlsym(nil, "prctl") else { fail("no prctl in libc", status: 71) }
+let PR_SET_PDEATHSIG: Int32 = 1
+if unsafeBitCast(prctlSymbol, to: Prctl.self)(PR_SET_PDEATHSIG, UInt(SIGKILL), 0, 0, 0) != 0 {
+    fail("prctl(PR_SET_PDEATHSIG): \(String(cString: strerror(errno)))", status: 71)
+}
+if getppid() != parent { exit(70) }
+
+// A closed socket must be an error return, not a signal.
+signal(SIGPIPE, SIG_IGN)
+
+// Resource limits, before any module code is loaded.
+@MainActor func limit(_ resource: __rlimit_resource, _ option: String) {
+    guard let text = options[option] else { return }
+    guard let value = rlim_t(text) else {
+        fail("--\(option) \(text) is not a number", status: 64)
+    }
+    var limits = rlimit(rlim_cur: value, rlim_max: value)
+    if setrlimit(Int32(resource.rawValue), &limits) != 0 {
+        fail("setrlimit \(option) \(value): \(String(cString: strerror(errno)))", status: 71)
+    }
+}
+limit(RLIMIT_DATA, "memory-limit")
+limit(RLIMIT_CPU, "cpu-limit")
+limit(RLIMIT_NOFILE, "open-files")
+
+// `_exit`: the host is gone or done with us; nothing is left to flush, and no module code (nor
+// atexit handler of it) should run any more.
+_exit(WorkerRuntime(socket: 3, name: name).run())
