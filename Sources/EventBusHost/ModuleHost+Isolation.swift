@@ -20,7 +20,8 @@ extension ModuleHost {
             slot.didActivate(.init(instance: .worker(supervisor), reportedName: name, version: version), entry: entry)
             logger.info("module \(slot.name) active (\(name) \(version), \(entry.path), worker pid \(supervisor.snapshot.pid ?? 0))")
         case .failed(let reason):
-            logger.error("\(entry.location): modules.\(slot.name): module \(slot.name) refused: \(reason); eventbusd carries on without it")
+            // Worded as the in-process refusals are, so one grep finds both.
+            logger.error("\(entry.location): modules.\(slot.name): \(reason); eventbusd carries on without it")
             slot.status = .failed(reason)
         }
     }

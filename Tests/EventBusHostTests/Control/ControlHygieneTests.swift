@@ -244,8 +244,10 @@ import Testing
     @Test func aStalledModuleListedFirstLeavesTheBudgetToTheOthersAndIsLoggedOnce() async throws {
         let directory = try TemporaryDirectory()
         let idle = (1...4).map { "idle\($0)" }
+        // In-process: the budget is about mailboxes draining and deactivate calls in this process.
         let (yaml, socket) = config(directory, rest: """
             shutdown_timeout: 2s
+            module_isolation: none
             modules:
               stalled:
                 path: \(BuildProducts.fixture("FixtureStalled"))
