@@ -43,6 +43,18 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // nats.c (libnats-dev): core NATS and JetStream, for the bridge.
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
+        ),
+        // Bridges the bus of this host to other hosts through NATS (core or JetStream).
+        .target(
+            name: "NATSBridge",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CNATS",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
@@ -80,6 +92,7 @@ let package = Package(
             dependencies: [
                 .product(name: "EventBusKit", package: "EventBusKit"),
                 "EventSources",
+                "NATSBridge",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

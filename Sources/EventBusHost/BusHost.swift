@@ -28,6 +28,7 @@ public final class BusHost: @unchecked Sendable {
     private var config: HostConfig?
     private var isShutDown = false
     private let controlServer: ControlServer?
+    private let bridge: HostBridge
     private let inheritedControlSocket: Int32?
 
     /// - Parameters:
@@ -48,13 +49,15 @@ public final class BusHost: @unchecked Sendable {
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
+        let bridge = HostBridge(bus: bus, logger: logger)
+        self.bridge = bridge
         switch control {
         case .none:
             controlServer = nil
             inheritedControlSocket = nil
         case .configured, .inherited:
             controlServer = ControlServer(bus: bus, logger: logger) {
-                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics)
+                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status)
             }
             if case .inherited(fileDescriptor: let fd) = control { inheritedControlSocket = fd } else { inheritedControlSocket = nil }
         }
@@ -88,6 +91,8 @@ public final class BusHost: @unchecked Sendable {
             modules.apply(config.modules, defaultCapacity: config.moduleMailboxCapacity, progress: progress)
             timers.apply(config.timers)
             watches.apply(config.watches)
+            // Last, so modules are subscribed before the first imported event arrives.
+            bridge.apply(config.bridge, stateDirectory: config.stateDirectory)
             self.config = config
             return .success(config)
         }
@@ -120,6 +125,7 @@ public final class BusHost: @unchecked Sendable {
             watches.apply(new.watches)
             modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity, progress: progress)
             controlServer?.apply(new.control)
+            bridge.apply(new.bridge, stateDirectory: new.stateDirectory)
             config = new
             let active = modules.statistics.filter { $0.state == .active }.count
             logger.info("reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)")
@@ -148,6 +154,9 @@ public final class BusHost: @unchecked Sendable {
             progress(.shuttingDown(budget: budget))
             let deadline = ContinuousClock.now + budget
             logger.info("shutting down (budget \(budget))")
+            // First, so what is posted while stopping is not half exported; queued exports get
+            // their moment to leave.
+            bridge.stop()
             timers.stopAll()
             watches.stopAll()
             let undrained = modules.drainAll(until: deadline)

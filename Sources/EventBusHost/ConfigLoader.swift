@@ -41,7 +41,7 @@ extension HostConfig {
         var config = HostConfig(file: file)
         guard let root else { return config }  // an empty file: nothing configured
         let document = ConfigNode(node: root, file: file, key: "")
-        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "shutdown_timeout", "control", "state_directory"]) {
+        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "shutdown_timeout", "control", "state_directory", "bridge"]) {
             switch key {
             case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
             case "state_directory":
@@ -51,6 +51,7 @@ extension HostConfig {
             case "module_mailbox_capacity": config.moduleMailboxCapacity = try value.int(atLeast: 1)
             case "shutdown_timeout": config.shutdownTimeout = try value.duration()
             case "control": config.control = try parseControl(value, directory: directory)
+            case "bridge": config.bridge = try parseBridge(value, directory: directory)
             default: preconditionFailure("key \(key) allowed but not handled")
             }
         }
@@ -179,7 +180,7 @@ extension HostConfig {
     }
 
     /// The SDK's own words for what is wrong, without its error code.
-    private static func message(of error: any Error) -> String {
+    static func message(of error: any Error) -> String {
         (error as? EventBusError)?.message ?? "\(error)"
     }
 

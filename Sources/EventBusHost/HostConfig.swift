@@ -1,5 +1,6 @@
 import EventBusKit
 import Foundation
+import NATSBridge
 
 /// The host's configuration, as read from its YAML file (see `examples/eventbus.yaml`).
 /// Plain values: reading the file is ``HostConfig/load(from:)``'s business, acting on it the
@@ -25,6 +26,8 @@ public struct HostConfig: Sendable {
     public var shutdownTimeout: Duration
     /// The control socket (`control`).
     public var control = ControlSettings()
+    /// Bridging this host's bus to others through NATS (`bridge.nats`); nil: not bridged.
+    public var bridge: BridgeConfig?
 
     public static let defaultMailboxCapacity = 10_000
     /// `/var/lib/eventbus` as root, `$XDG_STATE_HOME/eventbus` (or `~/.local/state/eventbus`)

@@ -30,6 +30,8 @@ final class ControlServer: @unchecked Sendable {
     struct HostSnapshot {
         var configFile: String
         var modules: [ModuleStatistics]
+        /// The NATS bridge's state and counts, when one runs (``HostBridge/status``).
+        var bridge: JSON? = nil
     }
 
     enum StartError: Error, CustomStringConvertible {
@@ -314,7 +316,7 @@ final class ControlServer: @unchecked Sendable {
                           "oldest_seq": .int(Int64(ring.oldestSequence)), "newest_seq": .int(Int64(ring.newestSequence))]))
         }
         let uptime = ContinuousClock.now - startedMonotonic
-        return .object([
+        var answer: [String: JSON] = [
             "type": "status",
             "protocol": .int(Int64(ControlProtocol.version)),
             "pid": .int(Int64(getpid())),
@@ -329,7 +331,9 @@ final class ControlServer: @unchecked Sendable {
             "modules": .array(host.modules.map(Self.moduleJSON)),
             "control": .object(["socket": .string(socket), "clients": .int(Int64(clients)),
                                  "tailing": .int(Int64(tailing)), "replay": replay]),
-        ])
+        ]
+        if let bridge = host.bridge { answer["bridge"] = bridge }
+        return .object(answer)
     }
 
     func modules() -> JSON {
