@@ -151,6 +151,14 @@ let package = Package(
             name: "EventBusHostTests",
             dependencies: ["TestSupport", "EventBusHost", "ControlProtocol"]
         ),
+        // The NATS bridge in-process against a real nats-server: the wire format keeps every field
+        // type, origins, echoes. (The bridge between real eventbusd processes is tested in
+        // EventBusHostTests.)
+        .testTarget(
+            name: "NATSBridgeTests",
+            dependencies: ["TestSupport", "NATSBridge", .product(name: "EventBusKit", package: "EventBusKit"),
+                           .product(name: "Logging", package: "swift-log")]
+        ),
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
             name: "EventSourcesTests",

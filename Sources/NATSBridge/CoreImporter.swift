@@ -64,7 +64,7 @@ final class CoreImporter: @unchecked Sendable {
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
                 subscription.importer.receive(message!, on: subscription)
                 natsMsg_Destroy(message)
-            }, Unmanaged.passUnretained(subscription).toOpaque())
+            }, Unmanaged.passRetained(subscription).toOpaque())  // kept for good: a callback may run during stop
             try BridgeError.check(status, .connection, "subscribe to \(subscription.filter)")
             try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), -1), .connection, "pending limits")
             subscription.handle = handle

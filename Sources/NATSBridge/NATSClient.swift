@@ -27,16 +27,13 @@ final class NATSClient: @unchecked Sendable {
 
     private(set) var connection: OpaquePointer!
     private let events: Box
-    private let reconnectWait: Duration
-    private let maxReconnectWait: Duration
+    private var retainedForCallbacks = false
 
     /// Starts connecting. Does not wait for a server: if none answers, nats.c keeps trying in
     /// the background (``State/connecting``) and `events.reconnected` tells when it is up, so a
     /// host never fails to start because NATS is down.
     init(config: BridgeConfig, name: String, events: Events) throws(BridgeError) {
-        self.events = Box(events)
-        self.reconnectWait = config.reconnectWait
-        self.maxReconnectWait = config.maxReconnectWait
+        self.events = Box(events, reconnectWait: config.reconnectWait, maxReconnectWait: config.maxReconnectWait)
         var options: OpaquePointer?
         try BridgeError.check(natsOptions_Create(&options), .options, "natsOptions_Create")
         defer { natsOptions_Destroy(options) }
@@ -44,6 +41,8 @@ final class NATSClient: @unchecked Sendable {
         var connection: OpaquePointer?
         let status = natsConnection_Connect(&connection, options)
         guard status == NATS_OK || status == NATS_NOT_YET_CONNECTED, let connection else {
+            // No connection: nats.c will never call `closed`, which releases the box.
+            if retainedForCallbacks { Unmanaged.passUnretained(self.events).release() }
             throw BridgeError(.connection, "cannot connect to \(config.servers.joined(separator: ", ")): \(BridgeError.text(status))")
         }
         self.connection = connection
@@ -86,35 +85,31 @@ final class NATSClient: @unchecked Sendable {
         try BridgeError.check(natsOptions_SetPingInterval(options, config.pingInterval.milliseconds), .options, "ping interval")
         try BridgeError.check(natsOptions_SetMaxPingsOut(options, Int32(clamping: config.maxPingsOut)), .options, "max pings out")
         try BridgeError.check(natsOptions_SetTimeout(options, max(500, min(2_000, config.pingInterval.milliseconds))), .options, "connect timeout")
-        let closure = Unmanaged.passUnretained(self).toOpaque()
+        // The callbacks' closure is the box, retained for nats.c until its last callback
+        // (closed), so a callback still running while the client goes away finds it alive.
+        let closure = Unmanaged.passRetained(events).toOpaque()
+        retainedForCallbacks = true
         try BridgeError.check(natsOptions_SetCustomReconnectDelay(options, { _, attempts, closure in
-            Unmanaged<NATSClient>.fromOpaque(closure!).takeUnretainedValue().reconnectDelay(attempts: Int(attempts))
+            Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().reconnectDelay(attempts: Int(attempts))
         }, closure), .options, "reconnect delay")
         try BridgeError.check(natsOptions_SetDisconnectedCB(options, { _, closure in
-            Unmanaged<NATSClient>.fromOpaque(closure!).takeUnretainedValue().events.value.disconnected()
+            Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().value.disconnected()
         }, closure), .options, "disconnected callback")
         try BridgeError.check(natsOptions_SetReconnectedCB(options, { _, closure in
-            Unmanaged<NATSClient>.fromOpaque(closure!).takeUnretainedValue().events.value.reconnected()
+            Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().value.reconnected()
         }, closure), .options, "reconnected callback")
         try BridgeError.check(natsOptions_SetClosedCB(options, { _, closure in
-            Unmanaged<NATSClient>.fromOpaque(closure!).takeUnretainedValue().events.value.closed()
+            let box = Unmanaged<Box>.fromOpaque(closure!)
+            box.takeUnretainedValue().value.closed()
+            box.release()  // nats.c calls nothing after this
         }, closure), .options, "closed callback")
         try BridgeError.check(natsOptions_SetErrorHandler(options, { _, subscription, status, closure in
-            Unmanaged<NATSClient>.fromOpaque(closure!).takeUnretainedValue().events.value.error(status, subscription)
+            Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().value.error(status, subscription)
         }, closure), .options, "error handler")
         // The first connect retries in the background too; `reconnected` announces success.
         try BridgeError.check(natsOptions_SetRetryOnFailedConnect(options, true, { _, closure in
-            Unmanaged<NATSClient>.fromOpaque(closure!).takeUnretainedValue().events.value.reconnected()
+            Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().value.reconnected()
         }, closure), .options, "retry on failed connect")
-    }
-
-    /// Backoff: `reconnectWait` doubled per attempt, at most `maxReconnectWait`, ±20 % jitter so
-    /// a thousand hosts that lost the same server do not come back in one wave.
-    private func reconnectDelay(attempts: Int) -> Int64 {
-        let base = reconnectWait.milliseconds
-        let wait = min(maxReconnectWait.milliseconds, base << min(max(attempts - 1, 0), 20))
-        let jitter = Int64.random(in: -(wait / 5)...(wait / 5))
-        return max(1, wait + jitter)
     }
 
     var state: State {
@@ -136,10 +131,26 @@ final class NATSClient: @unchecked Sendable {
         if let connection { natsConnection_Destroy(connection) }
     }
 
-    /// Holds the callbacks; `self` outlives the connection (closed and destroyed in `deinit`).
+    /// What nats.c's callbacks need, kept apart from the client so it can outlive it.
     private final class Box: Sendable {
         let value: Events
-        init(_ value: Events) { self.value = value }
+        let reconnectWait: Duration
+        let maxReconnectWait: Duration
+
+        init(_ value: Events, reconnectWait: Duration, maxReconnectWait: Duration) {
+            self.value = value
+            self.reconnectWait = reconnectWait
+            self.maxReconnectWait = maxReconnectWait
+        }
+
+        /// Backoff: `reconnectWait` doubled per attempt, at most `maxReconnectWait`, ±20 % jitter
+        /// so a thousand hosts that lost the same server do not come back in one wave.
+        func reconnectDelay(attempts: Int) -> Int64 {
+            let base = reconnectWait.milliseconds
+            let wait = min(maxReconnectWait.milliseconds, base << min(max(attempts - 1, 0), 20))
+            let jitter = Int64.random(in: -(wait / 5)...(wait / 5))
+            return max(1, wait + jitter)
+        }
     }
 }
 
