@@ -15,6 +15,7 @@ final class ExportQueue: @unchecked Sendable {
     private var head = 0
     private let capacity: Int
     private var stopped = false
+    private var nudged = false
     private let gaps: GapBook
 
     init(capacity: Int, gaps: GapBook) {
@@ -35,13 +36,15 @@ final class ExportQueue: @unchecked Sendable {
         if events.count - head == 1 { condition.signal() }
     }
 
-    /// Exporter thread: waits until there are events (or the queue stopped) and moves up to
-    /// `max` of them into `batch`. Returns false once stopped and empty.
+    /// Exporter thread: waits until there are events, a ``wake()`` or a stop, and moves up to
+    /// `max` events into `batch` (none after a wake-up with nothing queued). Returns false once
+    /// stopped and empty.
     func take(max: Int, into batch: inout [Event]) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        while events.count == head && !stopped { condition.wait() }
-        if events.count == head { return false }
+        while events.count == head && !stopped && !nudged { condition.wait() }
+        nudged = false
+        if events.count == head { return !stopped }
         let end = min(events.count, head + max)
         batch.append(contentsOf: events[head..<end])
         head = end
@@ -66,9 +69,12 @@ final class ExportQueue: @unchecked Sendable {
         }
     }
 
-    /// Wakes a waiting exporter without stopping (NATS came back).
+    /// Wakes the exporter without stopping: NATS came back, or publishes wait to be retried.
     func wake() {
-        condition.withLock { condition.broadcast() }
+        condition.withLock {
+            nudged = true
+            condition.broadcast()
+        }
     }
 
     /// Exporter thread, durable mode: waits up to `timeout` for a wake-up or stop.

@@ -105,6 +105,10 @@ final class Exporter: @unchecked Sendable {
         jsPubOptions_Init(&options)
         options.MaxWait = 5_000
         while queue.take(max: 256, into: &batch) {
+            if batch.isEmpty, retryCount > 0 {  // woken for retries
+                if !waitUntilConnected() { break }
+                publishRetries(&options)
+            }
             var index = 0
             while index < batch.count {
                 if !waitUntilConnected() { return }
@@ -186,7 +190,10 @@ final class Exporter: @unchecked Sendable {
             if ack.pointee.Duplicate { counters.duplicatesDroppedByServer.add(1, ordering: .relaxed) }
             return
         }
-        guard let message, let error else { return }
+        guard let error, let message = error.pointee.Msg ?? message else {
+            gaps.record(.publishFailed, count: 1, subject: "?", detail: "a publish failed and nats.c did not say which")
+            return
+        }
         let subject = String(cString: natsMsg_GetSubject(message))
         let length = Int(natsMsg_GetDataLength(message))
         let data = natsMsg_GetData(message).map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
