@@ -32,7 +32,8 @@ let package = Package(
         .executableTarget(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
-                           "EventBusHost", "ControlProtocol"]
+                           "EventBusHost", "ControlProtocol", "NATSBridge", "CNATS",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.

@@ -5,6 +5,7 @@ import Foundation
 //   files [files] [directory]       a storm of file creations: the inotify source vs inotifywait
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
 //   journal [entries]               journal ingest vs a C loop and journalctl; follow latency
+//   bridge [events]                 bus A → NATS → bus B vs a raw nats.c publish → subscribe
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -18,9 +19,11 @@ case "files-storm":  // the files benchmark's writer, run as a child process
     createStorm(in: arguments[1], count: Int(arguments[2])!)
 case "journal":
     JournalBenchmark.run(entries: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
+case "bridge":
+    BridgeBenchmark.run(events: arguments.dropFirst().first.flatMap(Int.init) ?? 500_000)
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, files, tail, journal")
+    print("unknown benchmark \(arguments[0]); available: dispatch, files, tail, journal, bridge")
     exit(2)
 }
