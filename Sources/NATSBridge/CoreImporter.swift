@@ -24,6 +24,27 @@ final class CoreImporter: @unchecked Sendable {
         unowned let importer: CoreImporter
         var handle: OpaquePointer?
         var dropped: Int64 = 0
+        /// Routes by subject (FNV-1a of its bytes), touched only on this subscription's delivery
+        /// thread: a message on a known subject costs no String and no pattern matching.
+        private var routes: [UInt64: Route] = [:]
+
+        func route(_ subject: UnsafePointer<CChar>, importer: CoreImporter) -> Route {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            var length = 0
+            while subject[length] != 0 {
+                hash = (hash ^ UInt64(UInt8(bitPattern: subject[length]))) &* 0x100_0000_01b3
+                length += 1
+            }
+            if let known = routes[hash], known.subject.count == length,
+               known.subject.withUnsafeBytes({ memcmp($0.baseAddress!, subject, length) == 0 }) {
+                return known
+            }
+            let bytes = Array(UnsafeRawBufferPointer(start: subject, count: length))
+            let route = importer.makeRoute(bytes, index: index)
+            if routes.count >= 4_096 { routes.removeAll(keepingCapacity: true) }
+            routes[hash] = route
+            return route
+        }
 
         init(index: Int, filter: String, importer: CoreImporter) {
             self.index = index
@@ -72,31 +93,56 @@ final class CoreImporter: @unchecked Sendable {
         }
     }
 
+    /// What to do with messages on one subject, worked out once per subject.
+    struct Route {
+        enum Action { case post, echo, skip, malformed }
+        let subject: [UInt8]
+        let action: Action
+        let host: String
+        let name: String
+    }
+
     /// nats.c's delivery thread of `subscription`.
     private func receive(_ message: OpaquePointer, on subscription: Subscription) {
-        let subject = String(cString: natsMsg_GetSubject(message))
-        guard let (host, name) = subjects.split(subject) else {
+        let route = subscription.route(natsMsg_GetSubject(message), importer: self)
+        switch route.action {
+        case .post: break
+        case .echo:
+            counters.echoesDropped.add(1, ordering: .relaxed)
+            return
+        case .skip: return
+        case .malformed:
             counters.malformed.add(1, ordering: .relaxed)
             return
         }
-        if host == subjects.host {
-            counters.echoesDropped.add(1, ordering: .relaxed)
-            return
-        }
-        let nameText = String(name)
-        if patterns.count > 1, patterns.firstIndex(where: { $0.matches(nameText) }) != subscription.index { return }
         let length = Int(natsMsg_GetDataLength(message))
         guard let data = natsMsg_GetData(message) else {
             counters.malformed.add(1, ordering: .relaxed)
             return
         }
         do {
-            let (event, _) = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: nameText, host: String(host))
+            let (event, _) = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host)
             bus.post(event)
             counters.imported.add(1, ordering: .relaxed)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
         }
+    }
+
+    /// The route for a subject not seen before (slow path).
+    fileprivate func makeRoute(_ subject: [UInt8], index: Int) -> Route {
+        let text = String(decoding: subject, as: UTF8.self)
+        guard let (host, name) = subjects.split(text) else { return Route(subject: subject, action: .malformed, host: "", name: "") }
+        let nameText = String(name)
+        let action: Route.Action
+        if host == subjects.host {
+            action = .echo
+        } else if patterns.count > 1, patterns.firstIndex(where: { $0.matches(nameText) }) != index {
+            action = .skip  // the subscription of the first matching pattern posts it
+        } else {
+            action = .post
+        }
+        return Route(subject: subject, action: action, host: String(host), name: nameText)
     }
 
     /// Monitor queue: announces new slow-consumer drops; returns the messages waiting in nats.c

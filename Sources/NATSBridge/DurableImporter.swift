@@ -134,7 +134,7 @@ final class DurableImporter: @unchecked Sendable {
 
     private func take(_ list: natsMsgList) {
         var events: [Event] = []
-        var before = ledger
+        let before = ledger
         var lag: UInt64 = 0
         for index in 0..<Int(list.Count) {
             guard let message = list.Msgs[index] else { continue }
@@ -186,7 +186,6 @@ final class DurableImporter: @unchecked Sendable {
                 Thread.sleep(forTimeInterval: 0.5)
                 return
             }
-            before = ledger
             let snapshot = ledger.origins
             origins.withLock { $0 = snapshot }
         }

@@ -16,6 +16,8 @@ final class ExportQueue: @unchecked Sendable {
     private let capacity: Int
     private var stopped = false
     private var nudged = false
+    /// Whether the exporter is blocked in `take` (only then does an offer signal it).
+    private var waiting = false
     private let gaps: GapBook
 
     init(capacity: Int, gaps: GapBook) {
@@ -33,7 +35,10 @@ final class ExportQueue: @unchecked Sendable {
             return
         }
         events.append(event)
-        if events.count - head == 1 { condition.signal() }
+        if waiting {
+            waiting = false
+            condition.signal()
+        }
     }
 
     /// Exporter thread: waits until there are events, a ``wake()`` or a stop, and moves up to
@@ -42,7 +47,11 @@ final class ExportQueue: @unchecked Sendable {
     func take(max: Int, into batch: inout [Event]) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        while events.count == head && !stopped && !nudged { condition.wait() }
+        while events.count == head && !stopped && !nudged {
+            waiting = true
+            condition.wait()
+        }
+        waiting = false
         nudged = false
         if events.count == head { return !stopped }
         let end = min(events.count, head + max)
@@ -65,6 +74,7 @@ final class ExportQueue: @unchecked Sendable {
     func stop() {
         condition.withLock {
             stopped = true
+            waiting = false
             condition.broadcast()
         }
     }
@@ -73,6 +83,7 @@ final class ExportQueue: @unchecked Sendable {
     func wake() {
         condition.withLock {
             nudged = true
+            waiting = false
             condition.broadcast()
         }
     }

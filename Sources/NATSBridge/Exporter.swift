@@ -1,6 +1,7 @@
 import CNATS
 import EventBusKit
 import Foundation
+import Synchronization
 
 /// Takes events from the ``ExportQueue`` and publishes them, on its own thread — the only
 /// thread that publishes this host's events.
@@ -23,11 +24,17 @@ final class Exporter: @unchecked Sendable {
     private let gaps: GapBook
     private let jetStream: OpaquePointer?
     private let finished = DispatchSemaphore(value: 0)
+    /// Durable: creates or checks the stream; run (on this thread) after every (re)connect and
+    /// after publishes found no stream, so an export-only host whose NATS was down at start, or
+    /// whose stream was deleted, does not publish into nothing.
+    private let ensureStream: (() throws -> Void)?
+    private let needsStream = Atomic<Bool>(true)
     private let retries = NSLock()
     private var retryList: [(subject: String, data: [UInt8], id: String)] = []
 
     init(queue: ExportQueue, client: NATSClient, subjects: Subjects, instance: UInt64, counters: BridgeCounters,
-         gaps: GapBook, jetStream: OpaquePointer?) {
+         gaps: GapBook, jetStream: OpaquePointer?, ensureStream: (() throws -> Void)? = nil) {
+        self.ensureStream = ensureStream
         self.queue = queue
         self.client = client
         self.subjects = subjects
@@ -74,6 +81,17 @@ final class Exporter: @unchecked Sendable {
         return tokenLength > 0 && !tokenIsWildcard
     }
 
+    /// After a batch that emptied the queue, the exporter waits this long before it blocks, so
+    /// the next events gather into a batch instead of each one waking the thread (a wake-up costs
+    /// more than publishing an event). Bounds the latency it adds.
+    static let linger = timespec(tv_sec: 0, tv_nsec: 30_000)
+
+    private func lingerIfDrained(_ taken: Int) {
+        guard taken < 256 else { return }
+        var pause = Self.linger
+        nanosleep(&pause, nil)
+    }
+
     private func runCore() {
         var batch: [Event] = []
         var payload: [UInt8] = []
@@ -94,6 +112,7 @@ final class Exporter: @unchecked Sendable {
                 default: gaps.record(.publishFailed, count: 1, subject: event.name)
                 }
             }
+            lingerIfDrained(batch.count)
             batch.removeAll(keepingCapacity: true)
         }
     }
@@ -105,7 +124,7 @@ final class Exporter: @unchecked Sendable {
         jsPubOptions_Init(&options)
         options.MaxWait = 5_000
         while queue.take(max: 256, into: &batch) {
-            if batch.isEmpty, retryCount > 0 {  // woken for retries
+            if batch.isEmpty, retryCount > 0 || needsStream.load(ordering: .relaxed) {  // woken for retries
                 if !waitUntilConnected() { break }
                 publishRetries(&options)
             }
@@ -123,6 +142,7 @@ final class Exporter: @unchecked Sendable {
                 let id = messageID(event.sequence)
                 if publish(subjects.subject(for: event.name), payload, id: id, &options) { index += 1 }
             }
+            lingerIfDrained(batch.count)
             batch.removeAll(keepingCapacity: true)
         }
         // Stopping: what is in flight gets a moment to be acknowledged.
@@ -161,12 +181,32 @@ final class Exporter: @unchecked Sendable {
     }
 
     private func waitUntilConnected() -> Bool {
-        while client.state != .connected {
-            if queue.isStopped { return false }
-            queue.pause(0.1)
+        while true {
+            while client.state != .connected {
+                if queue.isStopped { return false }
+                queue.pause(0.1)
+            }
+            guard needsStream.load(ordering: .relaxed), let ensureStream else { return true }
+            do {
+                try ensureStream()
+                needsStream.store(false, ordering: .relaxed)
+                lastError.withLock { $0 = nil }
+                return true
+            } catch {
+                lastError.withLock { $0 = "\(error)" }
+                if queue.isStopped { return false }
+                queue.pause(1)
+            }
         }
-        return true
     }
+
+    /// nats.c's reconnected callback: check the stream again before publishing.
+    func reconnected() {
+        needsStream.store(true, ordering: .relaxed)
+        queue.wake()
+    }
+
+    let lastError = Mutex<String?>(nil)
 
     private func publishRetries(_ options: inout jsPubOptions) {
         let pending: [(subject: String, data: [UInt8], id: String)] = retries.withLock {
@@ -198,7 +238,8 @@ final class Exporter: @unchecked Sendable {
         let length = Int(natsMsg_GetDataLength(message))
         let data = natsMsg_GetData(message).map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
         switch error.pointee.Err {
-        case NATS_TIMEOUT, NATS_NO_RESPONDERS, NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED:
+        case NATS_NO_RESPONDERS, NATS_TIMEOUT, NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED:
+            if error.pointee.Err == NATS_NO_RESPONDERS { needsStream.store(true, ordering: .relaxed) }  // no stream listens
             // Not stored, or stored and the acknowledgement lost: publish again with the same id.
             guard data.count >= 17 else { return }
             let sequence = data[9..<17].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }

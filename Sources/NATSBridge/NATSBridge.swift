@@ -86,27 +86,40 @@ public final class NATSBridge: @unchecked Sendable {
             try BridgeError.check(natsConnection_JetStream(&jetStream, client.connection, &options), .jetStream, "JetStream context")
         }
         let queue = ExportQueue(capacity: config.exportBuffer, gaps: gaps)
+        var ensureStream: (() throws -> Void)?
+        if let durable = config.durable, let jetStream {
+            let setup = JetStreamSetup(jetStream: jetStream, durable: durable, subjects: subjects, consumer: "")
+            let logger = logger
+            ensureStream = {
+                let (_, _, note) = try setup.ensureStream()
+                if let note { logger.notice("bridge: \(note)") }
+            }
+        }
         let exporter = Exporter(queue: queue, client: client, subjects: subjects, instance: instance, counters: counters,
-                                gaps: gaps, jetStream: jetStream)
+                                gaps: gaps, jetStream: jetStream, ensureStream: ensureStream)
         ackClosure.exporter = exporter
         var core: CoreImporter?
         var durableImporter: DurableImporter?
-        if !config.import.isEmpty {
-            if let durable = config.durable, let jetStream {
-                let setup = JetStreamSetup(jetStream: jetStream, durable: durable, subjects: subjects,
-                                           consumer: durable.consumer ?? "eventbus-\(config.host)")
-                durableImporter = try DurableImporter(client: client, setup: setup, bus: bus, subjects: subjects,
-                                                      patterns: config.import, counters: counters, gaps: gaps,
-                                                      logger: logger, stateDirectory: stateDirectory)
-            } else {
-                core = CoreImporter(client: client, bus: bus, subjects: subjects, patterns: config.import,
-                                    counters: counters, gaps: gaps, pendingLimit: config.pendingLimit)
-                try core!.start()
+        do {
+            if !config.import.isEmpty {
+                if let durable = config.durable, let jetStream {
+                    let setup = JetStreamSetup(jetStream: jetStream, durable: durable, subjects: subjects,
+                                               consumer: durable.consumer ?? "eventbus-\(config.host)")
+                    durableImporter = try DurableImporter(client: client, setup: setup, bus: bus, subjects: subjects,
+                                                          patterns: config.import, counters: counters, gaps: gaps,
+                                                          logger: logger, stateDirectory: stateDirectory)
+                } else {
+                    let importer = CoreImporter(client: client, bus: bus, subjects: subjects, patterns: config.import,
+                                                counters: counters, gaps: gaps, pendingLimit: config.pendingLimit)
+                    try importer.start()
+                    core = importer
+                }
             }
-        } else if let durable = config.durable, let jetStream, client.state == .connected {
-            // Export only: make sure the stream exists before the first publish.
-            let setup = JetStreamSetup(jetStream: jetStream, durable: durable, subjects: subjects, consumer: "")
-            do { try setup.ensureStream() } catch { logger.error("bridge: \(error)") }
+        } catch {
+            core?.stop()
+            client.close()
+            if let jetStream { jsCtx_Destroy(jetStream) }
+            throw error
         }
         exporter.start()
         durableImporter?.start()
@@ -166,6 +179,7 @@ public final class NATSBridge: @unchecked Sendable {
         counters.reconnects.add(1, ordering: .relaxed)
         logger.notice("bridge: reconnected to NATS after \(String(format: "%.1f", Date().timeIntervalSince(since))) s")
         current.queue?.wake()
+        current.exporter?.reconnected()
         if let durable = current.durable {
             durable.reconnected()
         } else if let core = current.core {
@@ -211,7 +225,7 @@ public final class NATSBridge: @unchecked Sendable {
             gaps: counters.gaps.load(ordering: .relaxed), disconnects: counters.disconnects.load(ordering: .relaxed),
             reconnects: counters.reconnects.load(ordering: .relaxed), malformed: counters.malformed.load(ordering: .relaxed),
             origins: origins.mapValues { ($0.instance, $0.sequence) },
-            lastError: current.durable?.lastError.withLock { $0 })
+            lastError: current.durable?.lastError.withLock { $0 } ?? current.exporter?.lastError.withLock { $0 })
     }
 }
 

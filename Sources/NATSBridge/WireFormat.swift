@@ -86,8 +86,9 @@ enum WireFormat {
             fields[key] = value
         }
         guard reader.isAtEnd else { throw DecodeError(description: "trailing bytes") }
-        let origin = EventOrigin(host: host, sequence: sequence, instance: instance)
-        for (key, value) in origin.fields { fields[key] = value }
+        fields[EventOrigin.hostField] = .string(host)
+        fields[EventOrigin.sequenceField] = .int(Int64(bitPattern: sequence))
+        fields[EventOrigin.instanceField] = .int(Int64(bitPattern: instance))
         let event = Event(name: name, source: source, fields: fields,
                           wallTime: Date(timeIntervalSinceReferenceDate: Double(bitPattern: wall)))
         return (event, Header(instance: instance, sequence: sequence))

@@ -156,8 +156,16 @@ enum BridgeBenchmark {
                 busA.post(Event(name: "bench.tick", source: "bench",
                                 fields: ["n": .int(Int64(index)), "t": .int(Int64(MonotonicClock.now()))]))
             }
+            let posted = MonotonicClock.now()
+            let exportedThen = a.statistics.exported, importedThen = arrivals.snapshot.count
             let run = finish(arrivals, count: count, start: start)
             arrivals.reset()
+            if rate == nil {
+                // Where the time goes: how fast A's bus took the posts, how far the exporter and B
+                // had got when the last post returned.
+                print(String(format: "  (%@: posting took %.3f s; by then %d exported, %d arrived on B)",
+                             durable ? "durable" : "core", Double(posted - start) / 1e9, Int(exportedThen), importedThen))
+            }
             return run
         }
         let throughput = send(count, rate: nil)

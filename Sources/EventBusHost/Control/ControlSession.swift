@@ -241,7 +241,7 @@ final class ControlSession: @unchecked Sendable {
         }
         let queue = queue
         let feed = TailFeed(patterns: parsed.patterns, fromSequence: parsed.since ?? 0,
-                            capacity: parsed.buffer ?? server.clientBuffer,
+                            capacity: parsed.buffer ?? server.clientBuffer, hosts: parsed.hosts,
                             client: (id: self.id, userID: peer.userID, processID: peer.processID),
                             wake: { [weak self] in
                                 if let self { queue.async { self.pump() } }

@@ -27,6 +27,8 @@ final class TailFeed: @unchecked Sendable {
     let patterns: [EventPattern]
     /// Live events below this sequence are not wanted (a `since_seq` in the future).
     let fromSequence: UInt64
+    /// Origin hosts wanted (`local`: events without an origin); empty: all.
+    let hosts: [String]
     let capacity: Int
     /// Which connection it feeds, for `stats`.
     let client: (id: Int, userID: UInt32, processID: Int32)
@@ -56,9 +58,10 @@ final class TailFeed: @unchecked Sendable {
     private let lock = NSLock()
     private var state = State()
 
-    init(patterns: [EventPattern], fromSequence: UInt64, capacity: Int,
+    init(patterns: [EventPattern], fromSequence: UInt64, capacity: Int, hosts: [String] = [],
          client: (id: Int, userID: UInt32, processID: Int32), wake: @escaping @Sendable () -> Void) {
         self.patterns = patterns
+        self.hosts = hosts
         self.client = client
         self.fromSequence = fromSequence
         self.capacity = max(1, capacity)
@@ -69,6 +72,7 @@ final class TailFeed: @unchecked Sendable {
     @inline(__always)
     func wants(_ event: Event) -> Bool {
         event.sequence >= fromSequence && patterns.contains { $0.matches(event.name) }
+            && (hosts.isEmpty || hosts.contains(event.fields[EventOrigin.hostField]?.stringValue ?? "local"))
     }
 
     /// Sets what is sent before the live events. Called once, under the server's lock, before

@@ -34,6 +34,11 @@ struct BridgeDaemonTests {
         #expect(onA["fields"]?["@origin.host"] == "beta")
         #expect(onA["fields"]?["step"] == .int(2))
         #expect(tailA.named("deploy.done").first?["fields"]?["@origin.host"] == nil)  // its own, local
+        // eventbus tail --host filters by origin; `local` is the host's own events.
+        let fromBeta = try await eventbus(["tail", "--socket", a.socket, "--host", "beta", "--last", "10", "--count", "1", "--json"], in: directory)
+        #expect(fromBeta.jsonLines.map { $0["name"] } == ["deploy.rollback"])
+        let local = try await eventbus(["tail", "--socket", a.socket, "--host", "local", "--last", "10", "--count", "1", "--json"], in: directory)
+        #expect(local.jsonLines.map { $0["name"] } == ["deploy.done"])
         // The CLI shows the bridge.
         let status = try await eventbus(["status", "--socket", b.socket], in: directory)
         #expect(status.stdout.contains("bridge:        core NATS as beta, connected"))
