@@ -29,7 +29,7 @@ extension HostConfig {
     private static let natsKeys = [
         "servers", "host", "user", "password", "token", "nkey", "creds", "tls", "export", "import",
         "subject_prefix", "export_buffer", "reconnect_buffer", "pending_limit", "reconnect_wait",
-        "max_reconnect_wait", "ping_interval", "max_pings_out", "durable",
+        "max_reconnect_wait", "ping_interval", "max_pings_out", "send_asap", "durable",
     ]
 
     private static func parseNATS(_ node: ConfigNode, directory: String) throws(ConfigError) -> BridgeConfig {
@@ -81,6 +81,7 @@ extension HostConfig {
         if let value = fields["max_reconnect_wait"] { config.maxReconnectWait = try positive(value) }
         if let value = fields["ping_interval"] { config.pingInterval = try positive(value) }
         if let value = fields["max_pings_out"] { config.maxPingsOut = try value.int(atLeast: 1) }
+        if let value = fields["send_asap"] { config.sendAsap = try value.bool() }
         if config.maxReconnectWait < config.reconnectWait {
             throw (fields["max_reconnect_wait"] ?? node).error("must not be shorter than reconnect_wait")
         }

@@ -33,6 +33,10 @@ public struct BridgeConfig: Sendable, Equatable {
     /// the connection stale (`ping_interval`, `max_pings_out`).
     public var pingInterval: Duration = .seconds(20)
     public var maxPingsOut = 2
+    /// Whether nats.c writes each publish at once instead of letting its flusher thread gather
+    /// them (`send_asap`): lower latency at low rates (the flusher's gathering is most of the
+    /// p50), a write per event at high rates.
+    public var sendAsap = false
     /// JetStream (`durable:`); nil: core NATS, at-most-once.
     public var durable: Durable?
 

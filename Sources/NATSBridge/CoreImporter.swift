@@ -91,6 +91,9 @@ final class CoreImporter: @unchecked Sendable {
             subscription.handle = handle
             subscriptions.append(subscription)
         }
+        // When connected, a round trip makes sure the server has the subscriptions before
+        // `start` returns: events other hosts publish from then on are received.
+        if client.state == .connected { _ = natsConnection_FlushTimeout(client.connection, 2_000) }
     }
 
     /// What to do with messages on one subject, worked out once per subject.

@@ -230,7 +230,8 @@ public final class NATSBridge: @unchecked Sendable {
 }
 
 /// Carries nats.c's publish acknowledgements to the exporter, which exists only after the
-/// JetStream context (whose options name the callback) is made.
+/// JetStream context (whose options name the callback) is made. Retained for good (one small
+/// object per bridge start): nats.c may call back while the bridge is stopping.
 private final class AckRelay: @unchecked Sendable {
     // @unchecked: `exporter` is set once, before the first publish.
     var exporter: Exporter?

@@ -78,6 +78,7 @@ final class NATSClient: @unchecked Sendable {
                 try BridgeError.check(natsOptions_LoadCertificatesChain(options, certificate, key), .options, "TLS certificate \(certificate) and key \(key)")
             }
         }
+        try BridgeError.check(natsOptions_SetSendAsap(options, config.sendAsap), .options, "send asap")
         // Reconnect forever; the wait between attempts comes from `reconnectDelay`.
         try BridgeError.check(natsOptions_SetMaxReconnect(options, -1), .options, "max reconnect")
         try BridgeError.check(natsOptions_SetReconnectBufSize(options, Int32(clamping: config.reconnectBufferBytes)), .options, "reconnect buffer")

@@ -60,6 +60,7 @@ enum BridgeBenchmark {
         let rawThroughput = raw(server.url, count: events, ratePerSecond: nil)
         let rawPaced = raw(server.url, count: 20_000, ratePerSecond: 10_000)
         let (bridgeThroughput, bridgePaced) = bridged(server.url, count: events, durable: false)
+        let (asapThroughput, asapPaced) = bridged(server.url, count: events, durable: false, sendAsap: true)
         let (durableThroughput, durablePaced) = bridged(server.url, count: min(events, 100_000), durable: true)
         func row(_ label: String, _ throughput: BridgeRun, _ paced: BridgeRun, sent: Int) -> String {
             label.padding(toLength: 34, withPad: " ", startingAt: 0)
@@ -70,9 +71,12 @@ enum BridgeBenchmark {
         print("                                   throughput   p50 @10k/s  p99 @10k/s  p99.9")
         print(row("raw nats.c publish → subscribe", rawThroughput, rawPaced, sent: events))
         print(row("bridge A → NATS → B (core)", bridgeThroughput, bridgePaced, sent: events))
+        print(row("bridge, core, send_asap: true", asapThroughput, asapPaced, sent: events))
         print(row("bridge A → JetStream → B (durable)", durableThroughput, durablePaced, sent: min(events, 100_000)))
         print(String(format: "core bridge: %.2f× raw throughput (target ≥ 0.5×), p99 %.3f ms at 10k/s (target ≤ 2 ms)",
                      bridgeThroughput.perSecond / rawThroughput.perSecond, bridgePaced.percentile(0.99)))
+        print(String(format: "core bridge with send_asap: %.2f× raw throughput, p99 %.3f ms at 10k/s",
+                     asapThroughput.perSecond / rawThroughput.perSecond, asapPaced.percentile(0.99)))
         print(String(format: "durable bridge: %.2f× raw throughput, p99 %.3f ms at 10k/s",
                      durableThroughput.perSecond / rawThroughput.perSecond, durablePaced.percentile(0.99)))
     }
@@ -109,7 +113,7 @@ enum BridgeBenchmark {
     }
 
     /// Two buses, two bridges: A exports `bench.>`, B imports it.
-    private static func bridged(_ url: String, count: Int, durable: Bool) -> (BridgeRun, BridgeRun) {
+    private static func bridged(_ url: String, count: Int, durable: Bool, sendAsap: Bool = false) -> (BridgeRun, BridgeRun) {
         let state = NSTemporaryDirectory() + "eventbus-bench-bridge-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: state) }
         var logger = Logger(label: "bench")
@@ -118,6 +122,7 @@ enum BridgeBenchmark {
         var exporting = BridgeConfig(servers: [url], host: "bench-a")
         exporting.export = [try! EventPattern("bench.>")]
         exporting.exportBuffer = count + 1
+        exporting.sendAsap = sendAsap
         var importing = BridgeConfig(servers: [url], host: "bench-b")
         importing.import = [try! EventPattern("bench.>")]
         importing.pendingLimit = 10_000_000
@@ -163,8 +168,8 @@ enum BridgeBenchmark {
             if rate == nil {
                 // Where the time goes: how fast A's bus took the posts, how far the exporter and B
                 // had got when the last post returned.
-                print(String(format: "  (%@: posting took %.3f s; by then %d exported, %d arrived on B)",
-                             durable ? "durable" : "core", Double(posted - start) / 1e9, Int(exportedThen), importedThen))
+                print(String(format: "  (%@%@: posting took %.3f s; by then %d exported, %d arrived on B)",
+                             durable ? "durable" : "core", sendAsap ? ", send_asap" : "", Double(posted - start) / 1e9, Int(exportedThen), importedThen))
             }
             return run
         }
