@@ -42,7 +42,8 @@ let package = Package(
         .executableTarget(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
-                           "EventBusHost", "ControlProtocol", "ModuleIsolation"]
+                           "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "CNATS",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
@@ -55,6 +56,18 @@ let package = Package(
         ),
         // epoll and eventfd for the control socket's event loop (headers only, part of glibc).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
+        // nats.c (libnats-dev): core NATS and JetStream, for the bridge.
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
+        ),
+        // Bridges the bus of this host to other hosts through NATS (core or JetStream).
+        .target(
+            name: "NATSBridge",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CNATS",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
@@ -99,6 +112,7 @@ let package = Package(
             dependencies: [
                 .product(name: "EventBusKit", package: "EventBusKit"),
                 "EventSources",
+                "NATSBridge",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -197,6 +211,14 @@ let package = Package(
         .testTarget(
             name: "EventBusHostTests",
             dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation"]
+        ),
+        // The NATS bridge in-process against a real nats-server: the wire format keeps every field
+        // type, origins, echoes. (The bridge between real eventbusd processes is tested in
+        // EventBusHostTests.)
+        .testTarget(
+            name: "NATSBridgeTests",
+            dependencies: ["TestSupport", "NATSBridge", .product(name: "EventBusKit", package: "EventBusKit"),
+                           .product(name: "Logging", package: "swift-log")]
         ),
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(

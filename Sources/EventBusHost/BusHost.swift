@@ -28,6 +28,7 @@ public final class BusHost: @unchecked Sendable {
     private var config: HostConfig?
     private var isShutDown = false
     private let controlServer: ControlServer?
+    private let bridge: HostBridge
     private let inheritedControlSocket: Int32?
     /// Replaces the config's `control.socket` (eventbusd's `--socket`), at start and each reload.
     private let controlSocketOverride: String?
@@ -54,13 +55,15 @@ public final class BusHost: @unchecked Sendable {
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
+        let bridge = HostBridge(bus: bus, logger: logger)
+        self.bridge = bridge
         switch control {
         case .none:
             controlServer = nil
             inheritedControlSocket = nil
         case .configured, .inherited:
             controlServer = ControlServer(bus: bus, logger: logger) {
-                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics)
+                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status)
             }
             if case .inherited(fileDescriptor: let fd) = control { inheritedControlSocket = fd } else { inheritedControlSocket = nil }
         }
@@ -100,6 +103,8 @@ public final class BusHost: @unchecked Sendable {
             modules.apply(config.modules, defaultCapacity: config.moduleMailboxCapacity, progress: progress)
             timers.apply(config.timers)
             watches.apply(config.watches)
+            // Last, so modules are subscribed before the first imported event arrives.
+            bridge.apply(config.bridge, stateDirectory: config.stateDirectory)
             self.config = config
             stallWatch = ModuleStallWatch(logger: logger) { [modules] in modules.statistics }
             return .success(config)
@@ -133,6 +138,7 @@ public final class BusHost: @unchecked Sendable {
             watches.apply(new.watches)
             modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity, progress: progress)
             controlServer?.apply(new.control)
+            bridge.apply(new.bridge, stateDirectory: new.stateDirectory)
             config = new
             let active = modules.statistics.filter { $0.state == .active }.count
             logger.info("reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)")
@@ -172,6 +178,9 @@ public final class BusHost: @unchecked Sendable {
                 let acknowledged = controlServer.refusePosts()
                 controlServer.waitForDelivery(upTo: acknowledged, until: deadline)
             }
+            // After the acknowledged posts reached the bus's subscribers (the bridge's export
+            // among them), before the rest stops: queued exports get their moment to leave.
+            bridge.stop()
             stallWatch?.cancel()
             timers.stopAll()
             watches.stopAll()

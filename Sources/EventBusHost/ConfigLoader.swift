@@ -42,7 +42,7 @@ extension HostConfig {
         var config = HostConfig(file: file)
         guard let root else { return config }  // an empty file: nothing configured
         let document = ConfigNode(node: root, file: file, key: "")
-        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_isolation", "shutdown_timeout", "control", "state_directory"]) {
+        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_isolation", "shutdown_timeout", "control", "state_directory", "bridge"]) {
             switch key {
             case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
             case "state_directory":
@@ -53,6 +53,7 @@ extension HostConfig {
             case "module_isolation": config.moduleIsolation = try parseIsolation(value)
             case "shutdown_timeout": config.shutdownTimeout = try value.duration()
             case "control": config.control = try parseControl(value, directory: directory)
+            case "bridge": config.bridge = try parseBridge(value, directory: directory)
             default: preconditionFailure("key \(key) allowed but not handled")
             }
         }
@@ -184,7 +185,7 @@ extension HostConfig {
     }
 
     /// The SDK's own words for what is wrong, without its error code.
-    private static func message(of error: any Error) -> String {
+    static func message(of error: any Error) -> String {
         (error as? EventBusError)?.message ?? "\(error)"
     }
 

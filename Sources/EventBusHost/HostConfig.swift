@@ -1,6 +1,7 @@
 import EventBusKit
 import Foundation
 import ModuleIsolation
+import NATSBridge
 
 /// The host's configuration, as read from its YAML file (see `examples/eventbus.yaml`).
 /// Plain values: reading the file is ``HostConfig/load(from:)``'s business, acting on it the
@@ -28,6 +29,8 @@ public struct HostConfig: Sendable {
     public var control = ControlSettings()
     /// Where modules run unless their entry says (`module_isolation`); see ``defaultIsolation``.
     public var moduleIsolation = HostConfig.defaultIsolation
+    /// Bridging this host's bus to others through NATS (`bridge.nats`); nil: not bridged.
+    public var bridge: BridgeConfig?
 
     public static let defaultMailboxCapacity = 10_000
     /// `/var/lib/eventbus` as root, `$XDG_STATE_HOME/eventbus` (or `~/.local/state/eventbus`)

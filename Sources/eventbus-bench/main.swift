@@ -10,6 +10,7 @@ import Foundation
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
 //   journal [entries]               journal ingest vs a C loop and journalctl; follow latency
 //   isolation [events]              delivery into one module in-process vs in a worker process
+//   bridge [events]                 bus A → NATS → bus B vs a raw nats.c publish → subscribe
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -41,9 +42,11 @@ case "journal":
     JournalBenchmark.run(entries: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
 case "isolation":
     await isolationBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
+case "bridge":
+    BridgeBenchmark.run(events: arguments.dropFirst().first.flatMap(Int.init) ?? 500_000)
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, tail, journal, isolation")
+    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, tail, journal, isolation, bridge")
     exit(2)
 }

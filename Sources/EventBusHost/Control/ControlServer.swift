@@ -41,6 +41,8 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     struct HostSnapshot {
         var configFile: String
         var modules: [ModuleStatistics]
+        /// The NATS bridge's state and counts, when one runs (``HostBridge/status``).
+        var bridge: JSON? = nil
     }
 
     enum StartError: Error, CustomStringConvertible {
@@ -522,7 +524,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                           "oldest_seq": .int(Int64(ring.oldestSequence)), "newest_seq": .int(Int64(ring.newestSequence))]))
         }
         let uptime = ContinuousClock.now - startedMonotonic
-        return .object([
+        var answer: [String: JSON] = [
             "type": "status",
             "protocol": .int(Int64(ControlProtocol.version)),
             "pid": .int(Int64(getpid())),
@@ -539,7 +541,9 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                                  "tailing": .int(Int64(tailing)), "replay": replay,
                                  "refused": .object(["limit": .int(Int64(refusals.limit)),
                                                      "descriptors": .int(Int64(refusals.descriptors))])]),
-        ])
+        ]
+        if let bridge = host.bridge { answer["bridge"] = bridge }
+        return .object(answer)
     }
 
     func modules() -> JSON {

@@ -334,7 +334,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             parsed.filter.untilSequence = min(parsed.filter.untilSequence ?? .max, server.newestSequence)
         }
         let feed = TailFeed(patterns: parsed.patterns, fromSequence: parsed.since ?? 0, filter: parsed.filter,
-                            capacity: parsed.buffer ?? server.clientBuffer,
+                            capacity: parsed.buffer ?? server.clientBuffer, hosts: parsed.hosts,
                             client: (id: self.id, userID: peer.userID, processID: peer.processID),
                             wake: { [weak self] in
                                 guard let session = self else { return }

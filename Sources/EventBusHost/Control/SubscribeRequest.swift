@@ -25,9 +25,11 @@ struct SubscribeRequest {
     var filter = TailFilter()
     /// Whether the stream goes on live after the replay (`follow`, default true).
     var follow = true
+    /// Only events whose origin host (``EventOrigin``) is one of these; `local`: this host's own.
+    var hosts: [String] = []
 
     static let members: Set<String> = ["op", "id", "patterns", "since_seq", "since_time", "until_seq", "until_time",
-                                       "match", "follow", "last", "count", "files", "recursive", "journal", "buffer"]
+                                       "match", "follow", "last", "count", "files", "recursive", "journal", "buffer", "hosts"]
 
     init(_ request: [String: JSON], maximumBuffer: Int) throws(RequestError) {
         if let unknown = request.keys.sorted().first(where: { !Self.members.contains($0) }) {
@@ -35,6 +37,7 @@ struct SubscribeRequest {
         }
         files = try Self.strings(request["files"], "files")
         journal = try Self.strings(request["journal"], "journal")
+        hosts = try Self.strings(request["hosts"], "hosts")
         if let value = request["recursive"] {
             guard let flag = value.boolValue else { throw .bad("\"recursive\" must be true or false, found \(value.kindName)") }
             recursive = flag

@@ -29,6 +29,8 @@ final class TailFeed: @unchecked Sendable {
     let fromSequence: UInt64
     /// Field matches and the time window; applied to the client's own sources' events too.
     let filter: TailFilter
+    /// Origin hosts wanted (`local`: events without an origin); empty: all.
+    let hosts: [String]
     let capacity: Int
     /// Which connection it feeds, for `stats`.
     let client: (id: Int, userID: UInt32, processID: Int32)
@@ -59,9 +61,10 @@ final class TailFeed: @unchecked Sendable {
     private var state = State()
 
     init(patterns: [EventPattern], fromSequence: UInt64, filter: TailFilter = TailFilter(), capacity: Int,
-         client: (id: Int, userID: UInt32, processID: Int32), wake: @escaping @Sendable () -> Void) {
+         hosts: [String] = [], client: (id: Int, userID: UInt32, processID: Int32), wake: @escaping @Sendable () -> Void) {
         self.patterns = patterns
         self.filter = filter
+        self.hosts = hosts
         self.client = client
         self.fromSequence = fromSequence
         self.capacity = max(1, capacity)
@@ -74,6 +77,7 @@ final class TailFeed: @unchecked Sendable {
     func wants(_ event: Event) -> Bool {
         event.sequence >= fromSequence && patterns.contains { $0.matches(event.name) }
             && (filter.isEmpty || filter.accepts(event))
+            && (hosts.isEmpty || hosts.contains(event.fields[EventOrigin.hostField]?.stringValue ?? "local"))
     }
 
     /// Sets what is sent before the live events. Called once, under the server's lock, before

@@ -31,9 +31,25 @@ struct StatusCommand: ParsableCommand {
         for source in sources {
             print("  \(source["id"]?.stringValue ?? "?")  (\(source["subscriptions"]?.intValue ?? 0) subscription(s))")
         }
+        if let bridge = status["bridge"] { print(Self.bridgeLines(bridge)) }
         let modules = status["modules"]?.arrayValue ?? []
         print("modules:       \(modules.isEmpty ? "none configured" : "")")
         if !modules.isEmpty { print(ModulesCommand.table(modules, indent: "  ")) }
+    }
+
+    /// The NATS bridge: state, what crossed, what was lost, the lag.
+    static func bridgeLines(_ bridge: JSON) -> String {
+        func n(_ key: String) -> Int64 { bridge[key]?.intValue ?? 0 }
+        var lines = [
+            "bridge:        \(bridge["mode"]?.stringValue ?? "?") NATS as \(bridge["host"]?.stringValue ?? "?"), \(bridge["state"]?.stringValue ?? "?") (\((bridge["servers"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")))",
+            "  exported \(n("exported")) (queued \(n("export_queued")), in flight \(n("export_in_flight")))   imported \(n("imported")) (lag \(n("import_lag")))",
+            "  lost \(n("lost")) in \(n("gaps")) gap(s)   echoes dropped \(n("echoes_dropped"))   redeliveries dropped \(n("redeliveries_dropped"))   disconnects \(n("disconnects")), reconnects \(n("reconnects"))",
+        ]
+        for origin in bridge["origins"]?.arrayValue ?? [] {
+            lines.append("  from \(origin["host"]?.stringValue ?? "?"): up to #\(origin["seq"]?.intValue ?? 0) (instance \(origin["instance"]?.intValue ?? 0))")
+        }
+        if let error = bridge["last_error"]?.stringValue { lines.append("  last error: \(error)") }
+        return lines.joined(separator: "\n")
     }
 
     static func duration(_ seconds: Double) -> String {

@@ -58,6 +58,9 @@ struct TailCommand: ParsableCommand {
     @Option(name: .customLong("journal"), help: ArgumentHelp("Also show journal entries of UNIT (the host opens a shared journal source for it).", valueName: "unit"))
     var journal: [String] = []
 
+    @Option(name: .customLong("host"), help: ArgumentHelp("Only events that came from HOST through the NATS bridge (repeatable); 'local' for this host's own.", valueName: "host"))
+    var hosts: [String] = []
+
     @OptionGroup var socket: SocketOptions
 
     func validate() throws {
@@ -120,6 +123,7 @@ struct TailCommand: ParsableCommand {
         }
         if recursive { request["recursive"] = .bool(true) }
         if !journal.isEmpty { request["journal"] = .array(journal.map { .string($0) }) }
+        if !hosts.isEmpty { request["hosts"] = .array(hosts.map { .string($0) }) }
         return request
     }
 

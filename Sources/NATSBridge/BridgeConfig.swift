@@ -1,0 +1,95 @@
+import EventBusKit
+
+/// What `bridge.nats` in the host's config says: which servers, how to authenticate, which events
+/// leave this host and which come in. A plain value; the host's config loader fills it in and
+/// checks it (with file, line and key in every error), the bridge acts on it.
+public struct BridgeConfig: Sendable, Equatable {
+    /// Server URLs (`nats://host:4222`, `tls://…`); the client picks one and fails over.
+    public var servers: [String]
+    /// This host's id in subjects and origins: one NATS token (no `.`, `*`, `>` or whitespace).
+    public var host: String
+    public var authentication: Authentication = .none
+    public var tls: TLS?
+    /// Local events whose names match one of these are published (`export`).
+    public var export: [EventPattern] = []
+    /// Remote events whose names match one of these are posted on the local bus (`import`).
+    public var `import`: [EventPattern] = []
+    /// The first token of every subject (`subject_prefix`, default `eventbus`).
+    public var subjectPrefix = "eventbus"
+    /// Events waiting to leave the host (`export_buffer`). In core mode they wait only while the
+    /// publisher is busy; in durable mode also while NATS is unreachable. Past this, new events
+    /// are dropped, counted and announced as `bridge.gap` (kind `export_overflow`).
+    public var exportBuffer = 100_000
+    /// Bytes nats.c keeps for publishes while reconnecting (`reconnect_buffer`), core mode.
+    public var reconnectBufferBytes = 8 * 1024 * 1024
+    /// Messages a core import subscription holds before nats.c drops them as a slow consumer
+    /// (`pending_limit`).
+    public var pendingLimit = 65_536
+    /// First and largest wait between reconnect attempts (`reconnect_wait`, `max_reconnect_wait`);
+    /// the wait doubles per failed attempt in between.
+    public var reconnectWait: Duration = .milliseconds(100)
+    public var maxReconnectWait: Duration = .seconds(5)
+    /// How often the client pings the server, and after how many unanswered pings it declares
+    /// the connection stale (`ping_interval`, `max_pings_out`).
+    public var pingInterval: Duration = .seconds(20)
+    public var maxPingsOut = 2
+    /// Whether nats.c writes each publish at once instead of letting its flusher thread gather
+    /// them (`send_asap`): lower latency at low rates (the flusher's gathering is most of the
+    /// p50), a write per event at high rates.
+    public var sendAsap = false
+    /// JetStream (`durable:`); nil: core NATS, at-most-once.
+    public var durable: Durable?
+
+    public init(servers: [String], host: String) {
+        self.servers = servers
+        self.host = host
+    }
+
+    public enum Authentication: Sendable, Equatable {
+        case none
+        case userPassword(user: String, password: String)
+        case token(String)
+        /// An NKey: the public key and the file holding its seed.
+        case nkey(publicKey: String, seedFile: String)
+        /// A `.creds` file (JWT + seed), as `nsc` writes them.
+        case credentials(file: String)
+    }
+
+    public struct TLS: Sendable, Equatable {
+        /// PEM file of the CAs to trust; nil: the system's.
+        public var caFile: String?
+        /// Client certificate and key (PEM), for servers that verify clients.
+        public var certificateFile: String?
+        public var keyFile: String?
+
+        public init(caFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil) {
+            self.caFile = caFile
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+        }
+    }
+
+    /// Durable mode: exports are stored in a JetStream stream, each host imports through its own
+    /// durable consumer.
+    public struct Durable: Sendable, Equatable {
+        /// The stream every host publishes to (`stream`, default `EVENTBUS`); created with the
+        /// limits below if missing, checked (subjects) if present.
+        public var stream = "EVENTBUS"
+        /// Stream limits: 0 means none.
+        public var maxAge: Duration = .seconds(86_400)
+        public var maxBytes: Int64 = 1 << 30
+        public var maxMessages: Int64 = 0
+        /// How long the server remembers message ids to drop re-published duplicates.
+        public var duplicateWindow: Duration = .seconds(120)
+        public var replicas = 1
+        /// This host's consumer (`consumer`, default `eventbus-<host>`).
+        public var consumer: String?
+        /// How long the server waits for an acknowledgement before it delivers again.
+        public var ackWait: Duration = .seconds(30)
+        /// Where a host with no recorded position starts: `new` events only, or `all` the
+        /// stream holds.
+        public var startAtBeginning = false
+
+        public init() {}
+    }
+}

@@ -1,0 +1,142 @@
+import EventBusKit
+import Foundation
+import Synchronization
+
+/// A `bridge.gap` event: events that should have crossed between this host and NATS and did
+/// not, or may not have. Core NATS is at-most-once: its losses cannot be prevented, only counted
+/// and said. Posted on the local bus (never exported), so modules and `eventbus tail` see it.
+///
+/// Fields: `kind`; `dropped` when the count is known; `subjects` (the subjects or event names
+/// concerned, comma-separated, at most 16); `from` and `until` (dates: the time range);
+/// `bridge_host` (this host).
+public struct BridgeGap: Sendable, Hashable {
+    public static let eventName = "bridge.gap"
+
+    public enum Kind: String, Sendable, Hashable {
+        /// Core mode: the connection was down from `from` to `until`; events other hosts
+        /// published meanwhile did not reach this host (how many, core NATS cannot tell).
+        case disconnected
+        /// Core mode: nats.c's reconnect buffer was full; these exports were lost.
+        case reconnectBuffer = "reconnect_buffer"
+        /// Core mode: this host did not take imports in fast enough and nats.c dropped them.
+        case slowConsumer = "slow_consumer"
+        /// The export buffer was full (NATS slow or, in durable mode, unreachable).
+        case exportOverflow = "export_overflow"
+        /// Durable mode: the stream had already discarded events past this host's position
+        /// (its limits), while the host was away.
+        case streamExpired = "stream_expired"
+        /// An export nats.c or the server refused (too large, a closed connection).
+        case publishFailed = "publish_failed"
+    }
+
+    public var kind: Kind
+    /// How many events were lost, when known.
+    public var dropped: Int?
+    public var subjects: [String]
+    public var from: Date
+    public var until: Date
+    public var host: String
+
+    public init(kind: Kind, dropped: Int?, subjects: [String], from: Date, until: Date, host: String) {
+        self.kind = kind
+        self.dropped = dropped
+        self.subjects = subjects
+        self.from = from
+        self.until = until
+        self.host = host
+    }
+
+    /// Reads a `bridge.gap` event back.
+    public init?(_ event: Event) {
+        guard event.name == Self.eventName, event.origin == nil,
+              let kind = event["kind"]?.stringValue.flatMap(Kind.init(rawValue:)),
+              let from = event["from"]?.dateValue, let until = event["until"]?.dateValue
+        else { return nil }
+        self.kind = kind
+        self.dropped = event["dropped"]?.intValue.map(Int.init)
+        self.subjects = event["subjects"]?.stringValue.map { $0.split(separator: ",").map(String.init) } ?? []
+        self.from = from
+        self.until = until
+        self.host = event["bridge_host"]?.stringValue ?? ""
+    }
+
+    public var event: Event {
+        var fields: [String: FieldValue] = [
+            "kind": .string(kind.rawValue), "subjects": .string(subjects.joined(separator: ",")),
+            "from": .date(from), "until": .date(until), "bridge_host": .string(host),
+        ]
+        if let dropped { fields["dropped"] = .int(Int64(dropped)) }
+        return Event(name: Self.eventName, source: "bridge", fields: fields)
+    }
+}
+
+/// Losses of one kind being collected until they are announced.
+struct GapRecord {
+    var kind: BridgeGap.Kind
+    var count = 0
+    var subjects: [String] = []
+    var from: Date?
+    var until: Date?
+
+    init(kind: BridgeGap.Kind) { self.kind = kind }
+
+    mutating func add(_ event: Event) {
+        add(count: 1, subject: event.name, at: Date())
+    }
+
+    mutating func add(count: Int, subject: String, at time: Date) {
+        self.count += count
+        if subjects.count < 16, !subjects.contains(subject) { subjects.append(subject) }
+        if from == nil { from = time }
+        until = time
+    }
+
+    func gap(host: String) -> BridgeGap {
+        BridgeGap(kind: kind, dropped: count, subjects: subjects, from: from ?? Date(), until: until ?? Date(), host: host)
+    }
+}
+
+/// Losses recorded by whichever thread notices them (the bus loop, the exporter, nats.c's
+/// threads), announced by the bridge's monitor queue every quarter second as one `bridge.gap`
+/// per kind — so a storm of drops is a few announcements, not one per event.
+final class GapBook: Sendable {
+    private let records = Mutex<[BridgeGap.Kind: GapRecord]>([:])
+    private let details = Mutex<[BridgeGap.Kind: String]>([:])
+
+    func record(_ kind: BridgeGap.Kind, count: Int, subject: String, at time: Date = Date(), detail: String? = nil) {
+        records.withLock { records in
+            records[kind, default: GapRecord(kind: kind)].add(count: count, subject: subject, at: time)
+        }
+        if let detail { details.withLock { $0[kind] = detail } }
+    }
+
+    /// Records a gap whose range is known (a disconnect: from … until).
+    func record(_ gap: GapRecord) {
+        records.withLock { records in
+            if var existing = records[gap.kind] {
+                existing.count += gap.count
+                for subject in gap.subjects where existing.subjects.count < 16 && !existing.subjects.contains(subject) {
+                    existing.subjects.append(subject)
+                }
+                existing.from = min(existing.from ?? gap.from ?? Date(), gap.from ?? Date())
+                existing.until = max(existing.until ?? gap.until ?? Date(), gap.until ?? Date())
+                records[gap.kind] = existing
+            } else {
+                records[gap.kind] = gap
+            }
+        }
+    }
+
+    /// Everything recorded since the last call, with the last detail text per kind.
+    func take() -> [(GapRecord, String?)] {
+        let taken = records.withLock { records in
+            defer { records.removeAll() }
+            return records
+        }
+        let texts = details.withLock { details in
+            defer { details.removeAll() }
+            return details
+        }
+        return taken.values.sorted { $0.kind.rawValue < $1.kind.rawValue }.map { ($0, texts[$0.kind]) }
+    }
+}

@@ -1,0 +1,56 @@
+import Synchronization
+
+/// A snapshot of the bridge for `eventbus status`.
+public struct BridgeStatistics: Sendable {
+    public var host: String
+    public var mode: String
+    /// `connecting`, `connected`, `reconnecting`, `closed`, `stopped`.
+    public var state: String
+    public var servers: [String]
+    /// Local events published (core) or stored by the stream (durable: acknowledged).
+    public var exported: UInt64
+    /// Events waiting to be published, and (durable) published but not yet acknowledged.
+    public var exportQueued: Int
+    public var exportInFlight: Int
+    /// Remote events posted on the local bus.
+    public var imported: UInt64
+    /// Imports not yet posted: messages waiting in nats.c (core) or in the stream for this
+    /// host's consumer (durable).
+    public var importLag: UInt64
+    /// This host's own events coming back, dropped.
+    public var echoesDropped: UInt64
+    /// Durable: redelivered messages already taken in, dropped; duplicates the server dropped
+    /// at publish (same message id).
+    public var redeliveriesDropped: UInt64
+    public var duplicatesDroppedByServer: UInt64
+    /// Durable: events that arrived behind a later event of the same origin (posted).
+    public var outOfOrder: UInt64
+    /// Events known lost (counted in announced `bridge.gap` events), and gap announcements.
+    public var lost: UInt64
+    public var gaps: UInt64
+    public var disconnects: UInt64
+    public var reconnects: UInt64
+    public var malformed: UInt64
+    /// Durable: last origin (instance, sequence) taken in per host.
+    public var origins: [String: (instance: UInt64, sequence: UInt64)]
+    public var lastError: String?
+}
+
+/// The bridge's counters, bumped from the threads that do the work (the bus delivery loop, the
+/// exporter thread, nats.c's threads) without a lock.
+final class BridgeCounters: Sendable {
+    let exported = Atomic<UInt64>(0)
+    let imported = Atomic<UInt64>(0)
+    let echoesDropped = Atomic<UInt64>(0)
+    let redeliveriesDropped = Atomic<UInt64>(0)
+    let duplicatesDroppedByServer = Atomic<UInt64>(0)
+    let outOfOrder = Atomic<UInt64>(0)
+    let lost = Atomic<UInt64>(0)
+    let gaps = Atomic<UInt64>(0)
+    let disconnects = Atomic<UInt64>(0)
+    let reconnects = Atomic<UInt64>(0)
+    let malformed = Atomic<UInt64>(0)
+    let inFlight = Atomic<Int>(0)
+    let importLag = Atomic<UInt64>(0)
+
+}

@@ -1,0 +1,182 @@
+import CNATS
+import EventBusKit
+import Foundation
+
+/// Core-mode imports: one nats.c subscription per import pattern (`<prefix>.*.<pattern>`), so
+/// the server filters by name; each message is decoded and posted on the local bus by nats.c's
+/// delivery thread of that subscription — the thread that posts imports into the bus.
+///
+/// Exactly once per host, in this mode's at-most-once terms:
+/// - the host's own events come back under `*` and are dropped here (counted as echoes): NATS
+///   subject filters cannot say "any host but this one";
+/// - a name matched by two import patterns reaches both subscriptions; only the subscription of
+///   the first pattern that matches posts it.
+///
+/// Slow-consumer drops (nats.c's pending limit) are read per subscription by the monitor
+/// (``pollDropped()``) and announced as `bridge.gap` (`slow_consumer`) with exact counts.
+final class CoreImporter: @unchecked Sendable {
+    // @unchecked: `subscriptions` is set in `start` and cleared in `stop` (bridge control
+    // queue); the message callbacks only read immutable state and the Sendable bus/counters.
+
+    final class Subscription {
+        let index: Int
+        let filter: String
+        unowned let importer: CoreImporter
+        var handle: OpaquePointer?
+        var dropped: Int64 = 0
+        /// Routes by subject (FNV-1a of its bytes), touched only on this subscription's delivery
+        /// thread: a message on a known subject costs no String and no pattern matching.
+        private var routes: [UInt64: Route] = [:]
+
+        func route(_ subject: UnsafePointer<CChar>, importer: CoreImporter) -> Route {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            var length = 0
+            while subject[length] != 0 {
+                hash = (hash ^ UInt64(UInt8(bitPattern: subject[length]))) &* 0x100_0000_01b3
+                length += 1
+            }
+            if let known = routes[hash], known.subject.count == length,
+               known.subject.withUnsafeBytes({ memcmp($0.baseAddress!, subject, length) == 0 }) {
+                return known
+            }
+            let bytes = Array(UnsafeRawBufferPointer(start: subject, count: length))
+            let route = importer.makeRoute(bytes, index: index)
+            if routes.count >= 4_096 { routes.removeAll(keepingCapacity: true) }
+            routes[hash] = route
+            return route
+        }
+
+        init(index: Int, filter: String, importer: CoreImporter) {
+            self.index = index
+            self.filter = filter
+            self.importer = importer
+        }
+    }
+
+    private let client: NATSClient
+    private let bus: Bus
+    private let subjects: Subjects
+    private let patterns: [EventPattern]
+    private let counters: BridgeCounters
+    private let gaps: GapBook
+    private let pendingLimit: Int
+    private var subscriptions: [Subscription] = []
+
+    init(client: NATSClient, bus: Bus, subjects: Subjects, patterns: [EventPattern], counters: BridgeCounters,
+         gaps: GapBook, pendingLimit: Int) {
+        self.client = client
+        self.bus = bus
+        self.subjects = subjects
+        self.patterns = patterns
+        self.counters = counters
+        self.gaps = gaps
+        self.pendingLimit = pendingLimit
+    }
+
+    var filters: [String] { patterns.map(subjects.filter(for:)) }
+
+    /// Subscribes (nats.c sends the subscriptions once connected and again after every
+    /// reconnect).
+    func start() throws(BridgeError) {
+        for (index, pattern) in patterns.enumerated() {
+            let subscription = Subscription(index: index, filter: subjects.filter(for: pattern), importer: self)
+            var handle: OpaquePointer?
+            let status = natsConnection_Subscribe(&handle, client.connection, subscription.filter, { _, _, message, closure in
+                let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
+                subscription.importer.receive(message!, on: subscription)
+                natsMsg_Destroy(message)
+            }, Unmanaged.passRetained(subscription).toOpaque())  // kept for good: a callback may run during stop
+            try BridgeError.check(status, .connection, "subscribe to \(subscription.filter)")
+            try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), -1), .connection, "pending limits")
+            subscription.handle = handle
+            subscriptions.append(subscription)
+        }
+        // When connected, a round trip makes sure the server has the subscriptions before
+        // `start` returns: events other hosts publish from then on are received.
+        if client.state == .connected { _ = natsConnection_FlushTimeout(client.connection, 2_000) }
+    }
+
+    /// What to do with messages on one subject, worked out once per subject.
+    struct Route {
+        enum Action { case post, echo, skip, malformed }
+        let subject: [UInt8]
+        let action: Action
+        let host: String
+        let name: String
+    }
+
+    /// nats.c's delivery thread of `subscription`.
+    private func receive(_ message: OpaquePointer, on subscription: Subscription) {
+        let route = subscription.route(natsMsg_GetSubject(message), importer: self)
+        switch route.action {
+        case .post: break
+        case .echo:
+            counters.echoesDropped.add(1, ordering: .relaxed)
+            return
+        case .skip: return
+        case .malformed:
+            counters.malformed.add(1, ordering: .relaxed)
+            return
+        }
+        let length = Int(natsMsg_GetDataLength(message))
+        guard let data = natsMsg_GetData(message) else {
+            counters.malformed.add(1, ordering: .relaxed)
+            return
+        }
+        do {
+            let (event, _) = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host)
+            bus.post(event)
+            counters.imported.add(1, ordering: .relaxed)
+        } catch {
+            counters.malformed.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// The route for a subject not seen before (slow path).
+    fileprivate func makeRoute(_ subject: [UInt8], index: Int) -> Route {
+        let text = String(decoding: subject, as: UTF8.self)
+        guard let (host, name) = subjects.split(text) else { return Route(subject: subject, action: .malformed, host: "", name: "") }
+        let nameText = String(name)
+        let action: Route.Action
+        if host == subjects.host {
+            action = .echo
+        } else if patterns.count > 1, patterns.firstIndex(where: { $0.matches(nameText) }) != index {
+            action = .skip  // the subscription of the first matching pattern posts it
+        } else {
+            action = .post
+        }
+        return Route(subject: subject, action: action, host: String(host), name: nameText)
+    }
+
+    /// Monitor queue: announces new slow-consumer drops; returns the messages waiting in nats.c
+    /// (the import lag).
+    func poll() -> UInt64 {
+        var waiting: UInt64 = 0
+        for subscription in subscriptions {
+            guard let handle = subscription.handle else { continue }
+            var dropped: Int64 = 0
+            if natsSubscription_GetDropped(handle, &dropped) == NATS_OK, dropped > subscription.dropped {
+                gaps.record(.slowConsumer, count: Int(dropped - subscription.dropped), subject: subscription.filter)
+                subscription.dropped = dropped
+            }
+            var messages: Int32 = 0
+            var bytes: Int32 = 0
+            if natsSubscription_GetPending(handle, &messages, &bytes) == NATS_OK { waiting += UInt64(max(0, messages)) }
+        }
+        return waiting
+    }
+
+    /// Unsubscribes; after this no callback runs (nats.c waits for a callback in progress).
+    func stop() {
+        for subscription in subscriptions {
+            guard let handle = subscription.handle else { continue }
+            natsSubscription_Unsubscribe(handle)
+            natsSubscription_Destroy(handle)
+            subscription.handle = nil
+        }
+    }
+
+    deinit {
+        _ = subscriptions  // the callbacks' closures live as long as the importer
+    }
+}

@@ -1,0 +1,199 @@
+import CNATS
+import EventBusKit
+import Foundation
+import Logging
+import Synchronization
+
+/// Durable-mode imports: this host's durable consumer on the stream, read by a pull
+/// subscription on the importer's own thread — the thread that posts imports into the bus.
+///
+/// Per batch (at most 256 messages): drop redeliveries (stream sequence ≤ the ledger's), echoes
+/// and names no import pattern wants; write the ledger (see ``ImportLedger``); post the events;
+/// acknowledge every message. At start and after every reconnect the consumer is re-created to
+/// deliver right after the ledger's position (``JetStreamSetup/bindConsumer(startSequence:filter:)``).
+///
+/// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
+/// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
+final class DurableImporter: @unchecked Sendable {
+    // @unchecked: `ledger`, `subscription`, `hasPosition` are touched only on the importer thread;
+    // `needsRebind` and `stopping` are atomics; `origins` is a Mutex for status readers.
+
+    private let client: NATSClient
+    private let setup: JetStreamSetup
+    private let bus: Bus
+    private let subjects: Subjects
+    private let patterns: [EventPattern]
+    private let counters: BridgeCounters
+    private let gaps: GapBook
+    private let logger: Logger
+    private let ledgerFile: StateFile
+    private let filter: String
+    private var ledger = ImportLedger()
+    private var hasPosition = false
+    private var subscription: OpaquePointer?
+    private let needsRebind = Atomic<Bool>(true)
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    let origins = Mutex<[String: ImportLedger.Position]>([:])
+    let lastError = Mutex<String?>(nil)
+
+    init(client: NATSClient, setup: JetStreamSetup, bus: Bus, subjects: Subjects, patterns: [EventPattern],
+         counters: BridgeCounters, gaps: GapBook, logger: Logger, stateDirectory: String) throws(BridgeError) {
+        self.client = client
+        self.setup = setup
+        self.bus = bus
+        self.subjects = subjects
+        self.patterns = patterns
+        self.counters = counters
+        self.gaps = gaps
+        self.logger = logger
+        self.ledgerFile = StateFile(directory: stateDirectory, name: "bridge-\(setup.durable.stream)-\(setup.consumer).position")
+        self.filter = patterns.count == 1 ? subjects.filter(for: patterns[0]) : subjects.all
+        if let text = try ledgerFile.read() {
+            ledger = try ImportLedger(text: text, file: ledgerFile.path)
+            hasPosition = true
+        }
+        let initial = ledger.origins
+        origins.withLock { $0 = initial }
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            run()
+            if let subscription { natsSubscription_Destroy(subscription) }
+            finished.signal()
+        }
+        thread.name = "eventbus.bridge.import"
+        thread.start()
+    }
+
+    /// nats.c's reconnected callback: re-position the consumer before the next fetch.
+    func reconnected() { needsRebind.store(true, ordering: .relaxed) }
+
+    func stop(timeout: Duration) {
+        stopping.store(true, ordering: .relaxed)
+        _ = finished.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds)))
+    }
+
+    private func run() {
+        var list = natsMsgList()
+        while !stopping.load(ordering: .relaxed) {
+            if needsRebind.load(ordering: .relaxed) || subscription == nil {
+                guard client.state == .connected else { Thread.sleep(forTimeInterval: 0.05); continue }
+                needsRebind.store(false, ordering: .relaxed)
+                do {
+                    try bind()
+                    lastError.withLock { $0 = nil }
+                } catch {
+                    logger.error("bridge: durable import not ready: \(error); retrying")
+                    lastError.withLock { $0 = error.description }
+                    needsRebind.store(true, ordering: .relaxed)
+                    Thread.sleep(forTimeInterval: 0.5)
+                    continue
+                }
+            }
+            var errorCode = jsErrCode(0)
+            let status = natsSubscription_Fetch(&list, subscription, 256, 250, &errorCode)
+            switch status {
+            case NATS_OK:
+                take(list)
+                natsMsgList_Destroy(&list)
+            case NATS_TIMEOUT:
+                continue
+            default:
+                // A closed or lost connection: re-bind once it is back.
+                needsRebind.store(true, ordering: .relaxed)
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+        }
+    }
+
+    private func bind() throws(BridgeError) {
+        if let subscription {
+            natsSubscription_Destroy(subscription)
+            self.subscription = nil
+        }
+        let (first, last, note) = try setup.ensureStream()
+        if let note { logger.notice("bridge: \(note)") }
+        if !hasPosition {
+            // First start of this host: from the stream's newest event on (or its oldest).
+            ledger.streamSequence = setup.durable.startAtBeginning ? (first > 0 ? first - 1 : 0) : last
+            try ledgerFile.write(ledger.text)
+            hasPosition = true
+        } else if ledger.streamSequence > last {
+            logger.warning("bridge: stream \(setup.durable.stream) ends at \(last) but this host had taken in up to \(ledger.streamSequence): the stream was re-created; starting at its beginning")
+            ledger.streamSequence = first > 0 ? first - 1 : 0
+            try ledgerFile.write(ledger.text)
+        } else if first > 0, ledger.streamSequence + 1 < first {
+            // The stream's limits discarded events this host had not taken in yet.
+            gaps.record(.streamExpired, count: Int(first - 1 - ledger.streamSequence), subject: filter)
+        }
+        subscription = try setup.bindConsumer(startSequence: ledger.streamSequence + 1, filter: filter)
+        logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(setup.consumer), \(filter))")
+    }
+
+    private func take(_ list: natsMsgList) {
+        var events: [Event] = []
+        let before = ledger
+        var lag: UInt64 = 0
+        for index in 0..<Int(list.Count) {
+            guard let message = list.Msgs[index] else { continue }
+            var metadata: UnsafeMutablePointer<jsMsgMetaData>?
+            guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
+                counters.malformed.add(1, ordering: .relaxed)
+                continue
+            }
+            let streamSequence = metadata.pointee.Sequence.Stream
+            lag = metadata.pointee.NumPending
+            jsMsgMetaData_Destroy(metadata)
+            guard streamSequence > ledger.streamSequence else {
+                counters.redeliveriesDropped.add(1, ordering: .relaxed)
+                continue
+            }
+            ledger.streamSequence = streamSequence
+            let subject = String(cString: natsMsg_GetSubject(message))
+            guard let (host, name) = subjects.split(subject) else {
+                counters.malformed.add(1, ordering: .relaxed)
+                continue
+            }
+            if host == subjects.host {
+                counters.echoesDropped.add(1, ordering: .relaxed)
+                continue
+            }
+            let nameText = String(name)
+            if patterns.count > 1, !patterns.contains(where: { $0.matches(nameText) }) { continue }
+            let length = Int(natsMsg_GetDataLength(message))
+            guard let data = natsMsg_GetData(message),
+                  let (event, header) = try? WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: nameText, host: String(host))
+            else {
+                counters.malformed.add(1, ordering: .relaxed)
+                continue
+            }
+            if !ledger.record(host: String(host), instance: header.instance, sequence: header.sequence) {
+                counters.outOfOrder.add(1, ordering: .relaxed)
+            }
+            events.append(event)
+        }
+        if ledger != before {
+            do {
+                try ledgerFile.write(ledger.text)
+            } catch {
+                // Nothing posted, nothing acknowledged: the batch comes again after a re-bind.
+                logger.error("bridge: \(error); not taking the batch in")
+                lastError.withLock { $0 = error.description }
+                ledger = before
+                needsRebind.store(true, ordering: .relaxed)
+                Thread.sleep(forTimeInterval: 0.5)
+                return
+            }
+            let snapshot = ledger.origins
+            origins.withLock { $0 = snapshot }
+        }
+        for event in events { bus.post(event) }
+        counters.imported.add(UInt64(events.count), ordering: .relaxed)
+        for index in 0..<Int(list.Count) {
+            if let message = list.Msgs[index] { _ = natsMsg_Ack(message, nil) }
+        }
+        counters.importLag.store(lag, ordering: .relaxed)
+    }
+}

@@ -1,0 +1,255 @@
+import CNATS
+import EventBusKit
+import Foundation
+import Synchronization
+
+/// Takes events from the ``ExportQueue`` and publishes them, on its own thread — the only
+/// thread that publishes this host's events.
+///
+/// - Core mode: `natsConnection_Publish`. While disconnected nats.c keeps publishes in its
+///   reconnect buffer; when that is full, publishing fails with `NATS_INSUFFICIENT_BUFFER` and
+///   the lost events are recorded for a `bridge.gap` (`reconnect_buffer`).
+/// - Durable mode: `js_PublishAsync` with the message id `<host>:<instance>:<sequence>`, so the
+///   server drops a re-published event within its duplicate window. While the connection is
+///   down the thread waits and events wait in the export queue (bounded: overflow is announced).
+///   A publish whose acknowledgement fails or times out is published again, with the same id.
+final class Exporter: @unchecked Sendable {
+    // @unchecked: `thread` state is touched only on the exporter thread; `retries` is locked.
+
+    private let queue: ExportQueue
+    private let client: NATSClient
+    private let subjects: Subjects
+    private let instance: UInt64
+    private let counters: BridgeCounters
+    private let gaps: GapBook
+    private let jetStream: OpaquePointer?
+    private let finished = DispatchSemaphore(value: 0)
+    /// Durable: creates or checks the stream; run (on this thread) after every (re)connect and
+    /// after publishes found no stream, so an export-only host whose NATS was down at start, or
+    /// whose stream was deleted, does not publish into nothing.
+    private let ensureStream: (() throws -> Void)?
+    private let needsStream = Atomic<Bool>(true)
+    private let retries = NSLock()
+    private var retryList: [(subject: String, data: [UInt8], id: String)] = []
+
+    init(queue: ExportQueue, client: NATSClient, subjects: Subjects, instance: UInt64, counters: BridgeCounters,
+         gaps: GapBook, jetStream: OpaquePointer?, ensureStream: (() throws -> Void)? = nil) {
+        self.ensureStream = ensureStream
+        self.queue = queue
+        self.client = client
+        self.subjects = subjects
+        self.instance = instance
+        self.counters = counters
+        self.gaps = gaps
+        self.jetStream = jetStream
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            if jetStream == nil { runCore() } else { runDurable() }
+            finished.signal()
+        }
+        thread.name = "eventbus.bridge.export"
+        thread.start()
+    }
+
+    /// Waits until the thread has drained the (stopped) queue, at most `timeout`.
+    func join(timeout: Duration) -> Bool {
+        finished.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .success
+    }
+
+    /// Whether `name` can be a subject's tail: NATS tokens, no wildcards. The bus accepts any
+    /// name at post; a name NATS cannot carry is not exported, and announced as a failed publish.
+    static func isExportable(_ name: String) -> Bool {
+        var tokenLength = 0
+        var tokenIsWildcard = false
+        for byte in name.utf8 {
+            switch byte {
+            case UInt8(ascii: "."):
+                if tokenLength == 0 || tokenIsWildcard { return false }
+                tokenLength = 0
+                tokenIsWildcard = false
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"), UInt8(ascii: "\n"):
+                return false
+            case UInt8(ascii: "*"), UInt8(ascii: ">"):
+                tokenIsWildcard = true
+                tokenLength += 1
+            default:
+                tokenLength += 1
+            }
+        }
+        return tokenLength > 0 && !tokenIsWildcard
+    }
+
+    /// After a batch that emptied the queue, the exporter waits this long before it blocks, so
+    /// the next events gather into a batch instead of each one waking the thread (a wake-up costs
+    /// more than publishing an event). Bounds the latency it adds.
+    static let linger = timespec(tv_sec: 0, tv_nsec: 30_000)
+
+    private func lingerIfDrained(_ taken: Int) {
+        guard taken < 256 else { return }
+        var pause = Self.linger
+        nanosleep(&pause, nil)
+    }
+
+    private func runCore() {
+        var batch: [Event] = []
+        var payload: [UInt8] = []
+        payload.reserveCapacity(512)
+        while queue.take(max: 256, into: &batch) {
+            for event in batch {
+                guard Self.isExportable(event.name) else {
+                    gaps.record(.publishFailed, count: 1, subject: event.name)
+                    continue
+                }
+                WireFormat.encode(event, instance: instance, into: &payload)
+                let status = payload.withUnsafeBytes { bytes in
+                    natsConnection_Publish(client.connection, subjects.subject(for: event.name), bytes.baseAddress, Int32(bytes.count))
+                }
+                switch status {
+                case NATS_OK: counters.exported.add(1, ordering: .relaxed)
+                case NATS_INSUFFICIENT_BUFFER: gaps.record(.reconnectBuffer, count: 1, subject: event.name)
+                default: gaps.record(.publishFailed, count: 1, subject: event.name)
+                }
+            }
+            lingerIfDrained(batch.count)
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+
+    private func runDurable() {
+        var batch: [Event] = []
+        var payload: [UInt8] = []
+        var options = jsPubOptions()
+        jsPubOptions_Init(&options)
+        options.MaxWait = 5_000
+        while queue.take(max: 256, into: &batch) {
+            if batch.isEmpty, retryCount > 0 || needsStream.load(ordering: .relaxed) {  // woken for retries
+                if !waitUntilConnected() { break }
+                publishRetries(&options)
+            }
+            var index = 0
+            while index < batch.count {
+                if !waitUntilConnected() { return }
+                publishRetries(&options)
+                let event = batch[index]
+                guard Self.isExportable(event.name) else {
+                    gaps.record(.publishFailed, count: 1, subject: event.name)
+                    index += 1
+                    continue
+                }
+                WireFormat.encode(event, instance: instance, into: &payload)
+                let id = messageID(event.sequence)
+                if publish(subjects.subject(for: event.name), payload, id: id, &options) { index += 1 }
+            }
+            lingerIfDrained(batch.count)
+            batch.removeAll(keepingCapacity: true)
+        }
+        // Stopping: what is in flight gets a moment to be acknowledged.
+        var complete = jsPubOptions()
+        jsPubOptions_Init(&complete)
+        complete.MaxWait = 2_000
+        publishRetries(&options)
+        _ = js_PublishAsyncComplete(jetStream, &complete)
+    }
+
+    private func messageID(_ sequence: UInt64) -> String { "\(subjects.host):\(instance):\(sequence)" }
+
+    /// Publishes asynchronously; false if it must be tried again (connection down, or nats.c's
+    /// window of unacknowledged publishes is full).
+    private func publish(_ subject: String, _ payload: [UInt8], id: String, _ options: inout jsPubOptions) -> Bool {
+        let status = id.withCString { idPointer in
+            options.MsgId = idPointer
+            defer { options.MsgId = nil }
+            return payload.withUnsafeBytes { bytes in
+                js_PublishAsync(jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options)
+            }
+        }
+        switch status {
+        case NATS_OK:
+            counters.inFlight.add(1, ordering: .relaxed)
+            return true
+        case NATS_TIMEOUT:
+            return false  // the window was full for StallWait: try again
+        case NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED, NATS_NOT_YET_CONNECTED, NATS_INSUFFICIENT_BUFFER:
+            queue.pause(0.05)
+            return false
+        default:
+            gaps.record(.publishFailed, count: 1, subject: subject)
+            return true
+        }
+    }
+
+    private func waitUntilConnected() -> Bool {
+        while true {
+            while client.state != .connected {
+                if queue.isStopped { return false }
+                queue.pause(0.1)
+            }
+            guard needsStream.load(ordering: .relaxed), let ensureStream else { return true }
+            do {
+                try ensureStream()
+                needsStream.store(false, ordering: .relaxed)
+                lastError.withLock { $0 = nil }
+                return true
+            } catch {
+                lastError.withLock { $0 = "\(error)" }
+                if queue.isStopped { return false }
+                queue.pause(1)
+            }
+        }
+    }
+
+    /// nats.c's reconnected callback: check the stream again before publishing.
+    func reconnected() {
+        needsStream.store(true, ordering: .relaxed)
+        queue.wake()
+    }
+
+    let lastError = Mutex<String?>(nil)
+
+    private func publishRetries(_ options: inout jsPubOptions) {
+        let pending: [(subject: String, data: [UInt8], id: String)] = retries.withLock {
+            defer { retryList.removeAll() }
+            return retryList
+        }
+        var rest = pending[...]
+        while let first = rest.first {
+            guard client.state == .connected else { break }
+            if publish(first.subject, first.data, id: first.id, &options) { rest.removeFirst() }
+        }
+        if !rest.isEmpty { retries.withLock { retryList.insert(contentsOf: rest, at: 0) } }
+    }
+
+    /// nats.c's publish-acknowledgement callback (its reply subscription's thread): counts what
+    /// the stream stored and queues failed publishes to be published again.
+    func acknowledged(_ message: OpaquePointer?, _ ack: UnsafeMutablePointer<jsPubAck>?, _ error: UnsafeMutablePointer<jsPubAckErr>?) {
+        counters.inFlight.subtract(1, ordering: .relaxed)
+        if let ack {
+            counters.exported.add(1, ordering: .relaxed)
+            if ack.pointee.Duplicate { counters.duplicatesDroppedByServer.add(1, ordering: .relaxed) }
+            return
+        }
+        guard let error, let message = error.pointee.Msg ?? message else {
+            gaps.record(.publishFailed, count: 1, subject: "?", detail: "a publish failed and nats.c did not say which")
+            return
+        }
+        let subject = String(cString: natsMsg_GetSubject(message))
+        let length = Int(natsMsg_GetDataLength(message))
+        let data = natsMsg_GetData(message).map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
+        switch error.pointee.Err {
+        case NATS_NO_RESPONDERS, NATS_TIMEOUT, NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED:
+            if error.pointee.Err == NATS_NO_RESPONDERS { needsStream.store(true, ordering: .relaxed) }  // no stream listens
+            // Not stored, or stored and the acknowledgement lost: publish again with the same id.
+            guard data.count >= 17 else { return }
+            let sequence = data[9..<17].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+            retries.withLock { retryList.append((subject, data, messageID(sequence))) }
+            queue.wake()
+        default:
+            let text = error.pointee.ErrText.map { String(cString: $0) } ?? BridgeError.text(error.pointee.Err)
+            gaps.record(.publishFailed, count: 1, subject: subject, detail: text)
+        }
+    }
+
+    var retryCount: Int { retries.withLock { retryList.count } }
+}

@@ -1,0 +1,105 @@
+import CNATS
+import Foundation
+
+/// The stream every host publishes to and this host's durable consumer on it.
+///
+/// Threads: the durable importer's thread (and `start` for the stream), never concurrently.
+struct JetStreamSetup {
+    let jetStream: OpaquePointer
+    let durable: BridgeConfig.Durable
+    let subjects: Subjects
+    let consumer: String
+
+    /// Creates the stream with the configured limits, or checks that an existing one of that
+    /// name stores this bridge's subjects (its limits are the operator's: logged, not changed).
+    /// Returns the stream's first and last sequence and a note on differing limits.
+    @discardableResult
+    func ensureStream() throws(BridgeError) -> (first: UInt64, last: UInt64, note: String?) {
+        var config = jsStreamConfig()
+        jsStreamConfig_Init(&config)
+        let name = strdup(durable.stream)!
+        let subject = strdup(subjects.all)!
+        defer { free(name); free(subject) }
+        var subjectList: [UnsafePointer<CChar>?] = [UnsafePointer(subject)]
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var errorCode = jsErrCode(0)
+        let status = subjectList.withUnsafeMutableBufferPointer { list -> natsStatus in
+            config.Name = UnsafePointer(name)
+            config.Subjects = list.baseAddress
+            config.SubjectsLen = 1
+            config.Storage = js_FileStorage
+            config.MaxAge = durable.maxAge.nanoseconds
+            config.MaxBytes = durable.maxBytes > 0 ? durable.maxBytes : -1
+            config.MaxMsgs = durable.maxMessages > 0 ? durable.maxMessages : -1
+            config.Duplicates = durable.duplicateWindow.nanoseconds
+            config.Replicas = Int64(durable.replicas)
+            return js_AddStream(&info, jetStream, &config, nil, &errorCode)
+        }
+        if status == NATS_OK, let info {
+            defer { jsStreamInfo_Destroy(info) }
+            return (info.pointee.State.FirstSeq, info.pointee.State.LastSeq, nil)
+        }
+        // An existing stream of that name (with other settings): check it carries our subjects.
+        var existing: UnsafeMutablePointer<jsStreamInfo>?
+        let lookup = js_GetStreamInfo(&existing, jetStream, durable.stream, nil, &errorCode)
+        guard lookup == NATS_OK, let existing else {
+            throw BridgeError(.jetStream, "cannot create or find stream \(durable.stream): \(BridgeError.text(status))")
+        }
+        defer { jsStreamInfo_Destroy(existing) }
+        let stored = existing.pointee.Config.map { config in
+            (0..<Int(config.pointee.SubjectsLen)).compactMap { config.pointee.Subjects[$0].map { String(cString: $0) } }
+        } ?? []
+        guard stored.contains(subjects.all) || stored.contains(">") else {
+            throw BridgeError(.jetStream, "stream \(durable.stream) exists but stores \(stored), not \(subjects.all); name another stream (bridge.nats.durable.stream) or add the subject to it")
+        }
+        var note: String?
+        if let stored = existing.pointee.Config?.pointee,
+           stored.MaxAge != config.MaxAge || stored.MaxBytes != config.MaxBytes || stored.MaxMsgs != config.MaxMsgs {
+            note = "stream \(durable.stream) exists with other limits (max age \(stored.MaxAge / 1_000_000_000) s, max bytes \(stored.MaxBytes), max msgs \(stored.MaxMsgs)); kept as they are"
+        }
+        return (existing.pointee.State.FirstSeq, existing.pointee.State.LastSeq, note)
+    }
+
+    /// (Re)creates this host's durable consumer so it delivers from `startSequence`, filtered on
+    /// `filter`, and binds a pull subscription to it.
+    ///
+    /// Why re-create rather than resume the server's position: the host's ledger, written before
+    /// each batch is posted, is the truth about what this host has taken in. Starting the
+    /// consumer right after it keeps delivery in stream order — a consumer resumed as it was would
+    /// first deliver new messages and only redeliver the unacknowledged ones after `ack_wait`,
+    /// out of order. nats-server 2.9 cannot move an existing consumer, so it is deleted and added.
+    func bindConsumer(startSequence: UInt64, filter: String) throws(BridgeError) -> OpaquePointer {
+        var errorCode = jsErrCode(0)
+        _ = js_DeleteConsumer(jetStream, durable.stream, consumer, nil, &errorCode)  // absent is fine
+        var config = jsConsumerConfig()
+        jsConsumerConfig_Init(&config)
+        let durableName = strdup(consumer)!
+        let filterSubject = strdup(filter)!
+        defer { free(durableName); free(filterSubject) }
+        config.Durable = UnsafePointer(durableName)
+        config.DeliverPolicy = js_DeliverByStartSequence
+        config.OptStartSeq = max(1, startSequence)
+        config.AckPolicy = js_AckExplicit
+        config.AckWait = durable.ackWait.nanoseconds
+        config.FilterSubject = UnsafePointer(filterSubject)
+        config.MaxAckPending = 20_000
+        var info: UnsafeMutablePointer<jsConsumerInfo>?
+        let added = js_AddConsumer(&info, jetStream, durable.stream, &config, nil, &errorCode)
+        guard added == NATS_OK else {
+            throw BridgeError(.jetStream, "cannot create consumer \(consumer) on stream \(durable.stream): \(BridgeError.text(added))")
+        }
+        jsConsumerInfo_Destroy(info)
+        var subscribeOptions = jsSubOptions()
+        jsSubOptions_Init(&subscribeOptions)
+        let stream = strdup(durable.stream)!
+        defer { free(stream) }
+        subscribeOptions.Stream = UnsafePointer(stream)
+        subscribeOptions.Consumer = UnsafePointer(durableName)
+        var subscription: OpaquePointer?
+        let bound = js_PullSubscribe(&subscription, jetStream, filter, consumer, nil, &subscribeOptions, &errorCode)
+        guard bound == NATS_OK, let subscription else {
+            throw BridgeError(.jetStream, "cannot bind to consumer \(consumer): \(BridgeError.text(bound))")
+        }
+        return subscription
+    }
+}

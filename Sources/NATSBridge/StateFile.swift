@@ -1,0 +1,68 @@
+import Foundation
+
+/// A small file in the host's state directory, written the way journal consumer positions are:
+/// to a temporary file that is fsynced, renamed over the old one, then the directory fsynced.
+/// After a crash (SIGKILL, power loss) it holds the old content or the new, never a torn one.
+///
+/// Threads: each file has one writer (the bridge thread that owns it).
+struct StateFile {
+    let directory: String
+    let path: String
+
+    init(directory: String, name: String) {
+        self.directory = directory
+        self.path = directory + "/" + name
+    }
+
+    func read() throws(BridgeError) -> String? {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            if access(path, F_OK) == 0 { throw BridgeError(.state, "cannot read \(path): \(String(cString: strerror(errno)))") }
+            return nil
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    func write(_ text: String) throws(BridgeError) {
+        func fail(_ doing: String) -> BridgeError {
+            BridgeError(.state, "cannot \(doing): \(String(cString: strerror(errno)))")
+        }
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST { throw fail("create \(directory)") }
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw fail("create \(temporary)") }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count, fsync(fd) == 0 else {
+            let error = fail("write \(temporary)")
+            Glibc.close(fd)
+            throw error
+        }
+        Glibc.close(fd)
+        guard rename(temporary, path) == 0 else { throw fail("rename \(temporary) to \(path)") }
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryFD >= 0 else { throw fail("open \(directory)") }
+        defer { Glibc.close(directoryFD) }
+        guard fsync(directoryFD) == 0 else { throw fail("fsync \(directory)") }
+    }
+}
+
+/// Which run of this host's bridge this is: part of every exported event's identity.
+///
+/// The bus numbers events from 1 again after every restart, so (host, sequence) alone would
+/// name two different events after a restart — and JetStream's duplicate window would silently
+/// drop the second as a "duplicate". Each start takes a new instance number, larger than every
+/// earlier one: the wall clock in nanoseconds, or the last instance + 1 if the clock went back,
+/// persisted before the first export. (host, instance, sequence) is unique for good and ordered:
+/// a later run's events sort after an earlier run's.
+enum BridgeInstance {
+    static func next(stateDirectory: String, host: String) throws(BridgeError) -> UInt64 {
+        let file = StateFile(directory: stateDirectory, name: "bridge-\(host).instance")
+        let last = try file.read().flatMap { UInt64($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let clock = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+        let instance = max(clock, last + 1)
+        try file.write("\(instance)\n")
+        return instance
+    }
+}

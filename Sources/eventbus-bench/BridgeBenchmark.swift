@@ -1,0 +1,257 @@
+import CNATS
+@_spi(EventBusHost) import EventBusKit
+import Foundation
+import Logging
+import NATSBridge
+
+// Bridge benchmark: host A's bus → bridge → nats-server → bridge → host B's bus, side by side
+// with the raw anchor — a plain nats.c publisher and subscriber, called directly through CNATS,
+// sending payloads of the same size through the same server in the same run.
+//
+// - Throughput: N events posted on A as fast as possible; timed from the first post to the last
+//   event on B (core NATS; the subscription's pending limit is raised so nothing is dropped —
+//   a run that loses events says so).
+// - Latency: events paced at 10 000/s for 2 s; each carries its CLOCK_MONOTONIC post time, B's
+//   subscriber takes the difference (same machine, same clock).
+// Both buses run in this process (two `Bus`es, two bridges, two connections), so the numbers
+// are the bridge's own cost, not a control socket's.
+
+/// What one side of the comparison measured.
+private struct BridgeRun {
+    var received = 0
+    var seconds = 0.0
+    var latencies: [UInt64] = []
+
+    var perSecond: Double { Double(received) / seconds }
+    func percentile(_ p: Double) -> Double {
+        guard !latencies.isEmpty else { return .nan }
+        let sorted = latencies.sorted()
+        return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) / 1e6
+    }
+}
+
+/// Counts arrivals and records latencies, from whichever thread delivers.
+private final class Arrivals: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    private var latencies: [UInt64] = []
+    private var last: UInt64 = 0
+
+    func arrived(sentAt: UInt64, now: UInt64) {
+        lock.lock()
+        count += 1
+        latencies.append(now &- sentAt)
+        last = now
+        lock.unlock()
+    }
+
+    var snapshot: (count: Int, last: UInt64, latencies: [UInt64]) { lock.withLock { (count, last, latencies) } }
+    func reset() { lock.withLock { count = 0; latencies.removeAll(keepingCapacity: true) } }
+}
+
+enum BridgeBenchmark {
+    static func run(events: Int) {
+        guard let server = try? BenchNATSServer() else {
+            print("bridge benchmark: cannot start nats-server (apt-get install nats-server)")
+            exit(1)
+        }
+        defer { server.stop() }
+        print("Bridge benchmark: \(events) events, core NATS on loopback (\(server.url)); payload ~60 bytes")
+        let rawThroughput = raw(server.url, count: events, ratePerSecond: nil)
+        let rawPaced = raw(server.url, count: 20_000, ratePerSecond: 10_000)
+        let (bridgeThroughput, bridgePaced) = bridged(server.url, count: events, durable: false)
+        let (asapThroughput, asapPaced) = bridged(server.url, count: events, durable: false, sendAsap: true)
+        let (durableThroughput, durablePaced) = bridged(server.url, count: min(events, 100_000), durable: true)
+        func row(_ label: String, _ throughput: BridgeRun, _ paced: BridgeRun, sent: Int) -> String {
+            label.padding(toLength: 34, withPad: " ", startingAt: 0)
+                + String(format: "%10.0f/s  %6.3f ms  %6.3f ms  %6.3f ms", throughput.perSecond,
+                         paced.percentile(0.5), paced.percentile(0.99), paced.percentile(0.999))
+                + (throughput.received < sent ? "  (\(sent - throughput.received) lost)" : "")
+        }
+        print("                                   throughput   p50 @10k/s  p99 @10k/s  p99.9")
+        print(row("raw nats.c publish → subscribe", rawThroughput, rawPaced, sent: events))
+        print(row("bridge A → NATS → B (core)", bridgeThroughput, bridgePaced, sent: events))
+        print(row("bridge, core, send_asap: true", asapThroughput, asapPaced, sent: events))
+        print(row("bridge A → JetStream → B (durable)", durableThroughput, durablePaced, sent: min(events, 100_000)))
+        print(String(format: "core bridge: %.2f× raw throughput (target ≥ 0.5×), p99 %.3f ms at 10k/s (target ≤ 2 ms)",
+                     bridgeThroughput.perSecond / rawThroughput.perSecond, bridgePaced.percentile(0.99)))
+        print(String(format: "core bridge with send_asap: %.2f× raw throughput, p99 %.3f ms at 10k/s",
+                     asapThroughput.perSecond / rawThroughput.perSecond, asapPaced.percentile(0.99)))
+        print(String(format: "durable bridge: %.2f× raw throughput, p99 %.3f ms at 10k/s",
+                     durableThroughput.perSecond / rawThroughput.perSecond, durablePaced.percentile(0.99)))
+    }
+
+    /// The anchor: one nats.c connection publishes, another subscribes.
+    private static func raw(_ url: String, count: Int, ratePerSecond: Int?) -> BridgeRun {
+        var publisher: OpaquePointer?
+        var subscriber: OpaquePointer?
+        guard natsConnection_ConnectTo(&publisher, url) == NATS_OK, natsConnection_ConnectTo(&subscriber, url) == NATS_OK else {
+            fatalError("raw: cannot connect to \(url)")
+        }
+        defer { natsConnection_Destroy(publisher); natsConnection_Destroy(subscriber) }
+        let arrivals = Arrivals()
+        var subscription: OpaquePointer?
+        natsConnection_Subscribe(&subscription, subscriber, "raw.bench.tick", { _, _, message, closure in
+            let now = MonotonicClock.now()
+            let sentAt = natsMsg_GetData(message).map { UnsafeRawPointer($0).loadUnaligned(as: UInt64.self) } ?? 0
+            Unmanaged<Arrivals>.fromOpaque(closure!).takeUnretainedValue().arrived(sentAt: sentAt, now: now)
+            natsMsg_Destroy(message)
+        }, Unmanaged.passUnretained(arrivals).toOpaque())
+        natsSubscription_SetPendingLimits(subscription, -1, -1)
+        natsConnection_Flush(subscriber)
+        defer { natsSubscription_Destroy(subscription) }
+        var payload = [UInt8](repeating: 0x2a, count: 60)
+        let start = MonotonicClock.now()
+        for index in 0..<count {
+            if let rate = ratePerSecond { pace(start: start, index: index, rate: rate) }
+            var now = MonotonicClock.now()
+            withUnsafeBytes(of: &now) { payload.replaceSubrange(0..<8, with: $0) }
+            natsConnection_Publish(publisher, "raw.bench.tick", payload, Int32(payload.count))
+        }
+        natsConnection_Flush(publisher)
+        return finish(arrivals, count: count, start: start)
+    }
+
+    /// Two buses, two bridges: A exports `bench.>`, B imports it.
+    private static func bridged(_ url: String, count: Int, durable: Bool, sendAsap: Bool = false) -> (BridgeRun, BridgeRun) {
+        let state = NSTemporaryDirectory() + "eventbus-bench-bridge-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let busA = Bus(), busB = Bus()
+        var exporting = BridgeConfig(servers: [url], host: "bench-a")
+        exporting.export = [try! EventPattern("bench.>")]
+        exporting.exportBuffer = count + 1
+        exporting.sendAsap = sendAsap
+        var importing = BridgeConfig(servers: [url], host: "bench-b")
+        importing.import = [try! EventPattern("bench.>")]
+        importing.pendingLimit = 10_000_000
+        if durable {
+            var settings = BridgeConfig.Durable()
+            settings.stream = "BENCH"
+            exporting.durable = settings
+            importing.durable = settings
+        }
+        let a = NATSBridge(config: exporting, bus: busA, stateDirectory: state, logger: logger)
+        let b = NATSBridge(config: importing, bus: busB, stateDirectory: state, logger: logger)
+        do {
+            try a.start()
+            try b.start()
+        } catch {
+            fatalError("bridge: \(error)")
+        }
+        defer { a.stop(); b.stop() }
+        let arrivals = Arrivals()
+        let subscription = busB.publisher(for: [try! EventPattern("bench.>")]).sink { event in
+            arrivals.arrived(sentAt: UInt64(event["t"]?.intValue ?? 0), now: MonotonicClock.now())
+        }
+        defer { subscription.cancel() }
+        while a.statistics.state != "connected" || b.statistics.state != "connected" { usleep(10_000) }
+        // Warm up (and, durable, let the consumer bind): until an event gets through.
+        while arrivals.snapshot.count == 0 {
+            busA.post("bench.warmup", source: "bench", fields: ["n": 0, "t": .int(Int64(MonotonicClock.now()))])
+            usleep(50_000)
+        }
+        usleep(200_000)
+        arrivals.reset()
+        func send(_ count: Int, rate: Int?) -> BridgeRun {
+            let start = MonotonicClock.now()
+            for index in 0..<count {
+                if let rate { pace(start: start, index: index, rate: rate) }
+                busA.post(Event(name: "bench.tick", source: "bench",
+                                fields: ["n": .int(Int64(index)), "t": .int(Int64(MonotonicClock.now()))]))
+            }
+            let posted = MonotonicClock.now()
+            let exportedThen = a.statistics.exported, importedThen = arrivals.snapshot.count
+            let run = finish(arrivals, count: count, start: start)
+            arrivals.reset()
+            if rate == nil {
+                // Where the time goes: how fast A's bus took the posts, how far the exporter and B
+                // had got when the last post returned.
+                print(String(format: "  (%@%@: posting took %.3f s; by then %d exported, %d arrived on B)",
+                             durable ? "durable" : "core", sendAsap ? ", send_asap" : "", Double(posted - start) / 1e9, Int(exportedThen), importedThen))
+            }
+            return run
+        }
+        let throughput = send(count, rate: nil)
+        let paced = send(20_000, rate: 10_000)
+        return (throughput, paced)
+    }
+
+    /// Sleeps until event `index` is due at `rate` per second (sleeping, not spinning: on two
+    /// cores a spinning sender would take a core from the path it measures).
+    private static func pace(start: UInt64, index: Int, rate: Int) {
+        let due = start + UInt64(index) * 1_000_000_000 / UInt64(rate)
+        let now = MonotonicClock.now()
+        guard now < due else { return }
+        var wait = timespec(tv_sec: 0, tv_nsec: Int(due - now))
+        nanosleep(&wait, nil)
+    }
+
+    /// Waits until `count` arrived or nothing arrived for 2 s.
+    private static func finish(_ arrivals: Arrivals, count: Int, start: UInt64) -> BridgeRun {
+        var previous = -1
+        var quietSince = MonotonicClock.now()
+        while true {
+            let snapshot = arrivals.snapshot
+            if snapshot.count >= count { break }
+            if snapshot.count != previous {
+                previous = snapshot.count
+                quietSince = MonotonicClock.now()
+            } else if MonotonicClock.now() - quietSince > 2_000_000_000 {
+                break
+            }
+            usleep(200)
+        }
+        let snapshot = arrivals.snapshot
+        return BridgeRun(received: snapshot.count, seconds: Double(snapshot.last - start) / 1e9, latencies: snapshot.latencies)
+    }
+}
+
+/// nats-server on a free loopback port with JetStream in a temporary folder; stopped by pid.
+private final class BenchNATSServer {
+    let url: String
+    private let process = Process()
+    private let directory: String
+
+    init() throws {
+        let candidates: [String] = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+        guard let executable = candidates.first(where: { (path: String) in access(path, X_OK) == 0 }) else {
+            throw POSIXError(.ENOENT)
+        }
+        directory = NSTemporaryDirectory() + "eventbus-bench-nats-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let port = try Self.freePort()
+        url = "nats://127.0.0.1:\(port)"
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["-js", "-sd", directory, "-a", "127.0.0.1", "-p", String(port)]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var connection: OpaquePointer?
+        for _ in 0..<500 {
+            if natsConnection_ConnectTo(&connection, url) == NATS_OK { break }
+            usleep(20_000)
+        }
+        guard let connection else { throw POSIXError(.ETIMEDOUT) }
+        natsConnection_Destroy(connection)
+    }
+
+    func stop() {
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

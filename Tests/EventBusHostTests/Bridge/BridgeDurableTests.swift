@@ -1,0 +1,93 @@
+import ControlProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// Durable mode (JetStream) between real eventbusd processes: exact resume after an outage and
+/// after SIGKILLs.
+@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+struct BridgeDurableTests {
+    static let settings = """
+        export: ["load.>"]
+        import: ["load.>"]
+        ping_interval: 500ms
+        max_pings_out: 2
+        reconnect_wait: 100ms
+        max_reconnect_wait: 1s
+        durable: {stream: TESTBUS, max_age: 1h, ack_wait: 2s}
+        """
+
+    @Test func aFrozenServerLosesNothingAndDuplicatesNothing() async throws {
+        let directory = try TemporaryDirectory("bridge-durable")
+        let server = try NATSServer(storage: directory.path)
+        let a = try BridgedHost("alpha", server: server, in: directory, bridge: Self.settings)
+        let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings)
+        try await a.start()
+        try await b.start()
+        #expect(await eventually { b.bridgeStatus?["last_error"] == nil && b.daemon?.output.contains("importing from stream TESTBUS") == true })
+        let tailB = try TailCollector(b.socket, ["load.>", "bridge.gap"])
+        try post(a.socket, "load.tick", 1...10)
+        #expect(await eventually { tailB.named("load.").count == 10 })
+        server.suspend()
+        try post(a.socket, "load.tick", 11...60)
+        try await Task.sleep(for: .seconds(3))
+        server.resume()
+        try post(a.socket, "load.tick", 61...70)
+        #expect(await eventually { Set(tailB.keys("load.")).count == 70 })
+        try await Task.sleep(for: .seconds(1))  // anything extra (a duplicate) would arrive now
+        let keys = tailB.keys("load.")
+        #expect(keys.count == 70, "duplicates: \(keys.count - Set(keys).count)")
+        #expect(Set(keys) == Set((1...70).map { "alpha:\($0)" }))
+        #expect(tailB.named("bridge.gap").isEmpty)
+        #expect(a.count("lost") == 0 && b.count("lost") == 0)
+        await a.kill(SIGTERM)
+        await b.kill(SIGTERM)
+        server.stop()
+    }
+
+    /// 20 SIGKILLs of the importing host (and, every fourth round, of the exporting one too):
+    /// every event arrives, none twice. A host is killed once its tail has everything it took in
+    /// so far — its acknowledgements may still be in flight, so the stream redelivers — and events
+    /// are posted while it is down.
+    @Test func repeatedSIGKILLsLoseNothingAndDuplicateNothing() async throws {
+        let directory = try TemporaryDirectory("bridge-durable")
+        let server = try NATSServer(storage: directory.path)
+        let a = try BridgedHost("alpha", server: server, in: directory, bridge: Self.settings)
+        let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings)
+        try await b.start()  // first: its position starts at the stream's end
+        try await a.start()
+        #expect(await eventually { b.daemon?.output.contains("importing from stream TESTBUS") == true })
+        var tails: [TailCollector] = [try TailCollector(b.socket, ["load.>", "bridge.gap"])]
+        func seen() -> [String] { tails.flatMap { $0.keys("load.") } }
+        var posted = 0
+        var redeliveries: Int64 = 0
+        let batch = 40
+        for round in 1...20 {
+            try post(a.socket, "load.tick", (posted + 1)...(posted + batch))
+            posted += batch
+            #expect(await eventually { Set(seen()).count == posted }, "round \(round): \(Set(seen()).count) of \(posted)")
+            redeliveries += max(0, b.count("redeliveries_dropped"))
+            await b.kill()
+            if round % 4 == 0 {
+                await a.kill()
+                try await a.start()
+            }
+            if round % 2 == 0 {
+                try post(a.socket, "load.tick", (posted + 1)...(posted + batch))  // while beta is down
+                posted += batch
+            }
+            try await b.start()
+            tails.append(try TailCollector(b.socket, ["load.>", "bridge.gap"]))
+        }
+        #expect(await eventually { Set(seen()).count == posted })
+        try await Task.sleep(for: .seconds(3))  // past ack_wait: redeliveries would have come
+        let keys = seen()
+        #expect(keys.count == posted, "\(keys.count - Set(keys).count) duplicate(s)")
+        #expect(Set(keys) == Set((1...posted).map { "alpha:\($0)" }))
+        #expect(tails.allSatisfy { $0.named("bridge.gap").isEmpty })
+        print("durable SIGKILL test: \(posted) events, 20 kills of beta, 5 of alpha, \(redeliveries + max(0, b.count("redeliveries_dropped"))) redelivered message(s) dropped")
+        await a.kill(SIGTERM)
+        await b.kill(SIGTERM)
+        server.stop()
+    }
+}

@@ -1,0 +1,95 @@
+import ControlProtocol
+import Foundation
+import TestSupport
+
+/// A real eventbusd bridged through NATS, with its own config, control socket and state folder.
+final class BridgedHost: @unchecked Sendable {
+    let name: String
+    let socket: String
+    let configPath: String
+    private let directory: TemporaryDirectory
+    private(set) var daemon: DaemonProcessTests.Daemon?
+
+    /// `bridge` is the body of `bridge.nats` (indented lines after `servers` and `host`).
+    init(_ name: String, server: NATSServer, in directory: TemporaryDirectory, bridge: String) throws {
+        self.name = name
+        self.directory = directory
+        socket = directory.at("\(name).sock")
+        let yaml = """
+            shutdown_timeout: 5s
+            state_directory: \(directory.path)/state-\(name)
+            control: {socket: \(socket)}
+            bridge:
+              nats:
+                servers: [\(server.url)]
+                host: \(name)
+            \(bridge.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
+            """
+        configPath = try directory.write("\(name).yaml", yaml)
+    }
+
+    /// Starts eventbusd and waits until it is ready and its bridge is connected.
+    func start() async throws {
+        let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", configPath], in: directory)
+        self.daemon = daemon
+        guard await daemon.waitFor("ready; SIGHUP reloads") else { throw POSIXError(.ETIMEDOUT) }
+        guard await eventually(timeout: .seconds(30), { bridgeStatus?["state"]?.stringValue == "connected" }) else {
+            throw POSIXError(.ENOTCONN)
+        }
+    }
+
+    func kill(_ signal: Int32 = SIGKILL) async {
+        guard let daemon else { return }
+        daemon.signal(signal)
+        _ = await daemon.exitStatus()
+        self.daemon = nil
+    }
+
+    var bridgeStatus: JSON? { (try? ask(socket, ["op": "status"]))?["bridge"] }
+    func count(_ key: String) -> Int64 { bridgeStatus?[key]?.intValue ?? -1 }
+}
+
+/// Everything a host's control socket streams for some patterns, from its first event (replay)
+/// on, read by a thread of its own.
+final class TailCollector: @unchecked Sendable {
+    let lines = Collected<[JSON]>([])
+    private let connection: ControlConnection
+
+    init(_ socket: String, _ patterns: [String]) throws {
+        let (connection, _) = try rawConnection(socket)
+        self.connection = connection
+        try connection.send(["op": "subscribe", "patterns": .array(patterns.map(JSON.string)), "since_seq": .int(1)])
+        guard try connection.readJSON()?["type"] == "subscribed" else { throw POSIXError(.EPROTO) }
+        let lines = lines
+        // The reading thread is the only user of the connection from here on.
+        nonisolated(unsafe) let reader = connection
+        Thread.detachNewThread {
+            _ = try? reader.forEachLine { bytes in
+                if let line = try? JSON.parse(bytes) { lines.update { $0.append(line) } }
+                return true
+            }
+        }
+    }
+
+    var events: [JSON] { lines.value.filter { $0["type"] == "event" } }
+    func named(_ prefix: String) -> [JSON] { events.filter { $0["name"]?.stringValue?.hasPrefix(prefix) == true } }
+
+    /// (origin host or "local", n) of each event named `prefix…`, in arrival order.
+    func keys(_ prefix: String) -> [String] {
+        named(prefix).map { event in
+            let fields = event["fields"]
+            return "\(fields?["@origin.host"]?.stringValue ?? "local"):\(fields?["n"]?.intValue ?? -1)"
+        }
+    }
+}
+
+/// Posts `name` with fields n = from…through to a host, over one connection.
+func post(_ socket: String, _ name: String, _ range: ClosedRange<Int>) throws {
+    let (connection, _) = try rawConnection(socket)
+    var bytes: [UInt8] = []
+    for n in range { bytes += JSONWriter.line(["op": "post", "name": .string(name), "fields": ["n": .int(Int64(n))]]) }
+    try connection.send(bytes)
+    for _ in range {
+        guard try connection.readJSON()?["type"] == "posted" else { throw POSIXError(.EPROTO) }
+    }
+}

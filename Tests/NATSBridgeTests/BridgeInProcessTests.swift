@@ -1,0 +1,132 @@
+import EventBusKit
+import Foundation
+import Logging
+import NATSBridge
+import Testing
+import TestSupport
+
+/// Two buses in this process, each with its own bridge, through a real nats-server.
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+struct BridgeInProcessTests {
+    let directory: TemporaryDirectory
+    let server: NATSServer
+
+    init() throws {
+        directory = try TemporaryDirectory("bridge-test")
+        server = try NATSServer(storage: directory.path)
+    }
+
+    func bridge(_ host: String, bus: Bus, export: [String] = [], import imports: [String] = [],
+                durable: Bool = false) throws -> NATSBridge {
+        var config = BridgeConfig(servers: [server.url], host: host)
+        config.export = try export.map(EventPattern.init)
+        config.import = try imports.map(EventPattern.init)
+        if durable { config.durable = BridgeConfig.Durable() }
+        let bridge = NATSBridge(config: config, bus: bus, stateDirectory: directory.at("state-\(host)"),
+                                logger: Logger(label: "bridge-\(host)"))
+        try bridge.start()
+        return bridge
+    }
+
+    func collect(_ bus: Bus, _ pattern: String) throws -> (Collected<[Event]>, AnyCancellable) {
+        let events = Collected<[Event]>([])
+        let subscription = try bus.publisher(for: pattern).sink { event in events.update { $0.append(event) } }
+        return (events, subscription)
+    }
+
+    /// Posts `app.warmup` on `bus` until one reaches `received`: then the importing side is
+    /// subscribed (durable: its consumer is bound) and the next events are the test's own.
+    func warmUp(_ bus: Bus, _ received: Collected<[Event]>) async {
+        #expect(await eventually {
+            bus.post("app.warmup")
+            return received.value.contains { $0.name == "app.warmup" }
+        })
+    }
+
+    @Test(arguments: [false, true])
+    func everyFieldTypeSurvivesTheTripWithItsOrigin(durable: Bool) async throws {
+        let busA = Bus(), busB = Bus()
+        let a = try bridge("alpha", bus: busA, export: ["app.>"], durable: durable)
+        let b = try bridge("beta", bus: busB, import: ["app.>"], durable: durable)
+        defer { a.stop(); b.stop() }
+        let (received, subscription) = try collect(busB, "app.>")
+        defer { subscription.cancel() }
+        await warmUp(busA, received)
+        let warmups = received.value.count
+        let date = Date(timeIntervalSinceReferenceDate: 774_000_000.123_456_789)
+        let fields: [String: FieldValue] = [
+            "text": "héllo wörld, \"quoted\"", "empty": "", "count": .int(-9_223_372_036_854_775_807),
+            "ratio": .double(0.1 + 0.2), "third": .double(1.0 / 3.0), "whole": .double(2.0), "flag": true, "off": false,
+            "when": .date(date),
+        ]
+        let wall = Date(timeIntervalSinceReferenceDate: 774_000_001.5)
+        let sequence = busA.post(Event(name: "app.deploy.done", source: "deployer", fields: fields, wallTime: wall))
+        #expect(await eventually { received.value.contains { $0.name == "app.deploy.done" } })
+        let event = try #require(received.value.first { $0.name == "app.deploy.done" })
+        #expect(event.name == "app.deploy.done")
+        #expect(event.source == "deployer")
+        #expect(event.wallTime == wall)
+        #expect(event.origin?.host == "alpha")
+        #expect(event.origin?.sequence == sequence)
+        var withoutOrigin = event.fields
+        for key in [EventOrigin.hostField, EventOrigin.sequenceField, EventOrigin.instanceField] { withoutOrigin[key] = nil }
+        #expect(withoutOrigin == fields)  // FieldValue equality: same case, same bits
+        #expect(event["ratio"]?.doubleValue?.bitPattern == (0.1 + 0.2).bitPattern)
+        #expect(await eventually { b.statistics.imported >= UInt64(warmups) + 1 })
+    }
+
+    @Test func aHostDropsItsOwnEchoesAndNeverReExportsImports() async throws {
+        let busA = Bus(), busB = Bus()
+        let a = try bridge("alpha", bus: busA, export: [">"], import: [">"])
+        let b = try bridge("beta", bus: busB, export: [">"], import: [">"])
+        defer { a.stop(); b.stop() }
+        let (onA, subscriptionA) = try collect(busA, "ping.>")
+        let (onB, subscriptionB) = try collect(busB, "ping.>")
+        defer { subscriptionA.cancel(); subscriptionB.cancel() }
+        #expect(await eventually { a.statistics.state == "connected" && b.statistics.state == "connected" })
+        try await Task.sleep(for: .milliseconds(100))  // subscriptions reach the server
+        busA.post("ping.one", fields: ["n": 1])
+        #expect(await eventually { onB.value.count == 1 && a.statistics.echoesDropped == 1 })
+        try await Task.sleep(for: .milliseconds(300))
+        // A saw its own event once (local), B once (imported) and did not send it back.
+        #expect(onA.value.count == 1)
+        #expect(onA.value.first?.origin == nil)
+        #expect(onB.value.count == 1)
+        #expect(onB.value.first?.origin?.host == "alpha")
+        #expect(b.statistics.exported == 0)
+        #expect(a.statistics.imported == 0)
+    }
+
+    @Test func twoOverlappingImportPatternsPostAnEventOnce() async throws {
+        let busA = Bus(), busB = Bus()
+        let a = try bridge("alpha", bus: busA, export: [">"])
+        let b = try bridge("beta", bus: busB, import: ["app.>", "app.deploy.*", "*.deploy.done"])
+        defer { a.stop(); b.stop() }
+        let (received, subscription) = try collect(busB, ">")
+        defer { subscription.cancel() }
+        #expect(await eventually { a.statistics.state == "connected" && b.statistics.state == "connected" })
+        try await Task.sleep(for: .milliseconds(100))
+        busA.post("app.deploy.done")
+        busA.post("app.other")
+        busA.post("web.deploy.done")
+        busA.post("web.other")
+        #expect(await eventually { received.value.count == 3 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(received.value.map(\.name).sorted() == ["app.deploy.done", "app.other", "web.deploy.done"])
+    }
+
+    @Test func anEventNATSCannotCarryIsAnnouncedNotSilentlyLost() async throws {
+        let bus = Bus()
+        let a = try bridge("alpha", bus: bus, export: [">"])
+        defer { a.stop() }
+        let (gaps, subscription) = try collect(bus, "bridge.gap")
+        defer { subscription.cancel() }
+        bus.post("bad name.with space")
+        #expect(await eventually { !gaps.value.isEmpty })
+        let gap = try #require(gaps.value.first.flatMap(BridgeGap.init))
+        #expect(gap.kind == .publishFailed)
+        #expect(gap.dropped == 1)
+        #expect(gap.subjects == ["bad name.with space"])
+        #expect(gap.host == "alpha")
+    }
+}
