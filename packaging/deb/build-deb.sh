@@ -22,9 +22,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -z "$products" ]; then products=$(swift build -c "$configuration" --show-bin-path); fi
-if [ ! -x "$products/eventbusd" ] || [ ! -x "$products/eventbus" ]; then
+if [ ! -x "$products/eventbusd" ] || [ ! -x "$products/eventbus" ] || [ ! -x "$products/eventbus-module-worker" ]; then
   swift build -c "$configuration" --product eventbusd
   swift build -c "$configuration" --product eventbus
+  swift build -c "$configuration" --product eventbus-module-worker
   for module in Hello Follower RateSummary; do swift build -c "$configuration" --product "$module"; done
 fi
 command -v help2man >/dev/null || { echo "help2man is missing (apt-get install help2man)" >&2; exit 1; }
@@ -42,10 +43,11 @@ install -d "$lib/modules" "$stage/usr/bin" "$stage/etc/eventbus" "$stage/lib/sys
 
 # Binaries and libraries side by side: RUNPATH $ORIGIN finds libEventBusKit.so and the Swift
 # runtime here (the toolchain's own folder, first in RUNPATH, is absent on a plain machine).
-install -m 0755 "$products/eventbusd" "$products/eventbus" "$lib/"
+# eventbus-module-worker runs process-isolated modules; eventbusd finds it next to itself.
+install -m 0755 "$products/eventbusd" "$products/eventbus" "$products/eventbus-module-worker" "$lib/"
 install -m 0644 "$products/libEventBusKit.so" "$lib/"
 for module in Hello Follower RateSummary; do install -m 0644 "$products/lib$module.so" "$lib/modules/"; done
-for binary in "$lib/eventbusd" "$lib/eventbus" "$lib/libEventBusKit.so" "$lib"/modules/*.so; do
+for binary in "$lib/eventbusd" "$lib/eventbus" "$lib/eventbus-module-worker" "$lib/libEventBusKit.so" "$lib"/modules/*.so; do
   ldd "$binary" | awk '$3 ~ /^\/opt\/swift\// || $3 ~ /\/usr\/lib\/swift\// { print $3 }'
 done | sort -u | while read -r runtime; do install -m 0644 "$runtime" "$lib/"; done
 ln -s ../lib/eventbus/eventbusd "$stage/usr/bin/eventbusd"

@@ -21,7 +21,7 @@ import Testing
 
         let contents = try shell("dpkg-deb --contents \(package)").output
         for path in ["./usr/bin/eventbusd -> ../lib/eventbus/eventbusd", "./usr/lib/eventbus/libEventBusKit.so",
-                     "./usr/lib/eventbus/libswiftCore.so", "./usr/lib/eventbus/modules/libHello.so",
+                     "./usr/lib/eventbus/libswiftCore.so", "./usr/lib/eventbus/eventbus-module-worker", "./usr/lib/eventbus/modules/libHello.so",
                      "./usr/share/eventbus/EventBusKit/Package.swift", "./lib/systemd/system/eventbusd.service",
                      "./usr/share/man/man8/eventbusd.8.gz", "./usr/share/man/man1/eventbus-tail.1.gz",
                      "./usr/share/bash-completion/completions/eventbus", "./etc/eventbus/eventbus.yaml"] {
@@ -43,6 +43,13 @@ import Testing
               eventbusd --check-config --config /etc/eventbus/eventbus.yaml
               eventbus --version
               eventbus module sdk-path
+              # Run it: the packaged hello module in its worker process, driven by the CLI.
+              eventbusd --config /etc/eventbus/eventbus.yaml --socket /tmp/control.sock > /tmp/eventbusd.log 2>&1 &
+              daemon=$!
+              for i in $(seq 300); do eventbus status --socket /tmp/control.sock >/dev/null 2>&1 && break; sleep 0.1; done
+              eventbus modules --socket /tmp/control.sock
+              eventbus post --socket /tmp/control.sock user.packaged --print-seq
+              kill -TERM $daemon; wait $daemon; echo "eventbusd exited $?"
               getent passwd eventbus
               echo "# local change" >> /etc/eventbus/eventbus.yaml
               dpkg -r eventbus
@@ -52,8 +59,10 @@ import Testing
               getent passwd eventbus || echo "user removed"'
             """)
         #expect(session.status == 0, "\(session.output)")
+        let modules = session.output.split(separator: "\n").first { $0.hasPrefix("hello") } ?? ""
+        #expect(modules.contains("active") && modules.contains("process"), "hello runs in a worker: \(session.output)")
         for line in ["module hello: loads, ABI ok (/usr/lib/eventbus/modules/libHello.so)", "\nok\n",
-                     "(control protocol", "/usr/share/eventbus/EventBusKit", "eventbus:x:",
+                     "(control protocol", "/usr/share/eventbus/EventBusKit", "eventbus:x:", "eventbusd exited 0",
                      "conffile kept on remove", "purged", "user removed"] {
             #expect(session.output.contains(line), "\(line) in: \(session.output)")
         }
