@@ -42,7 +42,7 @@ final class ModuleStallWatch: @unchecked Sendable {
 
     private func look() {
         for module in statistics() {
-            let before = lastDropped[module.name] ?? module.dropped
+            let before = lastDropped[module.name] ?? 0  // drops before the first look count too
             lastDropped[module.name] = module.dropped
             var log = logger
             log[metadataKey: "module"] = "\(module.name)"
