@@ -42,8 +42,7 @@ final class ModuleStallWatch: @unchecked Sendable {
 
     private func look() {
         for module in statistics() {
-            // A module not seen before counts from zero: drops before the first look are a stall too.
-            let before = lastDropped[module.name] ?? 0
+            let before = lastDropped[module.name] ?? 0  // drops before the first look count too
             lastDropped[module.name] = module.dropped
             var log = logger
             log[metadataKey: "module"] = "\(module.name)"

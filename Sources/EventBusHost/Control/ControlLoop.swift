@@ -26,8 +26,9 @@ protocol LoopWatcher: AnyObject {
 /// ## Threads
 /// Everything registered here — ``add(_:events:watcher:)``, ``modify(_:events:)``,
 /// ``remove(_:)``, ``after(_:_:)`` and the watchers' `ready` — runs on the loop's thread.
-/// ``execute(_:)`` is the one entry from other threads: it queues work for the loop and wakes
-/// it through an eventfd (one write per idle-to-busy transition).
+/// ``execute(_:)`` is the one entry from other threads: it queues work for the loop, and wakes
+/// it through an eventfd only when the loop sleeps in `epoll_wait` (one write per idle spell; a
+/// busy loop picks the work up without a system call).
 final class ControlLoop: @unchecked Sendable {
     // @unchecked: `pending`/`wakeRequested` are behind `lock`; the rest is the loop thread's.
 
@@ -41,6 +42,8 @@ final class ControlLoop: @unchecked Sendable {
     private let wake: Int32
     private let lock = NSLock()
     private var pending: [@Sendable () -> Void] = []
+    /// The loop is in (or about to enter) `epoll_wait` with nothing pending: work must wake it.
+    private var sleeping = false
     private var wakeRequested = false
     /// Set by ``stopAndWait()``: later work is dropped (a feed may still wake a session that the
     /// shutdown already ended), and the eventfd, closed, is never written.
@@ -79,7 +82,7 @@ final class ControlLoop: @unchecked Sendable {
         let mustWake = lock.withLock { () -> Bool in
             guard !finished else { return false }
             pending.append(work)
-            if wakeRequested { return false }
+            guard sleeping, !wakeRequested else { return false }
             wakeRequested = true
             return true
         }
@@ -136,15 +139,25 @@ final class ControlLoop: @unchecked Sendable {
 
     private func run() {
         var events = [epoll_event](repeating: epoll_event(), count: 128)
+        var work: [@Sendable () -> Void] = []
         while running {
-            let count = events.withUnsafeMutableBufferPointer { buffer in
-                epoll_wait(epoll, buffer.baseAddress, Int32(buffer.count), timeout())
+            let idle = lock.withLock { () -> Bool in
+                guard pending.isEmpty else { return false }
+                sleeping = true
+                return true
             }
-            if count < 0 {
-                if errno == EINTR { continue }
+            let count = events.withUnsafeMutableBufferPointer { buffer in
+                epoll_wait(epoll, buffer.baseAddress, Int32(buffer.count), idle ? timeout() : 0)
+            }
+            if count < 0 && errno != EINTR {
                 preconditionFailure("epoll_wait: \(String(cString: strerror(errno)))")
             }
-            for index in 0..<Int(count) {
+            lock.withLock {
+                sleeping = false
+                wakeRequested = false
+                swap(&pending, &work)
+            }
+            for index in 0..<max(0, Int(count)) {
                 let fd = events[index].data.fd
                 if fd == wake {
                     var value: UInt64 = 0
@@ -155,12 +168,8 @@ final class ControlLoop: @unchecked Sendable {
                 // new connection got the number, and sees a spurious wake-up it tolerates).
                 watchers[fd]?.ready(events[index].events)
             }
-            let work = lock.withLock { () -> [@Sendable () -> Void] in
-                wakeRequested = false
-                defer { pending.removeAll(keepingCapacity: pending.count <= 1024) }
-                return pending
-            }
             for item in work { item() }
+            work.removeAll(keepingCapacity: work.count <= 1024)
             runDueTimers()
         }
         watchers.removeAll()
@@ -170,7 +179,7 @@ final class ControlLoop: @unchecked Sendable {
 
     /// Milliseconds to the next timer; -1 (wait for a descriptor) when there is none.
     private func timeout() -> Int32 {
-        guard let next = timers.map(\.deadline).min() else { return -1 }
+        guard !timers.isEmpty, let next = timers.map(\.deadline).min() else { return -1 }
         let left = next - .now
         if left <= .zero { return 0 }
         return Int32(min(60_000, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1))

@@ -62,6 +62,26 @@ import Testing
         #expect(stalled.violations.isEmpty)
     }
 
+    /// Events the queue took in a batch but has not run yet still count as queued: a handler
+    /// stuck on the first of ten leaves nine waiting, whether they came in one batch or not.
+    @Test func eventsTakenInABatchButNotRunCountAsQueued() async throws {
+        let bus = Bus()
+        let mailbox = Mailbox(label: "batch")
+        let release = DispatchSemaphore(value: 0)
+        let subscriber = RecordingSubscriber()
+        subscriber.onValue = { event in
+            if event.name == "e.1" { release.wait() }
+            return .none
+        }
+        try bus.scoped(to: mailbox).publisher(for: "e.*").subscribe(subscriber)
+        for i in 1...10 { bus.post("e.\(i)") }
+        #expect(await eventually { subscriber.events.count == 1 && mailbox.statistics.queued == 9 },
+                "queued: \(mailbox.statistics.queued)")
+        release.signal()
+        #expect(await eventually { subscriber.events.count == 10 })
+        #expect(mailbox.statistics.queued == 0)
+    }
+
     @Test func demandAndCancelAreHandledOnTheMailbox() async throws {
         let bus = Bus()
         let mailbox = Mailbox(label: "m")

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// A bounded, serial delivery queue: the lane of every subscription made through a bus handle
 /// scoped to it (``Bus/scoped(to:)``). The host gives each handler module one.
@@ -22,6 +23,9 @@ public final class Mailbox: Sendable {
     public struct Statistics: Sendable, Hashable {
         public var delivered: UInt64 = 0
         public var dropped: UInt64 = 0
+        /// Events not yet handed to their subscriber: waiting in the mailbox, or taken by the
+        /// queue in a batch behind the one it is running. (What a shutdown loses if the module
+        /// never gets to them.)
         public var queued: Int = 0
     }
 
@@ -51,6 +55,9 @@ public final class Mailbox: Sendable {
     }
 
     private let state = Locked(State())
+    /// Events of the batch the queue is working through that it has not started yet: they left
+    /// `queuedEvents` when the batch was taken, and are still waiting. Written by the queue only.
+    private let takenNotRun = Atomic<Int>(0)
     /// Jobs taken per lock acquisition by the queue.
     private static let batchSize = 256
 
@@ -63,7 +70,7 @@ public final class Mailbox: Sendable {
     public var statistics: Statistics {
         state.withLock { state in
             var statistics = state.statistics
-            statistics.queued = state.queuedEvents
+            statistics.queued = state.queuedEvents + takenNotRun.load(ordering: .relaxed)
             return statistics
         }
     }
@@ -147,9 +154,12 @@ public final class Mailbox: Sendable {
             observer?()
             let more = state.withLock { state -> Bool in
                 observer = state.batchObserver
+                var events = 0
+                defer { takenNotRun.store(events, ordering: .relaxed) }  // under the lock: statistics add both
                 while batch.count < Self.batchSize, let job = state.jobs.popFirst() {
                     switch job {
                     case .event:
+                        events += 1
                         state.queuedEvents -= 1
                         state.statistics.delivered += 1
                     case .gap(let subscription, let gap):
@@ -165,7 +175,9 @@ public final class Mailbox: Sendable {
             guard more else { return }
             for job in batch {
                 switch job {
-                case .event(let subscription, let event): subscription.deliverOnLane(event)
+                case .event(let subscription, let event):
+                    takenNotRun.subtract(1, ordering: .relaxed)
+                    subscription.deliverOnLane(event)
                 case .gap(let subscription, let gap): subscription.deliverOnLane(gap.gap)
                 case .request(let subscription, let demand): subscription.addDemand(demand)
                 case .release(let subscription): subscription.release()
