@@ -39,6 +39,8 @@ struct BridgeDaemonTests {
         #expect(fromBeta.jsonLines.map { $0["name"] } == ["deploy.rollback"])
         let local = try await eventbus(["tail", "--socket", a.socket, "--host", "local", "--last", "10", "--count", "1", "--json"], in: directory)
         #expect(local.jsonLines.map { $0["name"] } == ["deploy.done"])
+        let human = try await eventbus(["tail", "--socket", a.socket, "--host", "beta", "--last", "10", "--count", "1"], in: directory)
+        #expect(human.stdout.contains("deploy.rollback (user) from beta#1 reason=\"smoke test\" step=2"))
         // The CLI shows the bridge.
         let status = try await eventbus(["status", "--socket", b.socket], in: directory)
         #expect(status.stdout.contains("bridge:        core NATS as beta, connected"))
