@@ -1,5 +1,5 @@
 import CNATS
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import Synchronization
 
@@ -58,7 +58,7 @@ final class Exporter: @unchecked Sendable {
 
     /// Waits until the thread has drained the (stopped) queue, at most `timeout`.
     func join(timeout: Duration) -> Bool {
-        finished.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .success
+        finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds))) == .success
     }
 
     /// Whether `name` can be a subject's tail: NATS tokens, no wildcards. The bus accepts any
