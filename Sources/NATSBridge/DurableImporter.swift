@@ -1,5 +1,5 @@
 import CNATS
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import Logging
 import Synchronization
@@ -72,7 +72,7 @@ final class DurableImporter: @unchecked Sendable {
 
     func stop(timeout: Duration) {
         stopping.store(true, ordering: .relaxed)
-        _ = finished.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds)))
+        _ = finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds)))
     }
 
     private func run() {

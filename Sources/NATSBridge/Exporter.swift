@@ -1,5 +1,5 @@
 import CNATS
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import Synchronization
 
@@ -29,6 +29,9 @@ final class Exporter: @unchecked Sendable {
     /// whose stream was deleted, does not publish into nothing.
     private let ensureStream: (() throws -> Void)?
     private let needsStream = Atomic<Bool>(true)
+    /// Durable: events taken from the queue and not yet handed to nats.c (status counts them
+    /// as queued).
+    let holding = Atomic<Int>(0)
     private let retries = NSLock()
     private var retryList: [(subject: String, data: [UInt8], id: String)] = []
 
@@ -55,7 +58,7 @@ final class Exporter: @unchecked Sendable {
 
     /// Waits until the thread has drained the (stopped) queue, at most `timeout`.
     func join(timeout: Duration) -> Bool {
-        finished.wait(timeout: .now() + .nanoseconds(Int(timeout.nanoseconds))) == .success
+        finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds))) == .success
     }
 
     /// Whether `name` can be a subject's tail: NATS tokens, no wildcards. The bus accepts any
@@ -123,13 +126,15 @@ final class Exporter: @unchecked Sendable {
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
         options.MaxWait = 5_000
-        while queue.take(max: 256, into: &batch) {
-            if batch.isEmpty, retryCount > 0 || needsStream.load(ordering: .relaxed) {  // woken for retries
-                if !waitUntilConnected() { break }
-                publishRetries(&options)
-            }
+        // Events are taken from the queue only while connected, so while NATS is away they wait
+        // in the bounded queue (its overflow announced), not in this thread's hands.
+        while waitUntilConnected(), queue.take(max: 256, into: &batch) {
+            if batch.isEmpty { publishRetries(&options) }  // woken for retries or a reconnect
             var index = 0
+            holding.store(batch.count, ordering: .relaxed)
+            defer { holding.store(0, ordering: .relaxed) }
             while index < batch.count {
+                holding.store(batch.count - index, ordering: .relaxed)
                 if !waitUntilConnected() { return }
                 publishRetries(&options)
                 let event = batch[index]

@@ -1,4 +1,5 @@
 import CNATS
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
 /// The stream every host publishes to and this host's durable consumer on it.
@@ -28,10 +29,10 @@ struct JetStreamSetup {
             config.Subjects = list.baseAddress
             config.SubjectsLen = 1
             config.Storage = js_FileStorage
-            config.MaxAge = durable.maxAge.nanoseconds
+            config.MaxAge = durable.maxAge.clampedNanoseconds
             config.MaxBytes = durable.maxBytes > 0 ? durable.maxBytes : -1
             config.MaxMsgs = durable.maxMessages > 0 ? durable.maxMessages : -1
-            config.Duplicates = durable.duplicateWindow.nanoseconds
+            config.Duplicates = durable.duplicateWindow.clampedNanoseconds
             config.Replicas = Int64(durable.replicas)
             return js_AddStream(&info, jetStream, &config, nil, &errorCode)
         }
@@ -80,7 +81,7 @@ struct JetStreamSetup {
         config.DeliverPolicy = js_DeliverByStartSequence
         config.OptStartSeq = max(1, startSequence)
         config.AckPolicy = js_AckExplicit
-        config.AckWait = durable.ackWait.nanoseconds
+        config.AckWait = durable.ackWait.clampedNanoseconds
         config.FilterSubject = UnsafePointer(filterSubject)
         config.MaxAckPending = 20_000
         var info: UnsafeMutablePointer<jsConsumerInfo>?

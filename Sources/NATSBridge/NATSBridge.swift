@@ -151,6 +151,8 @@ public final class NATSBridge: @unchecked Sendable {
         current.queue?.stop()
         if let exporter = current.exporter, !exporter.join(timeout: timeout) {
             logger.warning("bridge: \(current.queue?.count ?? 0) export(s) not published within \(timeout)")
+        } else if let left = current.queue?.count, left > 0 {
+            logger.warning("bridge: \(left) export(s) not published: NATS was not reachable when the host stopped")
         }
         current.durable?.stop(timeout: timeout)
         current.core?.stop()
@@ -216,7 +218,8 @@ public final class NATSBridge: @unchecked Sendable {
         let origins = current.durable?.origins.withLock { $0 } ?? [:]
         return BridgeStatistics(
             host: config.host, mode: config.durable == nil ? "core" : "durable", state: state, servers: config.servers,
-            exported: counters.exported.load(ordering: .relaxed), exportQueued: (current.queue?.count ?? 0) + (current.exporter?.retryCount ?? 0),
+            exported: counters.exported.load(ordering: .relaxed), exportQueued: (current.queue?.count ?? 0) + (current.exporter?.retryCount ?? 0)
+                + (current.exporter?.holding.load(ordering: .relaxed) ?? 0),
             exportInFlight: counters.inFlight.load(ordering: .relaxed), imported: counters.imported.load(ordering: .relaxed),
             importLag: counters.importLag.load(ordering: .relaxed), echoesDropped: counters.echoesDropped.load(ordering: .relaxed),
             redeliveriesDropped: counters.redeliveriesDropped.load(ordering: .relaxed),

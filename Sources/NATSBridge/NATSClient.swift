@@ -1,5 +1,5 @@
 import CNATS
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
 /// One nats.c connection with the bridge's options: servers, authentication, TLS, reconnecting
@@ -156,13 +156,6 @@ final class NATSClient: @unchecked Sendable {
 }
 
 extension Duration {
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
-    }
-
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
+    /// Whole milliseconds, as nats.c's options take them (from the SDK's clamped conversion).
+    var milliseconds: Int64 { clampedNanoseconds / 1_000_000 }
 }

@@ -129,4 +129,26 @@ struct BridgeInProcessTests {
         #expect(gap.subjects == ["bad name.with space"])
         #expect(gap.host == "alpha")
     }
+
+    @Test func exportsBeyondTheBufferWhileNATSIsAwayAreCountedAndAnnounced() async throws {
+        let bus = Bus()
+        var config = BridgeConfig(servers: ["nats://127.0.0.1:\(try NATSServer.freePort())"], host: "alpha")
+        config.export = [try EventPattern("app.>")]
+        config.exportBuffer = 20
+        config.durable = BridgeConfig.Durable()  // durable: exports wait for NATS instead of going out
+        let bridge = NATSBridge(config: config, bus: bus, stateDirectory: directory.at("state-alpha"), logger: Logger(label: "alpha"))
+        try bridge.start()  // nobody listens there: the bridge keeps trying in the background
+        defer { bridge.stop(timeout: .milliseconds(100)) }
+        let (gaps, subscription) = try collect(bus, "bridge.gap")
+        defer { subscription.cancel() }
+        for n in 1...50 { bus.post("app.tick", fields: ["n": .int(Int64(n))]) }
+        #expect(await eventually { gaps.value.compactMap(BridgeGap.init).reduce(0) { $0 + ($1.dropped ?? 0) } == 30 })
+        let gap = try #require(gaps.value.first.flatMap(BridgeGap.init))
+        #expect(gap.kind == .exportOverflow)
+        #expect(gap.subjects == ["app.tick"])
+        #expect(gap.from <= gap.until)
+        #expect(bridge.statistics.state != "connected")
+        #expect(bridge.statistics.exportQueued == 20)
+        #expect(bridge.statistics.lost == 30)
+    }
 }

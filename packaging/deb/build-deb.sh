@@ -50,6 +50,17 @@ for module in Hello Follower RateSummary; do install -m 0644 "$products/lib$modu
 for binary in "$lib/eventbusd" "$lib/eventbus" "$lib/eventbus-module-worker" "$lib/libEventBusKit.so" "$lib"/modules/*.so; do
   ldd "$binary" | awk '$3 ~ /^\/opt\/swift\// || $3 ~ /\/usr\/lib\/swift\// { print $3 }'
 done | sort -u | while read -r runtime; do install -m 0644 "$runtime" "$lib/"; done
+# Depends: the Debian packages of every system library the binaries, modules and bundled runtime
+# load (libsystemd0, libnats3.4, libc6, libstdc++6, …), found by dpkg rather than listed by hand.
+depends=$(for binary in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/*.so "$lib"/modules/*.so; do
+  ldd "$binary" | awk '$3 ~ /^\// { print $3 }'
+done | sort -u | grep -v -e "^$stage/" -e '^/opt/swift/' | while read -r library; do
+  real=$(readlink -f "$library")
+  for candidate in "$library" "$real" "${library#/usr}" "${real#/usr}" "/usr$library" "/usr$real"; do
+    owner=$(dpkg -S "$candidate" 2>/dev/null | head -1 | cut -d: -f1) && [ -n "$owner" ] && { echo "$owner"; break; }
+  done
+done | sort -u | paste -sd, - | sed 's/,/, /g')
+[ -n "$depends" ] || { echo "could not find the packages of the libraries eventbusd needs" >&2; exit 1; }
 ln -s ../lib/eventbus/eventbusd "$stage/usr/bin/eventbusd"
 ln -s ../lib/eventbus/eventbus "$stage/usr/bin/eventbus"
 
@@ -86,7 +97,7 @@ Package: eventbus
 Version: $version
 Architecture: $arch
 Maintainer: EventBus developers <eventbus@localhost>
-Depends: libc6, libsystemd0, libstdc++6, libgcc-s1, passwd
+Depends: $depends, passwd
 Section: admin
 Priority: optional
 Installed-Size: $(du -sk "$stage" | cut -f1)

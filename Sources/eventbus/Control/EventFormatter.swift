@@ -6,6 +6,7 @@ import Glibc
 ///
 ///     Mar 05 14:02:11.123 #1234 user.deploy.done (user) env=prod version=1.4.2
 ///     Mar 05 14:02:12.501 #1240 journal.entry (journal:unit ssh.service) unit=ssh.service: Accepted key for root
+///     Mar 05 14:02:12.730 #1241 deploy.done (user) from web-1#88 version=1.4.2
 ///     -- 12 events dropped (#1241-#1252): this tail did not keep up --
 ///
 /// Local time with milliseconds, the bus sequence number (what `--since` takes), the name, the
@@ -33,8 +34,18 @@ struct EventFormatter {
         let fields = line["fields"]?.objectValue ?? [:]
         var text = paint(Self.localTime(line["time"]?.stringValue ?? "", utc: utc), "2") + " " + paint("#\(sequence)", "2") + " "
         text += paint(name, "1;36") + " " + paint("(\(source))", "2")
+<<<<<<< HEAD
         for key in fields.keys.sorted() where key != "message" {
             text += " " + Self.escape(key) + "=" + Self.show(fields[key]!)
+=======
+        // An event imported through the NATS bridge: where it came from, instead of its three
+        // reserved origin fields.
+        if let origin = fields["@origin.host"]?.stringValue {
+            text += " " + paint("from \(origin)#\(fields["@origin.seq"]?.intValue ?? 0)", "35")
+        }
+        for key in fields.keys.sorted() where key != "message" && !key.hasPrefix("@origin.") {
+            text += " " + key + "=" + Self.show(fields[key]!)
+>>>>>>> bridge
         }
         if let message = fields["message"] {
             let shown = message.stringValue.map(Self.escape) ?? Self.show(message)

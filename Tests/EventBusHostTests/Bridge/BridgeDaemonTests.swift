@@ -39,6 +39,9 @@ struct BridgeDaemonTests {
         #expect(fromBeta.jsonLines.map { $0["name"] } == ["deploy.rollback"])
         let local = try await eventbus(["tail", "--socket", a.socket, "--host", "local", "--last", "10", "--count", "1", "--json"], in: directory)
         #expect(local.jsonLines.map { $0["name"] } == ["deploy.done"])
+        let human = try await eventbus(["tail", "--socket", a.socket, "--host", "beta", "--last", "10", "--count", "1"], in: directory)
+        let betaSequence = onA["fields"]?["@origin.seq"]?.intValue ?? -1  // 1, or 2 if alpha's event reached beta first
+        #expect(human.stdout.contains("deploy.rollback (user) from beta#\(betaSequence) reason=\"smoke test\" step=2"))
         // The CLI shows the bridge.
         let status = try await eventbus(["status", "--socket", b.socket], in: directory)
         #expect(status.stdout.contains("bridge:        core NATS as beta, connected"))

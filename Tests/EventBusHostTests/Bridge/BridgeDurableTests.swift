@@ -45,6 +45,44 @@ struct BridgeDurableTests {
         server.stop()
     }
 
+    /// NATS stopped (the process gone, not frozen) and started again on its port with its
+    /// storage: exports wait in the bounded buffer meanwhile, and every event arrives once.
+    @Test func aServerRestartLosesNothingAndDuplicatesNothing() async throws {
+        let directory = try TemporaryDirectory("bridge-durable")
+        var server = try NATSServer(storage: directory.path)
+        let a = try BridgedHost("alpha", server: server, in: directory, bridge: Self.settings)
+        let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings)
+        try await b.start()
+        try await a.start()
+        #expect(await eventually { b.daemon?.output.contains("importing from stream TESTBUS") == true })
+        let tailB = try TailCollector(b.socket, ["load.>", "bridge.gap"])
+        try post(a.socket, "load.tick", 1...10)
+        #expect(await eventually { tailB.named("load.").count == 10 })
+        let port = server.port
+        server.stop()
+        #expect(await eventually { a.bridgeStatus?["state"]?.stringValue == "reconnecting" })
+        try post(a.socket, "load.tick", 11...60)  // NATS is gone: they wait in alpha's buffers
+        #expect(await eventually { a.count("export_queued") + a.count("export_in_flight") >= 50 })
+        try await Task.sleep(for: .seconds(1))
+        server = try NATSServer(storage: directory.path, port: port)
+        do {
+            try post(a.socket, "load.tick", 61...70)
+        } catch {
+            Issue.record("posting to alpha after the restart: \(error)\n\(a.daemon?.output ?? "")")
+            throw error
+        }
+        #expect(await eventually { Set(tailB.keys("load.")).count == 70 })
+        try await Task.sleep(for: .seconds(1))
+        let keys = tailB.keys("load.")
+        #expect(keys.count == 70, "duplicates: \(keys.count - Set(keys).count)")
+        #expect(Set(keys) == Set((1...70).map { "alpha:\($0)" }))
+        #expect(tailB.named("bridge.gap").isEmpty)
+        if keys.count != 70 { print("DEBUG", a.bridgeStatus as Any, b.bridgeStatus as Any, a.daemon?.output ?? "", b.daemon?.output ?? "", server.output) }
+        await a.kill(SIGTERM)
+        await b.kill(SIGTERM)
+        server.stop()
+    }
+
     /// 20 SIGKILLs of the importing host (and, every fourth round, of the exporting one too):
     /// every event arrives, none twice. A host is killed once its tail has everything it took in
     /// so far — its acknowledgements may still be in flight, so the stream redelivers — and events
