@@ -34,18 +34,13 @@ struct EventFormatter {
         let fields = line["fields"]?.objectValue ?? [:]
         var text = paint(Self.localTime(line["time"]?.stringValue ?? "", utc: utc), "2") + " " + paint("#\(sequence)", "2") + " "
         text += paint(name, "1;36") + " " + paint("(\(source))", "2")
-<<<<<<< HEAD
-        for key in fields.keys.sorted() where key != "message" {
-            text += " " + Self.escape(key) + "=" + Self.show(fields[key]!)
-=======
         // An event imported through the NATS bridge: where it came from, instead of its three
         // reserved origin fields.
         if let origin = fields["@origin.host"]?.stringValue {
-            text += " " + paint("from \(origin)#\(fields["@origin.seq"]?.intValue ?? 0)", "35")
+            text += " " + paint("from \(Self.escape(origin))#\(fields["@origin.seq"]?.intValue ?? 0)", "35")
         }
         for key in fields.keys.sorted() where key != "message" && !key.hasPrefix("@origin.") {
-            text += " " + key + "=" + Self.show(fields[key]!)
->>>>>>> bridge
+            text += " " + Self.escape(key) + "=" + Self.show(fields[key]!)
         }
         if let message = fields["message"] {
             let shown = message.stringValue.map(Self.escape) ?? Self.show(message)
