@@ -263,4 +263,28 @@ import Testing
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
+
+    @Test func aModuleInAWorkerUsesATimerTheHostRunsAndCombineOperatorsAsInProcess() async throws {
+        let directory = try TemporaryDirectory()
+        let daemon = try await Daemon.running(config(directory, modules: """
+              rates:
+                path: \(BuildProducts.directory)/libRateSummary.so
+                isolation: process
+                config: {match: ["user.>"], interval_seconds: 0.2}
+            """), in: directory)
+        // The module's timer runs in the host, as a shared source of the host's bus.
+        #expect(await eventually {
+            let sources = (try? ask(socket(directory), ["op": "status"]))?["sources"]?.arrayValue ?? []
+            return sources.contains { $0["id"]?.stringValue == "timer:every 0.2 seconds" }
+        }, "\(daemon.output)")
+        // merge + scan in the worker: the window a tick closes counts the events posted before it.
+        let summaries = try await tail(["summary.rate"], count: 50, directory)
+        try postMany(socket(directory), name: "user.ping", count: 30)
+        #expect(await eventually {
+            summaries.stdout.split(separator: "\n").compactMap { try? JSON.parse(String($0)) }
+                .compactMap { $0["fields"]?["total"]?.intValue }.reduce(0, +) == 30
+        }, "\(summaries.stdout)")
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+    }
 }
