@@ -287,4 +287,24 @@ import Testing
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
+
+    @Test func aModuleRefusedInItsWorkerIsReportedAsInProcessAndTheHostRuns() async throws {
+        let directory = try TemporaryDirectory()
+        let daemon = try await Daemon.running(config(directory, modules: """
+              mismatch:
+                path: \(BuildProducts.fixture("FixtureABIMismatch"))
+              throwing:
+                path: \(BuildProducts.fixture("FixtureActivationThrows"))
+              counter:
+                path: \(BuildProducts.fixture("FixtureCounter"))
+            """), in: directory)
+        #expect(daemon.output.contains("modules.mismatch: cannot load module \(BuildProducts.fixture("FixtureABIMismatch")): ABI mismatch"),
+                "\(daemon.output)")
+        #expect(daemon.output.contains("module throwing refused: activate threw: fixture refuses to start"), "\(daemon.output)")
+        #expect(module("mismatch", directory)?["state"]?.stringValue == "failed")
+        #expect(module("throwing", directory)?["state"]?.stringValue == "failed")
+        #expect(module("counter", directory)?["state"]?.stringValue == "active")
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+    }
 }
