@@ -20,8 +20,12 @@ extension ModuleHost {
             slot.didActivate(.init(instance: .worker(supervisor), reportedName: name, version: version), entry: entry)
             logger.info("module \(slot.name) active (\(name) \(version), \(entry.path), worker pid \(supervisor.snapshot.pid ?? 0))")
         case .failed(let reason):
-            // Worded as the in-process refusals are, so one grep finds both.
-            logger.error("\(entry.location): modules.\(slot.name): \(reason); eventbusd carries on without it")
+            // Worded as for a module in eventbusd, so a refusal reads the same either way.
+            if reason.hasPrefix("cannot load module") {
+                logger.error("\(entry.location): modules.\(slot.name): \(reason)")
+            } else {
+                logger.error("module \(slot.name) refused: \(reason); its worker was ended, eventbusd carries on without it")
+            }
             slot.status = .failed(reason)
         }
     }

@@ -331,6 +331,8 @@ public final class WorkerSupervisor: @unchecked Sendable {
             if silent > UInt64(timeout.clampedNanoseconds), !session.killedAsHung.exchange(true, ordering: .relaxed) {
                 self.log.error("module worker \(session.process.pid) sent no heartbeat within \(timeout): its module is hung; killing it")
                 session.process.kill(SIGKILL)
+                // Ends the reader now, whoever else might still hold the worker's end open.
+                session.channel.close()
             }
         }
         timer.resume()

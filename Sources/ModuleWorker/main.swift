@@ -37,6 +37,11 @@ if unsafeBitCast(prctlSymbol, to: Prctl.self)(PR_SET_PDEATHSIG, UInt(SIGKILL), 0
 }
 if getppid() != parent { exit(70) }
 
+// The host's socket is fd 3 (dup2 cleared its close-on-exec flag): set it again, so nothing
+// this process starts — the Swift runtime's crash backtracer, or a module's own child — holds
+// the host's socket open after this process is gone.
+_ = fcntl(3, F_SETFD, FD_CLOEXEC)
+
 // A closed socket must be an error return, not a signal.
 signal(SIGPIPE, SIG_IGN)
 

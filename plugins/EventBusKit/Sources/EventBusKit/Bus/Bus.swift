@@ -53,7 +53,8 @@ public final class Bus: Sendable {
     public var configuration: Configuration { core.configuration }
 
     /// Posts an event to every matching subscription. Assigns the event its sequence number and
-    /// returns it (0: the bus has finished and the event went nowhere).
+    /// returns it (0: the bus has finished and the event went nowhere — or this is a module
+    /// worker's bus, which hands the event to the host to number and post, without waiting).
     @discardableResult
     public func post(_ event: Event) -> UInt64 {
         core.post(event)
