@@ -274,8 +274,11 @@ import Testing
         let lines = await reading.value
         let announced = log.value.contains { $0.message.contains("announced as lost (gap line, reason shutdown)") }
         let forced = log.value.contains { $0.message.contains("did not take their last lines") }
-        #expect(announced || forced, "\(log.value.map(\.message).suffix(5))")
-        if announced {
+        #expect(announced, "\(log.value.map(\.message).suffix(5))")
+        // Disconnected at the deadline (a very slow machine: it had not even read what was
+        // written before the gap line), the log says so and the stream just ends; otherwise
+        // every event is in the stream or in a gap line.
+        if !forced {
             var covered = Set<Int64>()
             var shutdownGaps = 0
             for line in lines {
