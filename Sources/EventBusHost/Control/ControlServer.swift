@@ -149,7 +149,10 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
             closeListener()
             throw .system(error)
         }
+        // Events posted before the fan-out existed are not waited for at shutdown.
+        let postedBefore = bus.statistics.posted
         fanOut = bus.publisher(for: EventPattern.all).sink { [unowned self] event in self.deliver(event) }
+        lock.withLock { fannedOut = max(fannedOut, postedBefore) }
         loop.start()
         let limit = System.openFileLimit()
         if settings.maxClients + 64 > limit.soft {
@@ -240,9 +243,10 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
 
     /// Waits until the bus's delivery loop has handed every event up to `sequence` to its
     /// subscribers (the fan-out to tails is one of them), or `deadline` passed. Returns whether
-    /// it got there.
+    /// it got there. On the host's control queue.
     @discardableResult
     func waitForDelivery(upTo sequence: UInt64, until deadline: ContinuousClock.Instant) -> Bool {
+        guard fanOut != nil else { return true }  // not started (or stopped): nothing to wait for
         while lock.withLock({ fannedOut < sequence }) {
             if ContinuousClock.now >= deadline { return false }
             Thread.sleep(forTimeInterval: 0.001)
@@ -505,7 +509,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     /// The fan-out: on the bus's delivery loop, for every posted event.
     private func deliver(_ event: Event) {
         lock.lock()
-        fannedOut = event.sequence
+        fannedOut = max(fannedOut, event.sequence)
         ring.append(event)
         for feed in feeds where feed.wants(event) {
             feed.offer(event)

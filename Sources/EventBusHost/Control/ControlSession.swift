@@ -34,6 +34,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
     private unowned let server: ControlServer
 
     private static let batchSize = 1024
+    private static let endingBatchSize = 64
     /// Batches written per wake-up before the loop serves other clients.
     private static let batchesPerTurn = 16
 
@@ -461,7 +462,9 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             }
             turns += 1
             batch.removeAll(keepingCapacity: true)
-            feed.take(upTo: Self.batchSize, into: &batch)
+            // While the stream ends (shutdown), small batches: what is encoded but not yet taken
+            // by the socket stays small, so a `hurry` gap line is not stuck behind much.
+            feed.take(upTo: endingReason == nil ? Self.batchSize : Self.endingBatchSize, into: &batch)
             if batch.isEmpty {
                 // The feed went idle; the next offer wakes us — unless the stream is ending.
                 if let endingReason { finish(reason: endingReason) } else if endWhenDrained { finish(reason: "until") }

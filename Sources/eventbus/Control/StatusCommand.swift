@@ -25,6 +25,11 @@ struct StatusCommand: ParsableCommand {
         if let control = status["control"] {
             let replay = control["replay"]
             print("control:       \(control["socket"]?.stringValue ?? "?"), \(control["clients"]?.intValue ?? 0) client(s), \(control["tailing"]?.intValue ?? 0) tailing; replay holds \(replay?["held"]?.intValue ?? 0)/\(replay?["capacity"]?.intValue ?? 0) (#\(replay?["oldest_seq"]?.intValue ?? 0)-#\(replay?["newest_seq"]?.intValue ?? 0))")
+            let refusedForLimit = control["refused"]?["limit"]?.intValue ?? 0
+            let refusedForDescriptors = control["refused"]?["descriptors"]?.intValue ?? 0
+            if refusedForLimit + refusedForDescriptors > 0 {
+                print("               refused \(refusedForLimit) connection(s) over a client limit, \(refusedForDescriptors) for want of file descriptors")
+            }
         }
         let sources = status["sources"]?.arrayValue ?? []
         print("sources:       \(sources.isEmpty ? "none running" : "")")

@@ -145,7 +145,9 @@ import Testing
         #expect(third.stderr.contains("eventbusd refused the connection: uid \(user.userID) already has 2 connection(s) to eventbusd, its limit (control.max_clients_per_user)"), "\(third.stderr)")
         #expect(await daemon.waitFor("control: refused a connection from uid \(user.userID)"))
         // Root is not limited per user; the user gets in again once a tail has gone.
-        #expect(try await eventbus(["status", "--socket", socket], in: directory).status == 0)
+        let rootStatus = try await eventbus(["status", "--socket", socket], in: directory)
+        #expect(rootStatus.status == 0)
+        #expect(rootStatus.stdout.contains("refused 1 connection(s) over a client limit, 0 for want of file descriptors"), "\(rootStatus.stdout)")
         kill(tails[0].process.processIdentifier, SIGKILL)
         #expect(await eventually { clients(socket) == 2 })
         #expect(try await eventbus(["status", "--socket", socket], as: user, in: directory).status == 0)
@@ -241,6 +243,57 @@ import Testing
         #expect(outcome.acknowledged.count >= 3000)
         #expect(missing.isEmpty, "\(missing.count) acknowledged event(s) neither delivered nor announced, first \(missing.prefix(5)); \(outcome.refused) post(s) refused")
         #expect(!daemon.output.contains("queued event(s) are lost"), "\(daemon.output)")
+    }
+
+    /// A client that reads too slowly to take everything before the shutdown's deadline gets
+    /// the rest announced in a `gap` line (reason `shutdown`) before `end` — the host in this
+    /// process, so its log can be read.
+    @Test func aSlowReaderAtShutdownGetsTheRestAsAShutdownGap() async throws {
+        let directory = try TemporaryDirectory()
+        let (yaml, socket) = config(directory, control: "  client_buffer: 1000000")
+        let configPath = try directory.write("eventbus.yaml", yaml)
+        let (logger, log) = recordingLogger()
+        let host = BusHost(configPath: configPath, logger: logger, control: .configured)
+        try await host.start()
+        let (connection, _) = try rawConnection(socket)
+        try connection.send(["op": "subscribe", "patterns": ["slow.>"]])
+        #expect(try connection.readJSON()?["type"] == "subscribed")
+        let total = 200_000
+        for index in 0..<total { host.bus.post("slow.item", fields: ["n": .int(Int64(index))]) }
+
+        // It reads a little at a time (about 5,000 lines a second) while the host shuts down.
+        struct Handed<Value>: @unchecked Sendable { let value: Value }
+        let reader = Handed(value: connection)
+        let reading = Task.detached { () -> [JSON] in
+            var lines: [JSON] = []
+            while let line = try? reader.value.readJSON() {
+                lines.append(line)
+                if lines.count % 50 == 0 { try? await Task.sleep(for: .milliseconds(10)) }
+            }
+            return lines
+        }
+        _ = await host.shutdown()
+        let lines = await reading.value
+        let announced = log.value.contains { $0.message.contains("announced as lost (gap line, reason shutdown)") }
+        let forced = log.value.contains { $0.message.contains("did not take their last lines") }
+        #expect(announced, "\(log.value.map(\.message).suffix(5))")
+        // Disconnected at the deadline (a very slow machine: it had not even read what was
+        // written before the gap line), the log says so and the stream just ends; otherwise
+        // every event is in the stream or in a gap line.
+        if !forced {
+            var covered = Set<Int64>()
+            var shutdownGaps = 0
+            for line in lines {
+                if line["type"] == "event", let sequence = line["seq"]?.intValue { covered.insert(sequence) }
+                if line["type"] == "gap", let first = line["first_seq"]?.intValue, let last = line["last_seq"]?.intValue {
+                    if line["reason"] == "shutdown" { shutdownGaps += 1 }
+                    for sequence in first...last { covered.insert(sequence) }
+                }
+            }
+            #expect(shutdownGaps >= 1)
+            #expect(covered.count == total, "\(total - covered.count) posted event(s) neither delivered nor announced")
+            #expect(lines.last == ["type": "end", "reason": "shutdown"])
+        }
     }
 
     // MARK: 5. A stalled module and the shutdown budget
