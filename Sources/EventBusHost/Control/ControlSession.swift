@@ -137,6 +137,11 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         for item in batch {
             switch item {
             case .event(let event):
+                // A subscription's `count` bounds what it would have got, and so what it lost.
+                if let left = remaining {
+                    if left == 0 { break }
+                    remaining = left - 1
+                }
                 run = run.map { ($0.count + 1, $0.first, event.sequence) } ?? (1, event.sequence, event.sequence)
             case .gap(let dropped, let first, let last, let reason):
                 announceRun()
