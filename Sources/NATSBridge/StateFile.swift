@@ -1,3 +1,4 @@
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
 /// A small file in the host's state directory, written the way journal consumer positions are:
@@ -23,26 +24,11 @@ struct StateFile {
     }
 
     func write(_ text: String) throws(BridgeError) {
-        func fail(_ doing: String) -> BridgeError {
-            BridgeError(.state, "cannot \(doing): \(String(cString: strerror(errno)))")
+        do {
+            try DurableFile.replace(path, in: directory, with: text)
+        } catch {
+            throw BridgeError(.state, "cannot \(error.doing): \(String(cString: strerror(error.errno)))")
         }
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST { throw fail("create \(directory)") }
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw fail("create \(temporary)") }
-        let bytes = Array(text.utf8)
-        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        guard written == bytes.count, fsync(fd) == 0 else {
-            let error = fail("write \(temporary)")
-            Glibc.close(fd)
-            throw error
-        }
-        Glibc.close(fd)
-        guard rename(temporary, path) == 0 else { throw fail("rename \(temporary) to \(path)") }
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { throw fail("open \(directory)") }
-        defer { Glibc.close(directoryFD) }
-        guard fsync(directoryFD) == 0 else { throw fail("fsync \(directory)") }
     }
 }
 

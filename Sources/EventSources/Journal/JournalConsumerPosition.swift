@@ -1,4 +1,4 @@
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
 /// A named consumer's persisted position: the cursor of the last entry it acknowledged, in
@@ -54,26 +54,11 @@ final class JournalConsumerPosition: JournalPositionKeeper, @unchecked Sendable 
     }
 
     private func write(_ cursor: String) throws {
-        func fail(_ doing: String) -> EventBusError {
-            EventBusError(.acknowledgementFailed, "cannot \(doing) for consumer \(consumer): \(journalErrorText(errno))")
+        do {
+            try DurableFile.replace(path, in: directory, with: cursor + "\n")
+        } catch {
+            throw EventBusError(.acknowledgementFailed, "cannot \(error.doing) for consumer \(consumer): \(journalErrorText(error.errno))")
         }
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST { throw fail("create \(directory)") }
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw fail("create \(temporary)") }
-        let line = Array((cursor + "\n").utf8)
-        let written = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        guard written == line.count, fsync(fd) == 0 else {
-            let error = fail("write \(temporary)")
-            Glibc.close(fd)
-            throw error
-        }
-        Glibc.close(fd)
-        guard rename(temporary, path) == 0 else { throw fail("rename \(temporary) to \(path)") }
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directoryFD >= 0 else { throw fail("open \(directory)") }
-        defer { Glibc.close(directoryFD) }
-        guard fsync(directoryFD) == 0 else { throw fail("fsync \(directory)") }
     }
 }
 
