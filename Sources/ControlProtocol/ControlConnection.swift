@@ -71,14 +71,14 @@ public final class ControlConnection {
 
     deinit { close(fd) }
 
-    /// Makes a read that waits longer than `seconds` fail (with `EAGAIN`) instead of blocking
-    /// for good: for callers that must not hang on a host that stopped answering.
     /// Closes the sending side only (`shutdown(SHUT_WR)`): the host sees the end of the
     /// requests and keeps writing the stream.
     public func shutdownSending() {
         _ = shutdown(fd, Int32(SHUT_WR))
     }
 
+    /// Makes a read that waits longer than `seconds` fail (with `EAGAIN`) instead of blocking
+    /// for good: for callers that must not hang on a host that stopped answering. 0: no limit.
     public func setReceiveTimeout(seconds: Int) {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

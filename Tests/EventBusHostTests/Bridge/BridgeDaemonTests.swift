@@ -21,7 +21,8 @@ struct BridgeDaemonTests {
         let fields: JSON = ["env": "prod", "replicas": .int(3), "ratio": .double(0.25), "canary": .bool(false)]
         _ = try ask(a.socket, ["op": "post", "name": "deploy.done", "fields": fields])
         _ = try ask(b.socket, ["op": "post", "name": "deploy.rollback", "fields": ["reason": "smoke test", "step": .int(2)]])
-        #expect(await eventually { tailA.events.count == 2 && tailB.events.count == 2 })
+        #expect(await eventually { tailA.events.count == 2 && tailB.events.count == 2 },
+                "alpha: \(a.daemon?.output ?? "")\nbeta: \(b.daemon?.output ?? "")\nserver: \(server.output.suffix(3000))\nA: \(tailA.events)\nB: \(tailB.events)")
         let onB = try #require(tailB.named("deploy.done").first)
         #expect(onB["source"] == "user")
         #expect(onB["fields"]?["env"] == "prod")

@@ -33,7 +33,8 @@ struct BridgeDurableTests {
         try await Task.sleep(for: .seconds(3))
         server.resume()
         try post(a.socket, "load.tick", 61...70)
-        #expect(await eventually { Set(tailB.keys("load.")).count == 70 })
+        #expect(await eventually { Set(tailB.keys("load.")).count == 70 },
+                "alpha: \(a.daemon?.output ?? "")\nbeta: \(b.daemon?.output ?? "")\nserver: \(server.output.suffix(3000))\nstatus A: \(String(describing: a.bridgeStatus))\nstatus B: \(String(describing: b.bridgeStatus))")
         try await Task.sleep(for: .seconds(1))  // anything extra (a duplicate) would arrive now
         let keys = tailB.keys("load.")
         #expect(keys.count == 70, "duplicates: \(keys.count - Set(keys).count)")

@@ -60,6 +60,10 @@ final class TailCollector: @unchecked Sendable {
         self.connection = connection
         try connection.send(["op": "subscribe", "patterns": .array(patterns.map(JSON.string)), "since_seq": .int(1)])
         guard try connection.readJSON()?["type"] == "subscribed" else { throw POSIXError(.EPROTO) }
+        // Reads until the host closes the stream (the daemon ends with the test): a quiet spell
+        // longer than rawConnection's minute — a loaded machine running the whole suite — must
+        // not end the collection early.
+        connection.setReceiveTimeout(seconds: 0)
         let lines = lines
         // The reading thread is the only user of the connection from here on.
         nonisolated(unsafe) let reader = connection

@@ -65,16 +65,17 @@ func journalWait(_ pid: pid_t) -> Int32 {
 func journalWaitAsync(_ pid: pid_t, timeout: Duration = .seconds(60)) async -> Int32? {
     let deadline = ContinuousClock.now + timeout
     var status: Int32 = 0
-    while ContinuousClock.now < deadline {
+    while true {
+        // Looked at once more after the deadline: a starved task may wake only past it.
+        let expired = ContinuousClock.now >= deadline
         let result = waitpid(pid, &status, WNOHANG)
         if result == pid {
             if status & 0x7f == 0 { return (status >> 8) & 0xff }
             return 128 + (status & 0x7f)
         }
-        if result < 0 && errno != EINTR { return nil }
+        if (result < 0 && errno != EINTR) || expired { return nil }
         try? await Task.sleep(for: .milliseconds(2))
     }
-    return nil
 }
 
 /// Runs a tool to the end; its exit status.
