@@ -9,6 +9,9 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     /// the document itself.
     public var key: String
     public var message: String
+    /// Further problems found in the same file, in file order: one read of the config reports
+    /// every section and module that is wrong, not only the first.
+    public var more: [ConfigError] = []
 
     public init(file: String, line: Int?, key: String, message: String) {
         self.file = file
@@ -17,10 +20,44 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = message
     }
 
+    /// Every problem, this one first, none holding others.
+    public var all: [ConfigError] {
+        var first = self
+        first.more = []
+        return [first] + more.flatMap(\.all)
+    }
+
+    /// One line per problem.
     public var description: String {
-        var text = file
-        if let line { text += ":\(line)" }
-        if !key.isEmpty { text += ": \(key)" }
-        return text + ": " + message
+        all.map { problem in
+            var text = problem.file
+            if let line = problem.line { text += ":\(line)" }
+            if !problem.key.isEmpty { text += ": \(problem.key)" }
+            return text + ": " + problem.message
+        }.joined(separator: "\n")
+    }
+
+    /// `problems` as one error (the first, holding the rest), or nil when there are none.
+    static func combined(_ problems: [ConfigError]) -> ConfigError? {
+        let flat = problems.flatMap(\.all)
+        guard var first = flat.first else { return nil }
+        first.more = Array(flat.dropFirst())
+        return first
+    }
+}
+
+/// Collects the problems of independent parts of a config (sections, modules) so that one bad
+/// part does not hide the next.
+struct ConfigProblems {
+    private(set) var errors: [ConfigError] = []
+
+    /// `body`'s result, or nil with its error kept.
+    mutating func check<T>(_ body: () throws(ConfigError) -> T) -> T? {
+        do { return try body() } catch { errors.append(error); return nil }
+    }
+
+    /// Throws everything collected, if anything was.
+    func throwIfAny() throws(ConfigError) {
+        if let error = ConfigError.combined(errors) { throw error }
     }
 }

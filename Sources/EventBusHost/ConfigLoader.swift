@@ -42,21 +42,26 @@ extension HostConfig {
         var config = HostConfig(file: file)
         guard let root else { return config }  // an empty file: nothing configured
         let document = ConfigNode(node: root, file: file, key: "")
+        // Each section on its own: a mistake in one is reported with the mistakes of the others.
+        var problems = ConfigProblems()
         for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_isolation", "shutdown_timeout", "control", "state_directory", "bridge"]) {
-            switch key {
-            case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
-            case "state_directory":
-                config.stateDirectory = try value.string()
-                guard config.stateDirectory.hasPrefix("/") else { throw value.error("must be an absolute path") }
-            case "modules": config.modules = try parseModules(value, directory: directory)
-            case "module_mailbox_capacity": config.moduleMailboxCapacity = try value.int(atLeast: 1)
-            case "module_isolation": config.moduleIsolation = try parseIsolation(value)
-            case "shutdown_timeout": config.shutdownTimeout = try value.duration()
-            case "control": config.control = try parseControl(value, directory: directory)
-            case "bridge": config.bridge = try parseBridge(value, directory: directory)
-            default: preconditionFailure("key \(key) allowed but not handled")
+            problems.check { () throws(ConfigError) in
+                switch key {
+                case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
+                case "state_directory":
+                    config.stateDirectory = try value.string()
+                    guard config.stateDirectory.hasPrefix("/") else { throw value.error("must be an absolute path") }
+                case "modules": config.modules = try parseModules(value, directory: directory)
+                case "module_mailbox_capacity": config.moduleMailboxCapacity = try value.int(atLeast: 1)
+                case "module_isolation": config.moduleIsolation = try parseIsolation(value)
+                case "shutdown_timeout": config.shutdownTimeout = try value.duration()
+                case "control": config.control = try parseControl(value, directory: directory)
+                case "bridge": config.bridge = try parseBridge(value, directory: directory)
+                default: preconditionFailure("key \(key) allowed but not handled")
+                }
             }
         }
+        try problems.throwIfAny()
         for index in config.modules.indices where config.modules[index].isolationFromHost {
             config.modules[index].isolation = config.moduleIsolation
         }
@@ -191,33 +196,38 @@ extension HostConfig {
 
     private static func parseModules(_ node: ConfigNode, directory: String) throws(ConfigError) -> [ModuleEntry] {
         var modules: [ModuleEntry] = []
+        // Module by module: each bad entry is reported, not only the first.
+        var problems = ConfigProblems()
         for (name, value) in try node.mapping() {
-            guard isValidModuleName(name) else {
-                throw value.error("a module name is letters, digits, '.', '_' and '-', starting with a letter or digit")
+            problems.check { () throws(ConfigError) in
+                guard isValidModuleName(name) else {
+                    throw value.error("a module name is letters, digits, '.', '_' and '-', starting with a letter or digit")
+                }
+                let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "config", "isolation", "worker"])
+                guard let pathNode = fields["path"] else { throw value.error("a module needs a path (its .so file)") }
+                let path = try pathNode.string()
+                guard !path.isEmpty else { throw pathNode.error("must not be empty") }
+                var config = ModuleConfig()
+                if let section = fields["config"] {
+                    for (key, item) in try section.mapping() { config.values[key] = try item.configValue() }
+                }
+                var entry = ModuleEntry(
+                    name: name,
+                    path: absolute(path, relativeTo: directory),
+                    enabled: try fields["enabled"]?.bool() ?? true,
+                    mailboxCapacity: try fields["mailbox_capacity"]?.int(atLeast: 1),
+                    config: config,
+                    location: "\(node.file):\(pathNode.line ?? value.line ?? 0)")
+                if let isolation = fields["isolation"] {
+                    entry.isolation = try parseIsolation(isolation)
+                } else {
+                    entry.isolationFromHost = true
+                }
+                if let worker = fields["worker"] { entry.worker = try parseWorker(worker) }
+                modules.append(entry)
             }
-            let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "config", "isolation", "worker"])
-            guard let pathNode = fields["path"] else { throw value.error("a module needs a path (its .so file)") }
-            let path = try pathNode.string()
-            guard !path.isEmpty else { throw pathNode.error("must not be empty") }
-            var config = ModuleConfig()
-            if let section = fields["config"] {
-                for (key, item) in try section.mapping() { config.values[key] = try item.configValue() }
-            }
-            var entry = ModuleEntry(
-                name: name,
-                path: absolute(path, relativeTo: directory),
-                enabled: try fields["enabled"]?.bool() ?? true,
-                mailboxCapacity: try fields["mailbox_capacity"]?.int(atLeast: 1),
-                config: config,
-                location: "\(node.file):\(pathNode.line ?? value.line ?? 0)")
-            if let isolation = fields["isolation"] {
-                entry.isolation = try parseIsolation(isolation)
-            } else {
-                entry.isolationFromHost = true
-            }
-            if let worker = fields["worker"] { entry.worker = try parseWorker(worker) }
-            modules.append(entry)
         }
+        try problems.throwIfAny()
         return modules
     }
 

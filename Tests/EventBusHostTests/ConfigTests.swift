@@ -31,6 +31,26 @@ import Testing
         #expect(error.description == "\(error.file):4: modules.hello.path: expected a string, found 12")
     }
 
+    @Test func everyBadSectionAndModuleIsReportedNotOnlyTheFirst() throws {
+        let error = try error(in: """
+            shutdown_timeout: soon
+            modules:
+              a:
+                path: 12
+              good:
+                path: /x/libGood.so
+              b:
+                path: /x/libB.so
+                greting: hello
+            control:
+              client_buffer: 0
+            """)
+        #expect(error.all.map { "\($0.line ?? 0) \($0.key)" } == ["1 shutdown_timeout", "4 modules.a.path", "9 modules.b.greting", "11 control.client_buffer"],
+                "\(error)")
+        #expect(error.description.split(separator: "\n").count == 4)
+        #expect(error.description.hasPrefix(error.file + ":1: shutdown_timeout: "), "\(error)")
+    }
+
     @Test func anUnknownKeyIsAnErrorNotIgnored() throws {
         let error = try error(in: """
             modules: {}
