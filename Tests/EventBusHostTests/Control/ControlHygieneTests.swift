@@ -10,21 +10,11 @@ import Testing
 /// the human tail format is terminal-safe. Every wait is for a condition, bounded only to fail
 /// a broken test; what the kernel says about the process comes from /proc.
 @Suite struct ControlHygieneTests {
-    private func config(_ directory: TemporaryDirectory, control: String = "", rest: String = "") -> (yaml: String, socket: String) {
-        let socket = directory.path + "/run/control.sock"
-        return ("""
-            control:
-              socket: \(socket)
-            \(control)
-            \(rest)
-            """, socket)
-    }
-
     // MARK: 1. Leaked sessions
 
     @Test func clientsThatHangUpReleaseDescriptorSessionFeedAndSourcesAtOnce() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory)
+        let (yaml, socket) = controlConfig(directory)
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
         let pid = daemon.process.processIdentifier
         let watched = directory.path + "/watched"
@@ -74,7 +64,7 @@ import Testing
 
     @Test func runningOutOfDescriptorsRefusesCleanlyWithoutSpinning() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory)
+        let (yaml, socket) = controlConfig(directory)
         let path = try directory.write("eventbus.yaml", yaml)
         // Soft and hard 64: eventbusd cannot raise it, and runs out long before max_clients.
         let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", path], openFiles: 64, in: directory)
@@ -133,7 +123,7 @@ import Testing
         let suffix = uniqueSuffix()
         let tailGroup = try TestGroup("ebt\(suffix)")
         let user = try TestUser("ebl\(suffix)", groups: [tailGroup.name])
-        let (yaml, socket) = config(directory, control: """
+        let (yaml, socket) = controlConfig(directory, control: """
               tail_group: \(tailGroup.name)
               max_clients_per_user: 2
             """)
@@ -159,7 +149,7 @@ import Testing
 
     @Test func connectionChurnLeavesThreadsAndMemoryFlat() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory)
+        let (yaml, socket) = controlConfig(directory)
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
         let pid = daemon.process.processIdentifier
 
@@ -193,7 +183,7 @@ import Testing
 
     @Test func everyAcknowledgedPostIsDeliveredOrAnnouncedAcrossSIGTERM() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory, control: "  client_buffer: 1000000", rest: """
+        let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 1000000", rest: """
             shutdown_timeout: 10s
             modules:
               counter:
@@ -250,7 +240,7 @@ import Testing
     /// process, so its log can be read.
     @Test func aSlowReaderAtShutdownGetsTheRestAsAShutdownGap() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory, control: "  client_buffer: 1000000")
+        let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 1000000")
         let configPath = try directory.write("eventbus.yaml", yaml)
         let (logger, log) = recordingLogger()
         let host = BusHost(configPath: configPath, logger: logger, control: .configured)
@@ -302,7 +292,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let idle = (1...4).map { "idle\($0)" }
         // In-process: the budget is about mailboxes draining and deactivate calls in this process.
-        let (yaml, socket) = config(directory, rest: """
+        let (yaml, socket) = controlConfig(directory, rest: """
             shutdown_timeout: 2s
             module_isolation: none
             modules:
@@ -340,7 +330,7 @@ import Testing
         let suffix = uniqueSuffix()
         let tailGroup = try TestGroup("ebt\(suffix)")
         let user = try TestUser("ebw\(suffix)", groups: [tailGroup.name])
-        let (yaml, socket) = config(directory, control: "  tail_group: \(tailGroup.name)")
+        let (yaml, socket) = controlConfig(directory, control: "  tail_group: \(tailGroup.name)")
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
         let secret = directory.path + "/secret"
         let open = directory.path + "/open"
@@ -398,7 +388,7 @@ import Testing
 
     @Test func theHumanFormatEscapesControlCharactersAndJSONStaysExact() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory)
+        let (yaml, socket) = controlConfig(directory)
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
         let hostile = "a\u{1B}]0;owned\u{07}\u{1B}[31mred\nMar 05 14:02:11.123 #999 user.forged (user) x=1\u{9B}2J"
         let post = try await eventbus(["post", "--socket", socket, "user.hostile", "note=\(hostile)", "plain=ok"], in: directory)

@@ -7,19 +7,9 @@ import Testing
 /// CLI (and raw socket clients where the test needs to misbehave). No timing assertions: every
 /// wait is for a condition, bounded only to fail a broken test.
 @Suite struct ControlSocketTests {
-    private func config(_ directory: TemporaryDirectory, control: String = "", rest: String = "") -> (yaml: String, socket: String) {
-        let socket = directory.path + "/run/control.sock"
-        return ("""
-            control:
-              socket: \(socket)
-            \(control)
-            \(rest)
-            """, socket)
-    }
-
     @Test func tailSeesPostedEventsWithTypedFieldsAndTimerTicks() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory, rest: """
+        let (yaml, socket) = controlConfig(directory, rest: """
             sources:
               timers:
                 - {name: fast, every: 100ms}
@@ -68,7 +58,7 @@ import Testing
 
     @Test func replaySinceAndLastWithAGapForWhatTheRingNoLongerHolds() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory, control: "  replay_events: 5")
+        let (yaml, socket) = controlConfig(directory, control: "  replay_events: 5")
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
         try postMany(socket, name: "user.replay", count: 8)  // sequences 1…8; the ring keeps 4…8
 
@@ -102,7 +92,7 @@ import Testing
 
     @Test func malformedRequestsGetAnErrorLineAndTheConnectionCarriesOn() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory)
+        let (yaml, socket) = controlConfig(directory)
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
         let (connection, hello) = try rawConnection(socket)
         #expect(hello["type"] == "hello")
@@ -140,7 +130,7 @@ import Testing
     @Test func aClientThatStopsReadingLosesItsOwnEventsAnnouncedAndSlowsNobody() async throws {
         let directory = try TemporaryDirectory()
         let total = 20_000
-        let (yaml, socket) = config(directory, control: "  client_buffer: 50000")
+        let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 50000")
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
 
         // The stalled client: a 100-event buffer, and it reads nothing until every event is posted.
@@ -190,7 +180,7 @@ import Testing
 
     @Test func statusAndModulesShowTheHost() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory, rest: """
+        let (yaml, socket) = controlConfig(directory, rest: """
             sources:
               timers:
                 - {name: slow, every: 1h}
@@ -235,7 +225,7 @@ import Testing
         let postGroup = try TestGroup("ebp\(suffix)")
         let outsider = try TestUser("ebo\(suffix)")
         let tailer = try TestUser("ebr\(suffix)", groups: [tailGroup.name])
-        let (yaml, socket) = config(directory, control: """
+        let (yaml, socket) = controlConfig(directory, control: """
               tail_group: \(tailGroup.name)
               post_group: \(postGroup.name)
             """)
@@ -270,7 +260,7 @@ import Testing
 
     @Test func theSocketIsExclusiveStaleOnesAreReplacedAndShutdownEndsStreams() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory)
+        let (yaml, socket) = controlConfig(directory)
         let first = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
 
         // A second host on the same socket refuses to start.
@@ -303,7 +293,7 @@ import Testing
 
     @Test func reloadAppliesControlSettingsAndSaysWhenARestartIsNeeded() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory, control: "  replay_events: 2")
+        let (yaml, socket) = controlConfig(directory, control: "  replay_events: 2")
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
         try postMany(socket, name: "user.r", count: 4)
 
@@ -327,7 +317,7 @@ import Testing
     /// tailers, posters and status readers at once, then a shutdown while they stream.
     @Test func manyClientsAtOnceThenShutdownWhileStreaming() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory, control: "  client_buffer: 100000")
+        let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 100000")
         let configPath = try directory.write("eventbus.yaml", yaml)
         let (logger, _) = recordingLogger()
         let host = BusHost(configPath: configPath, logger: logger, control: .configured)
@@ -383,7 +373,7 @@ import Testing
     /// file created in the watched folder.
     @Test func tailFilesOpensASharedFileSourceOnDemand() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = config(directory)
+        let (yaml, socket) = controlConfig(directory)
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
         let watched = directory.path + "/watched"
         try FileManager.default.createDirectory(atPath: watched, withIntermediateDirectories: false)

@@ -171,3 +171,15 @@ extension DaemonProcessTests.Daemon {
         return daemon
     }
 }
+
+/// A config whose control socket is `run/control.sock` in `directory`, with `control` lines
+/// added to the `control:` section and `rest` after it.
+func controlConfig(_ directory: TemporaryDirectory, control: String = "", rest: String = "") -> (yaml: String, socket: String) {
+    let socket = directory.path + "/run/control.sock"
+    return ("""
+        control:
+          socket: \(socket)
+        \(control)
+        \(rest)
+        """, socket)
+}
