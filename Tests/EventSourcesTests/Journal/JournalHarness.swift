@@ -208,25 +208,14 @@ func journalWriteFile(_ path: String, messages: [String], identifier: String) th
     guard journalWait(pid) == 0 else { throw POSIXError(.EIO) }
 }
 
-/// The built products folder (`.build*/<triple>/<config>/`), found from the test executable.
+/// The journal consumer the resume tests SIGKILL and restart, built next to the test bundle.
 enum JournalBuildProducts {
-    static let directory: String = {
-        var candidates: [String] = []
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            candidates.append((exe as NSString).deletingLastPathComponent)
+    static let consumerFixture: String = {
+        guard let path = BuiltExecutable.path(named: "journal-consumer-fixture") else {
+            fatalError("journal-consumer-fixture not found near the test executable; build with swift build --build-tests first")
         }
-        candidates.append(Bundle.main.bundlePath)
-        for directory in candidates {
-            var current = directory
-            for _ in 0..<4 {
-                if access(current + "/journal-consumer-fixture", X_OK) == 0 { return current }
-                current = (current as NSString).deletingLastPathComponent
-            }
-        }
-        fatalError("journal-consumer-fixture not found near \(candidates); build with swift build --build-tests first")
+        return path
     }()
-
-    static var consumerFixture: String { directory + "/journal-consumer-fixture" }
 }
 
 /// A bus with the journal driver, and a subscription recording what it delivers.
