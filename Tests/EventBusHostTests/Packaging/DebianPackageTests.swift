@@ -66,7 +66,7 @@ import Testing
         #expect(session.status == 0, "\(session.output)")
         let modules = session.output.split(separator: "\n").first { $0.hasPrefix("hello") } ?? ""
         #expect(modules.contains("active") && modules.contains("process"), "hello runs in a worker: \(session.output)")
-        for line in ["module hello: loads, ABI ok (/usr/lib/eventbus/modules/libHello.so)", "\nok\n",
+        for line in ["module hello: loads, ABI ok, config ok (/usr/lib/eventbus/modules/libHello.so)", "\nok\n",
                      "(control protocol", "/usr/share/eventbus/EventBusKit", "eventbus:x:", "eventbusd exited 0",
                      "conffile kept on remove", "purged", "user removed"] {
             #expect(session.output.contains(line), "\(line) in: \(session.output)")
