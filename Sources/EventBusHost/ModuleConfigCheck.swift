@@ -55,7 +55,7 @@ public struct ModuleConfigRefusal: Error, Sendable, CustomStringConvertible {
         let errors = problems.map { problem in
             ConfigError(file: locations.file, line: locations.line(of: problem.path),
                         key: ([locations.key] + problem.path).joined(separator: "."), message: problem.message)
-        }
+        }.enumerated().sorted { ($0.element.line ?? 0, $0.offset) < ($1.element.line ?? 0, $1.offset) }.map(\.element)  // file order
         return ModuleConfigRefusal(problems: errors, validKeys: "\(locations.key) takes: \(keysSummary)")
     }
 

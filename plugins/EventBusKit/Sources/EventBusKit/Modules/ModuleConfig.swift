@@ -125,3 +125,13 @@ public enum ConfigValue: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
+
+/// Literals, as for ``FieldValue``: defaults of a `.list(…, default: ["a", 1])` and tests read
+/// like the YAML they stand for.
+extension ConfigValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+}

@@ -105,19 +105,22 @@ public struct ModuleConfigKeys: Sendable, Hashable, ExpressibleByArrayLiteral {
         return problems
     }
 
-    /// Levenshtein distance, for "did you mean": config keys are short, so the quadratic cost
-    /// is nothing.
+    /// Edit distance counting a swap of two neighbours as one edit (optimal string alignment),
+    /// for "did you mean": `brust` is one edit from `burst`. Config keys are short, so the
+    /// quadratic cost is nothing.
     private static func editDistance(_ a: String, _ b: String) -> Int {
         let a = Array(a), b = Array(b)
-        var previous = Array(0...b.count)
-        for (i, x) in a.enumerated() {
-            var current = [i + 1]
-            for (j, y) in b.enumerated() {
-                current.append(Swift.min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1)))
+        guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
+        var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { d[i][0] = i }
+        for j in 0...b.count { d[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                d[i][j] = Swift.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { d[i][j] = Swift.min(d[i][j], d[i - 2][j - 2] + 1) }
             }
-            previous = current
         }
-        return previous[b.count]
+        return d[a.count][b.count]
     }
 }
 
@@ -210,7 +213,7 @@ public indirect enum ModuleConfigType: Sendable, Hashable {
         case .string: return "a string"
         case .choice(let choices): return "one of \(choices.joined(separator: ", "))"
         case .int(let minimum, let maximum): return "an integer" + Self.bounds(minimum.map(String.init), maximum.map(String.init))
-        case .double(let minimum, let maximum): return "a number" + Self.bounds(minimum.map { "\($0)" }, maximum.map { "\($0)" })
+        case .double(let minimum, let maximum): return "a number" + Self.bounds(minimum?.clean, maximum?.clean)
         case .bool: return "true or false"
         case .list(let item): return "a list of " + item.plural
         case .table(let keys): return "a table {\(keys.summary)}"
