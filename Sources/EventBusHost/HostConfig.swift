@@ -101,6 +101,7 @@ public struct ModuleEntry: Sendable {
         self.mailboxCapacity = mailboxCapacity
         self.config = config
         self.location = location
+        // The loader sets the real places; an entry made in code points at its `file:line`.
         let file = location.split(separator: ":").dropLast().joined(separator: ":")
         self.configLocations = ModuleConfigLocations(file: file, key: "modules.\(name).config",
                                                      sectionLine: location.split(separator: ":").last.flatMap { Int($0) })

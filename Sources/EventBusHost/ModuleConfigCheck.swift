@@ -39,6 +39,10 @@ public struct ModuleConfigLocations: Sendable {
 /// (``EventBusModule/configKeys``): every problem with file, line and key, and the keys the
 /// module reads. The same words in `--check-config`, at start, on reload, in eventbusd and in a
 /// worker process.
+///
+/// Threads: made on the host's control queue (start, reload) or the `--check-config` thread,
+/// before any call into the module; a worker checks on its main thread before `activate` and on
+/// the module's queue before `reconfigure`, and reports only paths and messages (pure values).
 public struct ModuleConfigRefusal: Error, Sendable, CustomStringConvertible {
     public var problems: [ConfigError]
     /// `modules.hello.config takes: greeting (a string, default "hello"), …`.

@@ -117,6 +117,12 @@ import Testing
         let modules = try await runCLI(["modules", "--socket", socket])
         #expect(modules.output.contains("config refused: modules.typo.config.greting: unknown key"), "\(modules.output)")
 
+        // Fixed and reloaded: the refused module starts.
+        try directory.write("eventbus.yaml", try String(contentsOfFile: config, encoding: .utf8)
+            .replacingOccurrences(of: "greting: hi", with: "greeting: hi"))
+        daemon.signal(SIGHUP)
+        #expect(await daemon.waitFor("module typo active (hello 1.0.0"), "\(daemon.output)")
+
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }

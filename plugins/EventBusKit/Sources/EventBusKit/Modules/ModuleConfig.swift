@@ -24,7 +24,9 @@ public struct ModuleConfig: Sendable, Hashable {
         var nested = ModuleConfigKeys.undeclared
         if keys.isDeclared {
             guard let declared = keys[key] else { throw notDeclared(key) }
-            guard case .table(let inner) = declared.type else { throw wrongType(key, "a table", values[key] ?? .table([:])) }
+            guard case .table(let inner) = declared.type else {
+                throw EventBusError(.invalidModuleConfig, "key \"\(key)\" is declared as \(declared.type.article), not a table")
+            }
             nested = inner
         }
         guard let value = values[key] else { return ModuleConfig([:], keys: nested) }
