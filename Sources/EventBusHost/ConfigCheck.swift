@@ -1,6 +1,7 @@
 /// `eventbusd --check-config`: validates the config and loads every enabled module far enough to
 /// pass the ABI check (the preflight of the file as ELF, then dlopen, entry symbol, export
-/// record: `ModuleLoader.load`, as at start and on reload), without activating anything.
+/// record: `ModuleLoader.load`, as at start and on reload), then checks each module's section
+/// against the keys the module declares (``ModuleConfigRefusal``), without activating anything.
 public enum ConfigCheck {
     public struct Report: Sendable {
         /// A summary for people, one line each.
@@ -31,7 +32,15 @@ public enum ConfigCheck {
             }
             do {
                 let library = try loader.load(module.path)
-                lines.append("  module \(module.name): loads, ABI ok (\(library.resolvedPath))")
+                // The section against the module's declaration: what activation would refuse.
+                if let refusal = ModuleConfigRefusal.check(module.config, keys: library.configKeys, at: module.configLocations) {
+                    problems += refusal.problems.count
+                    lines.append("  module \(module.name): loads, ABI ok, config refused (\(library.resolvedPath)):")
+                    lines += refusal.description.split(separator: "\n").map { "    \($0)" }
+                    continue
+                }
+                let checked = library.configKeys.isDeclared ? "config ok" : "config not checked (the module declares no configKeys)"
+                lines.append("  module \(module.name): loads, ABI ok, \(checked) (\(library.resolvedPath))")
             } catch {
                 problems += 1
                 lines.append("  module \(module.name): \(module.location): \(error)")

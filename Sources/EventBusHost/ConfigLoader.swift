@@ -208,8 +208,10 @@ extension HostConfig {
                 let path = try pathNode.string()
                 guard !path.isEmpty else { throw pathNode.error("must not be empty") }
                 var config = ModuleConfig()
+                var lines: [String: Int] = [:]
                 if let section = fields["config"] {
                     for (key, item) in try section.mapping() { config.values[key] = try item.configValue() }
+                    lines = section.keyLines()
                 }
                 var entry = ModuleEntry(
                     name: name,
@@ -218,6 +220,9 @@ extension HostConfig {
                     mailboxCapacity: try fields["mailbox_capacity"]?.int(atLeast: 1),
                     config: config,
                     location: "\(node.file):\(pathNode.line ?? value.line ?? 0)")
+                entry.configLocations = ModuleConfigLocations(
+                    file: node.file, key: "modules.\(name).config",
+                    sectionLine: fields["config"].flatMap { $0.keyLine ?? $0.line } ?? value.keyLine ?? value.line, lines: lines)
                 if let isolation = fields["isolation"] {
                     entry.isolation = try parseIsolation(isolation)
                 } else {

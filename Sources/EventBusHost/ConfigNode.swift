@@ -13,13 +13,43 @@ struct ConfigNode {
     let key: String
 
     var line: Int? { node.mark?.line }
+    /// The line of the key this node is the value of (`limits:` rather than the first line of
+    /// the table under it), when it came from a mapping.
+    var keyLine: Int? = nil
 
     func error(_ message: String) -> ConfigError {
         ConfigError(file: file, line: line, key: key, message: message)
     }
 
-    private func child(_ node: Node, key childKey: String) -> ConfigNode {
-        ConfigNode(node: node, file: file, key: key.isEmpty ? childKey : key + "." + childKey)
+    private func child(_ node: Node, key childKey: String, keyLine: Int? = nil) -> ConfigNode {
+        ConfigNode(node: node, file: file, key: key.isEmpty ? childKey : key + "." + childKey, keyLine: keyLine)
+    }
+
+    /// The line of every key and list item under this node, by path relative to it
+    /// (`limits.burst`, `targets[1]`): where a module's declaration finds a problem.
+    func keyLines() -> [String: Int] {
+        var lines: [String: Int] = [:]
+        func walk(_ node: Node, _ path: String) {
+            switch node {
+            case .mapping(let mapping):
+                for (keyNode, valueNode) in mapping {
+                    guard case .scalar(let scalar) = keyNode else { continue }
+                    let childPath = path.isEmpty ? scalar.string : path + "." + scalar.string
+                    lines[childPath] = keyNode.mark?.line
+                    walk(valueNode, childPath)
+                }
+            case .sequence(let sequence):
+                for (index, item) in sequence.enumerated() {
+                    let childPath = "\(path)[\(index)]"
+                    lines[childPath] = item.mark?.line
+                    walk(item, childPath)
+                }
+            case .scalar, .alias:
+                break
+            }
+        }
+        walk(node, "")
+        return lines
     }
 
     /// What a node is, for "expected …, found …" messages.
@@ -47,7 +77,7 @@ struct ConfigNode {
                 throw ConfigNode(node: keyNode, file: file, key: key).error("keys must be plain names")
             }
             let name = scalar.string
-            let value = child(valueNode, key: name)
+            let value = child(valueNode, key: name, keyLine: keyNode.mark?.line)
             if let allowed, !allowed.contains(name) {
                 throw value.error("unknown key; expected one of: \(allowed.joined(separator: ", "))")
             }

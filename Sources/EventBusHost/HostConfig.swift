@@ -81,6 +81,9 @@ public struct ModuleEntry: Sendable {
     public var mailboxCapacity: Int?
     /// The module's own section (`config:`), handed to it as its ``ModuleContext/config``.
     public var config: ModuleConfig
+    /// Where the section and each of its keys are in the file, for the check against the
+    /// module's declaration (``ModuleConfigRefusal``).
+    public var configLocations: ModuleConfigLocations
     /// In a worker process or in eventbusd (`isolation`, else the host's `module_isolation`).
     public var isolation: IsolationMode = HostConfig.defaultIsolation
     /// How its worker runs (`worker:`), when isolated.
@@ -98,5 +101,9 @@ public struct ModuleEntry: Sendable {
         self.mailboxCapacity = mailboxCapacity
         self.config = config
         self.location = location
+        // The loader sets the real places; an entry made in code points at its `file:line`.
+        let file = location.split(separator: ":").dropLast().joined(separator: ":")
+        self.configLocations = ModuleConfigLocations(file: file, key: "modules.\(name).config",
+                                                     sectionLine: location.split(separator: ":").last.flatMap { Int($0) })
     }
 }

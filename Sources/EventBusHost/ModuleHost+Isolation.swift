@@ -19,6 +19,11 @@ extension ModuleHost {
         case .activated(let name, let version):
             slot.didActivate(.init(instance: .worker(supervisor), reportedName: name, version: version), entry: entry)
             logger.info("module \(slot.name) active (\(name) \(version), \(entry.path), worker pid \(supervisor.snapshot.pid ?? 0))")
+        case .configRefused(let problems, let keysSummary):
+            // Placed in the file here: the worker knows the module's declaration, not the lines.
+            let refusal = ModuleConfigRefusal.refusal(problems, keysSummary: keysSummary, at: entry.configLocations)
+                ?? ModuleConfigRefusal(problems: [], validKeys: keysSummary)
+            refuseConfig(slot, refusal)
         case .failed(let reason):
             // Worded as for a module in eventbusd, so a refusal reads the same either way.
             if reason.hasPrefix("cannot load module") {
@@ -30,9 +35,11 @@ extension ModuleHost {
         }
     }
 
-    func reconfigureInWorker(_ supervisor: WorkerSupervisor, config: ModuleConfig) -> Reconfiguration? {
-        switch supervisor.reconfigure(config) {
+    func reconfigureInWorker(_ supervisor: WorkerSupervisor, entry: ModuleEntry) -> Reconfiguration? {
+        switch supervisor.reconfigure(entry.config) {
         case .applied: return .result(.applied)
+        case .configRefused(let problems, let keysSummary):
+            return ModuleConfigRefusal.refusal(problems, keysSummary: keysSummary, at: entry.configLocations).map(Reconfiguration.refused)
         case .reactivate: return .result(.reactivate)
         case .threw(let message): return .threw(message)
         case .noAnswer: return nil

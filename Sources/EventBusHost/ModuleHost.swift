@@ -142,8 +142,15 @@ final class ModuleHost: Sendable {
         if library.changedOnDisk {
             logger.warning("\(entry.path) was replaced on disk after it was loaded; \(slot.name) runs the code loaded first until eventbusd restarts")
         }
+        // The section against the module's own declaration, before any of its code runs.
+        let keys = library.configKeys
+        if let refusal = ModuleConfigRefusal.check(entry.config, keys: keys, at: entry.configLocations) {
+            refuseConfig(slot, refusal)
+            return
+        }
+        if let warning = entry.undeclaredWarning(keys: keys) { logger.warning("\(warning)") }
         let module = ModuleBox(module: library.factory.makeModule())
-        let context = ModuleContext(bus: bus.scoped(to: slot.mailbox), config: entry.config,
+        let context = ModuleContext(bus: bus.scoped(to: slot.mailbox), config: entry.config(declaredBy: keys),
                                     log: .bridged(to: self.logger, module: slot.name))
         progress(.callingModule(name: slot.name, call: .activate, timeLimit: callTimeout))
         let outcome = ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
@@ -177,6 +184,17 @@ final class ModuleHost: Sendable {
     enum Reconfiguration: Sendable {
         case result(ReconfigureResult)
         case threw(String)
+        /// The section does not fit the module's declaration: the module was not asked.
+        case refused(ModuleConfigRefusal)
+    }
+
+    /// Refuses a module whose section does not fit its declaration: each problem logged as
+    /// `file:line: key: problem`, then the keys it reads. Nothing of the module ran.
+    func refuseConfig(_ slot: ModuleSlot, _ refusal: ModuleConfigRefusal) {
+        let logger = log(for: slot.name)
+        for problem in refusal.problems { logger.error("\(problem)") }
+        logger.error("module \(slot.name) refused: its config section does not fit what it declares (\(refusal.validKeys)); eventbusd carries on without it")
+        slot.status = .failed(refusal.summary)
     }
 
     private func reconfigure(_ slot: ModuleSlot, with entry: ModuleEntry, progress: (HostProgress) -> Void) {
@@ -186,9 +204,14 @@ final class ModuleHost: Sendable {
         let outcome: Reconfiguration?
         switch running.instance {
         case .worker(let supervisor):
-            outcome = reconfigureInWorker(supervisor, config: entry.config)
+            outcome = reconfigureInWorker(supervisor, entry: entry)
         case .inProcess(let module, let context):
-            outcome = reconfigureInProcess(slot, module: module, context: context, config: entry.config)
+            let keys = type(of: module.module).configKeys
+            if let refusal = ModuleConfigRefusal.check(entry.config, keys: keys, at: entry.configLocations) {
+                outcome = .refused(refusal)
+            } else {
+                outcome = reconfigureInProcess(slot, module: module, context: context, config: entry.config(declaredBy: keys))
+            }
         }
         switch outcome {
         case .result(.applied)?:
@@ -204,6 +227,9 @@ final class ModuleHost: Sendable {
             activate(slot, entry: updated, progress: progress)
         case .threw(let message)?:
             logger.error("module \(slot.name) rejected its new config: \(message); it keeps running with the previous one")
+        case .refused(let refusal)?:
+            for problem in refusal.problems { logger.error("\(problem)") }
+            logger.error("module \(slot.name) keeps running with its previous config: the new section is refused (\(refusal.validKeys))")
         case nil:
             logger.error("module \(slot.name) did not answer reconfigure within \(callTimeout); its config is left as it was")
         }

@@ -59,6 +59,9 @@ public struct LoadedLibrary: @unchecked Sendable {
     /// A new instance of the module (the module worker's way in; the host calls the factory
     /// itself).
     public func makeModule() -> any EventBusModule { factory.makeModule() }
+
+    /// What the module declares its config section may hold (``EventBusModule/configKeys``).
+    public var configKeys: ModuleConfigKeys { factory.configKeys }
 }
 
 /// Loads module shared objects: checks the file, `dlopen`s it, finds the entry symbol and opens

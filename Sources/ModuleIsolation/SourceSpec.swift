@@ -138,8 +138,8 @@ extension ConfigValue {
 extension ModuleConfig {
     public var json: JSON { .object(values.mapValues(\.json)) }
 
-    public init(json: JSON) {
-        self.init()
+    public init(json: JSON, keys: ModuleConfigKeys = .undeclared) {
+        self.init([:], keys: keys)
         for (key, value) in json.objectValue ?? [:] { values[key] = ConfigValue(json: value) }
     }
 }

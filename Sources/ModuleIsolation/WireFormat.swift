@@ -229,3 +229,23 @@ extension Array where Element == UInt8 {
         Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
     }
 }
+
+/// A config section refused by the module's declaration, as the worker reports it in its
+/// ``FrameType/activated`` or ``FrameType/reconfigured`` reply: `config_problems` (each `{path,
+/// message}`) and `config_keys` (what the module reads). The host adds file and line.
+public enum ConfigProblemsWire {
+    public static func encode(_ problems: [ModuleConfigProblem], keysSummary: String) -> [String: JSON] {
+        ["config_problems": .array(problems.map { problem in
+            ["path": .array(problem.path.map(JSON.string)), "message": .string(problem.message)]
+        }), "config_keys": .string(keysSummary)]
+    }
+
+    public static func decode(_ reply: JSON) -> (problems: [ModuleConfigProblem], keysSummary: String)? {
+        guard let items = reply["config_problems"]?.arrayValue else { return nil }
+        let problems = items.map { item in
+            ModuleConfigProblem(path: (item["path"]?.arrayValue ?? []).compactMap(\.stringValue),
+                                message: item["message"]?.stringValue ?? "refused")
+        }
+        return (problems, reply["config_keys"]?.stringValue ?? "")
+    }
+}

@@ -43,12 +43,18 @@ public final class WorkerSupervisor: @unchecked Sendable {
     public enum StartOutcome: Sendable, Equatable {
         case activated(reportedName: String, version: String)
         case failed(String)
+        /// The section does not fit the module's declaration (``EventBusModule/configKeys``):
+        /// the problems, placed by path inside the section, and the keys it reads. The worker
+        /// was ended before any module code ran.
+        case configRefused([ModuleConfigProblem], keysSummary: String)
     }
 
     public enum ReconfigureOutcome: Sendable, Equatable {
         case applied
         case reactivate
         case threw(String)
+        /// The new section does not fit the declaration; the module was not asked.
+        case configRefused([ModuleConfigProblem], keysSummary: String)
         /// No answer within the call time limit (or the worker is not running).
         case noAnswer
     }
@@ -146,6 +152,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             }
             guard let reply = session.call(.reconfigure, ["config": config.json], expecting: .reconfigured,
                                            timeout: configuration.callTimeout) else { return .noAnswer }
+            if let refused = ConfigProblemsWire.decode(reply) { return .configRefused(refused.problems, keysSummary: refused.keysSummary) }
             switch reply["result"]?.stringValue {
             case "applied":
                 configuration.config = config
@@ -223,6 +230,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             end(session)
             _ = session.process.reap(within: .seconds(2))
             session.channel.closeDescriptor()
+            if let refused = ConfigProblemsWire.decode(reply) { return .configRefused(refused.problems, keysSummary: refused.keysSummary) }
             return .failed(error)
         }
         let name = reply["name"]?.stringValue ?? configuration.name
@@ -303,6 +311,8 @@ public final class WorkerSupervisor: @unchecked Sendable {
                     self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0))")
                 case .failed(let reason):
                     self.crashed(cause: "restart failed: \(reason)", exit: nil, lost: 0)
+                case .configRefused(let problems, _):
+                    self.crashed(cause: "restart failed: config refused: \(problems.map(\.description).joined(separator: "; "))", exit: nil, lost: 0)
                 }
             }
         case .giveUp(let count, let interval):

@@ -77,9 +77,17 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         case .start:
             try start(try JSON.frame(payload))
         case .reconfigure:
-            let config = ModuleConfig(json: try JSON.frame(payload)["config"] ?? [:])
+            let section = try JSON.frame(payload)["config"] ?? [:]
             mailbox?.perform { [self] in
                 var answer: JSON
+                // Checked against the declaration before the module is asked (see `start`).
+                let keys = Swift.type(of: module!.module).configKeys
+                let config = ModuleConfig(json: section, keys: keys)
+                let problems = keys.check(config.values)
+                guard problems.isEmpty else {
+                    channel.send { $0.append(.reconfigured, json: .object(ConfigProblemsWire.encode(problems, keysSummary: keys.summary))) }
+                    return
+                }
                 do {
                     switch try module!.module.reconfigure(config, context: context!) {
                     case .applied:
@@ -136,7 +144,21 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         let log = ModuleLog { level, message in
             channel.send { $0.append(.log, json: ["level": .string(level.rawValue), "message": .string(message)]) }
         }
-        let context = ModuleContext(bus: bus.scoped(to: mailbox), config: ModuleConfig(json: json["config"] ?? [:]), log: log)
+        // The section against the module's declaration before any module code runs; the host
+        // places the problems in its config file (it has the lines, the worker the declaration).
+        let keys = library.configKeys
+        let config = ModuleConfig(json: json["config"] ?? [:], keys: keys)
+        let problems = keys.check(config.values)
+        guard problems.isEmpty else {
+            var reply = ConfigProblemsWire.encode(problems, keysSummary: keys.summary)
+            reply["error"] = .string("config refused")
+            channel.send { $0.append(.activated, json: .object(reply)) }
+            return
+        }
+        if !keys.isDeclared && !config.values.isEmpty {
+            log.warning("its config section is not checked: the module declares no configKeys, so a mistyped key is not noticed")
+        }
+        let context = ModuleContext(bus: bus.scoped(to: mailbox), config: config, log: log)
         self.context = context
         let module = ModuleBox(module: library.makeModule())
         self.module = module

@@ -81,10 +81,30 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: parent.appendingPathComponent("disk-watch/Package.swift").path))
     }
 
-    @Test func newWritesAPackageAgainstTheSDK() async throws {
+    /// By default against the prebuilt SDK next to the CLI — here, the build folder it was built
+    /// into, which holds EventBusKit's module, OpenCombine's and libEventBusKit.so.
+    @Test func newWritesAPackageAgainstThePrebuiltSDK() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         let result = try await run(BuildProducts.cli, ["module", "new", "disk-watch", "--path", folder.path])
+        #expect(result.status == 0, "\(result.output)")
+        let products = BuildProducts.folder.resolvingSymlinksInPath().path
+        let manifest = try String(contentsOf: folder.appendingPathComponent("disk-watch/Package.swift"), encoding: .utf8)
+        #expect(manifest.contains("let sdkModules = \"\(products)/Modules\""), "\(manifest)")
+        #expect(manifest.contains("let sdkModuleMap = \"\(products)/COpenCombineHelpers.build/module.modulemap\""), "\(manifest)")
+        #expect(manifest.contains("let sdkLibrary = \"\(products)\""), "\(manifest)")
+        #expect(!manifest.contains(".package(path:"))
+        let source = try String(contentsOf: folder.appendingPathComponent("disk-watch/Sources/DiskWatch/DiskWatch.swift"), encoding: .utf8)
+        #expect(source.contains("static let configKeys: ModuleConfigKeys = ["))
+
+        let printed = try await run(BuildProducts.cli, ["module", "sdk-path", "--prebuilt"])
+        #expect(printed.output == "modules: \(products)/Modules\nmodule map: \(products)/COpenCombineHelpers.build/module.modulemap\nlibrary: \(products)\n")
+    }
+
+    @Test func newWritesAPackageAgainstTheSDKSources() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let result = try await run(BuildProducts.cli, ["module", "new", "disk-watch", "--path", folder.path, "--from-source"])
         #expect(result.status == 0, "\(result.output)")
 
         let package = folder.appendingPathComponent("disk-watch")

@@ -3,8 +3,9 @@ import Foundation
 import Testing
 
 /// Modules built the way an author outside this repo builds them: their own package, depending
-/// on the SDK by path (route 1 of DESIGN.md §3). Each build compiles the SDK again in its own
-/// scratch folder (30–60 s), so the suite runs them one at a time.
+/// on the SDK by path (route 1 of DESIGN.md §3) — each such build compiles the SDK again in its
+/// own scratch folder (30–60 s), so the suite runs them one at a time — or compiling against the
+/// prebuilt SDK of the host's build (seconds), which `eventbus module new` writes by default.
 @Suite(.serialized) struct ModulePackageBuildTests {
     /// Builds the package and returns its products' folder, failing the test with the build log.
     private func build(package: String, scratch: String) async throws -> URL {
@@ -35,14 +36,14 @@ import Testing
         #expect(greeted.all.first?["greeting"] == "hello")
     }
 
-    /// `eventbus module new` writes a package that builds as it is and loads.
+    /// `eventbus module new --from-source` writes a package that builds as it is and loads.
     @Test(.timeLimit(.minutes(10)))
-    func scaffoldBuildsAndLoads() async throws {
+    func scaffoldBuildsFromTheSDKSourcesAndLoads() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("eventbus-scaffold-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
 
-        let created = try await run(BuildProducts.cli, ["module", "new", "demo-thing", "--path", folder.path])
+        let created = try await run(BuildProducts.cli, ["module", "new", "demo-thing", "--path", folder.path, "--from-source"])
         try #require(created.status == 0, "\(created.output)")
         let package = folder.appendingPathComponent("demo-thing")
         let products = try await build(package: package.path, scratch: package.appendingPathComponent(".build").path)
@@ -56,5 +57,66 @@ import Testing
         harness.bus.post("app.ping")
         #expect(await eventually { harness.logged("info: app.ping #2 from user") })
         #expect(!harness.logged("user.ignored"))
+    }
+
+    /// `eventbus module new` (the prebuilt SDK: only the module compiles) writes a package whose
+    /// library the real eventbusd loads — fingerprint checked — and runs, in eventbusd and in a
+    /// worker process, with its declared config key checked and used.
+    @Test(.timeLimit(.minutes(10)))
+    func scaffoldBuiltAgainstThePrebuiltSDKRunsInTheRealHost() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("eventbus-prebuilt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+
+        let created = try await run(BuildProducts.cli, ["module", "new", "quick-thing", "--path", folder.path])
+        try #require(created.status == 0, "\(created.output)")
+        #expect(created.output.contains("against the prebuilt SDK in"), "\(created.output)")
+        let package = folder.appendingPathComponent("quick-thing")
+        let products = try await build(package: package.path, scratch: package.appendingPathComponent(".build").path)
+        let library = products.appendingPathComponent("libQuickThing.so").path
+        // Compiled against the SDK, not with a copy of it: only the module's own object was built.
+        let built = try FileManager.default.contentsOfDirectory(atPath: products.path)
+        #expect(!built.contains("libEventBusKit.so") && !built.contains { $0.hasPrefix("OpenCombine") }, "\(built)")
+
+        let config = folder.appendingPathComponent("eventbus.yaml").path
+        try Data("""
+            modules:
+              in-host:
+                path: \(library)
+                isolation: none
+                config: {subscribe: "app.*"}
+              in-worker:
+                path: \(library)
+                isolation: process
+                config: {subscribe: "app.*"}
+            """.utf8).write(to: URL(fileURLWithPath: config))
+        let eventbusd = BuildProducts.folder.appendingPathComponent("eventbusd").path
+        let check = try await run(eventbusd, ["--check-config", "--config", config])
+        #expect(check.status == 0, "\(check.output)")
+        #expect(check.output.contains("module in-host: loads, ABI ok, config ok"), "\(check.output)")
+
+        let socket = folder.appendingPathComponent("control.sock").path
+        let log = folder.appendingPathComponent("eventbusd.log")
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: eventbusd)
+        daemon.arguments = ["--config", config, "--socket", socket]
+        let output = try FileHandle(forWritingTo: log)
+        daemon.standardOutput = output
+        daemon.standardError = output
+        try daemon.run()
+        try output.close()
+        defer { if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) } }
+        func logged(_ text: String) async -> Bool {
+            await eventually { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains(text) }
+        }
+        #expect(await logged("2 module(s) active, 0 refused"), "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        let posted = try await run(BuildProducts.cli, ["post", "app.ping", "--socket", socket])
+        #expect(posted.status == 0, "\(posted.output)")
+        #expect(await logged("module=in-host [EventBusHost] app.ping #"))
+        #expect(await logged("module=in-worker [EventBusHost] app.ping #"), "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        kill(daemon.processIdentifier, SIGTERM)
+        #expect(await eventually { !daemon.isRunning })
+        #expect(daemon.terminationStatus == 0)
     }
 }

@@ -30,8 +30,16 @@ struct SDKPath: ParsableCommand {
 
     @OptionGroup var sdk: SDKOptions
 
+    @Flag(name: .customLong("prebuilt"), help: "Print the prebuilt SDK instead: its modules folder, module map and library folder.")
+    var prebuilt = false
+
     func run() throws {
-        print(try sdk.locate().path)
+        guard prebuilt else {
+            print(try sdk.locate().path)
+            return
+        }
+        let found = try SDKLocator.locatePrebuilt()
+        print("modules: \(found.modules)\nmodule map: \(found.moduleMap)\nlibrary: \(found.library)")
     }
 }
 
@@ -43,7 +51,9 @@ struct NewModule: ParsableCommand {
         discussion: """
             NAME is lowercase words joined by dashes (e.g. disk-watch); its Swift target is the \
             CamelCase form (DiskWatch). The package is created in DIR/NAME, which must not exist \
-            (DIR is created when missing).
+            (DIR is created when missing). It builds against the prebuilt SDK next to this \
+            executable (seconds), or with --from-source against the SDK's sources (the first \
+            build compiles the SDK too, about a minute).
             """
     )
 
@@ -55,17 +65,28 @@ struct NewModule: ParsableCommand {
 
     @OptionGroup var sdk: SDKOptions
 
+    @Flag(name: .customLong("from-source"), help: "Depend on the SDK's sources (--sdk) instead of the prebuilt SDK.")
+    var fromSource = false
+
     func validate() throws {
         _ = try ModuleName(name)
     }
 
     func run() throws {
         let moduleName = try ModuleName(name)
-        let location = try sdk.locate()
-        let scaffold = ModuleScaffold(name: moduleName, sdkPath: location.path)
+        let chosen: ModuleScaffold.SDK
+        let origin: String
+        if fromSource || sdk.path != nil {
+            let location = try sdk.locate()
+            (chosen, origin) = (.source(location.path), location.origin)
+        } else {
+            let prebuilt = try SDKLocator.locatePrebuilt()
+            (chosen, origin) = (.prebuilt(prebuilt), prebuilt.origin)
+        }
+        let scaffold = ModuleScaffold(name: moduleName, sdk: chosen)
         let folder = try scaffold.write(into: parent)
         print("""
-            Created \(folder) (target \(moduleName.target), SDK \(location.path), \(location.origin)).
+            Created \(folder) (target \(moduleName.target), against \(chosen.description), \(origin)).
             Build it:  swift build -c release --package-path \(folder)
             Load it:   add the section in \(folder)/sample.yaml to the host's config.
             """)

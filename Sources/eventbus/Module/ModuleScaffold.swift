@@ -37,8 +37,24 @@ struct ModuleName {
 
 /// The files of a new module package. What it writes builds as is and loads into the host.
 struct ModuleScaffold {
+    /// What the package builds against.
+    enum SDK {
+        /// The host's SDK as built (``SDKLocator/Prebuilt``): only the module's sources compile.
+        case prebuilt(SDKLocator.Prebuilt)
+        /// The SDK package's sources, as a path dependency: the first build compiles the SDK and
+        /// OpenCombine into the module's own `.build` too.
+        case source(String)
+
+        var description: String {
+            switch self {
+            case .prebuilt(let sdk): return "the prebuilt SDK in \(sdk.modules)"
+            case .source(let path): return "the SDK sources at \(path)"
+            }
+        }
+    }
+
     let name: ModuleName
-    let sdkPath: String
+    let sdk: SDK
 
     /// Creates `parent/NAME` with the package in it and returns its absolute path; `parent` is
     /// created when missing (as `mkdir -p`). Refuses a folder that exists, so it never
@@ -76,10 +92,52 @@ struct ModuleScaffold {
     }
 
     var packageManifest: String {
+        switch sdk {
+        case .prebuilt(let prebuilt): return prebuiltManifest(prebuilt)
+        case .source(let path): return sourceManifest(path)
+        }
+    }
+
+    /// Compiles against the host's prebuilt SDK. `unsafeFlags` are allowed in a root package,
+    /// which this is (a package that depends on it by path would refuse them).
+    private func prebuiltManifest(_ sdk: SDKLocator.Prebuilt) -> String {
+        """
+        // swift-tools-version:6.0
+        // An EventBus handler module, built against the prebuilt SDK of the host that will load it
+        // (a module must be built with that host's SDK and compiler): only this package's sources
+        // compile. Rebuild after the host is upgraded. `eventbus module new --from-source` writes
+        // a manifest that builds the SDK from its sources instead.
+        import PackageDescription
+
+        /// `eventbus module sdk-path --prebuilt` prints these.
+        let sdkModules = \(swiftLiteral(sdk.modules))
+        let sdkModuleMap = \(swiftLiteral(sdk.moduleMap))
+        let sdkLibrary = \(swiftLiteral(sdk.library))
+
+        let package = Package(
+            name: \(swiftLiteral(name.name)),
+            products: [
+                .library(name: \(swiftLiteral(name.target)), type: .dynamic, targets: [\(swiftLiteral(name.target))]),
+            ],
+            targets: [
+                .target(
+                    name: \(swiftLiteral(name.target)),
+                    swiftSettings: [.unsafeFlags(["-I", sdkModules, "-Xcc", "-fmodule-map-file=" + sdkModuleMap])],
+                    // Links the host's one libEventBusKit.so dynamically (never a copy of its own).
+                    linkerSettings: [.unsafeFlags(["-L", sdkLibrary, "-lEventBusKit"])]
+                ),
+            ]
+        )
+
+        """
+    }
+
+    private func sourceManifest(_ sdkPath: String) -> String {
         """
         // swift-tools-version:6.0
         // An EventBus handler module. It depends on the SDK of the host that will load it (a module
         // must be built with that host's SDK and compiler), and on nothing that the SDK re-exports.
+        // The first build compiles the SDK too (about a minute).
         import PackageDescription
 
         let package = Package(
@@ -110,10 +168,14 @@ struct ModuleScaffold {
         final class \(name.target): EventBusModule {
             let name = \(swiftLiteral(name.name))
             let version = "0.1.0"
+            /// The keys of its config section. The host refuses a section with any other key, a
+            /// value of the wrong type or a missing required key, naming file, line and key.
+            static let configKeys: ModuleConfigKeys = [
+                .string("subscribe", default: "user.>", help: "the events to log (NATS-style pattern)"),
+            ]
 
             func activate(_ context: ModuleContext) throws {
-                // Keys of the module's config section; a wrong one refuses the module with a message.
-                let pattern = try context.config.string("subscribe", default: "user.>")
+                let pattern = try context.config.string("subscribe")  // its declared default if left out
                 try context.bus.publisher(for: pattern)
                     .handle(in: context) { event in
                         context.log.info("\\(event.name) #\\(event.sequence) from \\(event.source)")
@@ -144,8 +206,9 @@ struct ModuleScaffold {
         swift build -c release
         ```
 
-        builds `.build/release/lib\(name.target).so` against the SDK at `\(sdkPath)` — the SDK
-        of the host that loads it; rebuild after that host is upgraded. Add the entry in
+        builds `.build/release/lib\(name.target).so` against \(sdk.description) — the SDK
+        of the host that loads it; rebuild after that host is upgraded. The keys it reads are
+        declared in `configKeys`; the host checks its section against them. Add the entry in
         `sample.yaml` to the `modules:` of the host's config (the keys above go under `config:`)
         and reload (`kill -HUP`) or restart the host. `eventbusd --check-config` says whether it
         loads: a module built against any other SDK (the library carries a fingerprint of the

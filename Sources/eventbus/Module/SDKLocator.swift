@@ -61,6 +61,41 @@ enum SDKLocator {
             && files.fileExists(atPath: path + "/Sources/\(folderName)", isDirectory: &isFolder) && isFolder.boolValue
     }
 
+    /// The SDK as the host's build made it, ready to compile against: a module package that uses
+    /// it compiles only its own sources (a second or two) instead of building the SDK and
+    /// OpenCombine again in its own `.build` (about a minute).
+    struct Prebuilt {
+        /// Holds `EventBusKit.swiftmodule` and the OpenCombine modules it re-exports.
+        var modules: String
+        /// The module map of OpenCombine's C helpers, which its Swift modules import.
+        var moduleMap: String
+        /// Holds `libEventBusKit.so`, the library the host runs.
+        var library: String
+        var origin: String
+    }
+
+    /// Finds the prebuilt SDK next to this executable (symlinks resolved), in one of two layouts:
+    /// an install (`lib/eventbus/sdk/Modules`, `lib/eventbus/sdk/include/COpenCombineHelpers`,
+    /// with `libEventBusKit.so` in `lib/eventbus`), or the root package's build folder the CLI was
+    /// built into (`Modules/`, `COpenCombineHelpers.build/`, `libEventBusKit.so`).
+    static func locatePrebuilt() throws -> Prebuilt {
+        let executable = URL(fileURLWithPath: try executablePath()).resolvingSymlinksInPath()
+        let folder = executable.deletingLastPathComponent().path
+        let layouts = [
+            (modules: folder + "/sdk/Modules", moduleMap: folder + "/sdk/include/COpenCombineHelpers/module.modulemap"),
+            (modules: folder + "/Modules", moduleMap: folder + "/COpenCombineHelpers.build/module.modulemap"),
+        ]
+        let files = FileManager.default
+        for layout in layouts where files.fileExists(atPath: layout.modules + "/\(folderName).swiftmodule")
+            && files.fileExists(atPath: layout.moduleMap) && files.fileExists(atPath: folder + "/lib\(folderName).so") {
+            return Prebuilt(modules: layout.modules, moduleMap: layout.moduleMap, library: folder, origin: "next to \(executable.path)")
+        }
+        throw CommandError("""
+            no prebuilt EventBusKit next to \(executable.path) (sdk/Modules/\(folderName).swiftmodule or \
+            Modules/\(folderName).swiftmodule, and lib\(folderName).so); use --from-source to build the SDK from its sources
+            """)
+    }
+
     private static func executablePath() throws -> String {
         do {
             return try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")

@@ -22,7 +22,8 @@ import Testing
         let contents = try shell("dpkg-deb --contents \(package)").output
         for path in ["./usr/bin/eventbusd -> ../lib/eventbus/eventbusd", "./usr/lib/eventbus/libEventBusKit.so",
                      "./usr/lib/eventbus/libswiftCore.so", "./usr/lib/eventbus/eventbus-module-worker", "./usr/lib/eventbus/modules/libHello.so",
-                     "./usr/share/eventbus/EventBusKit/Package.swift", "./lib/systemd/system/eventbusd.service",
+                     "./usr/share/eventbus/EventBusKit/Package.swift", "./usr/lib/eventbus/sdk/Modules/EventBusKit.swiftmodule",
+                     "./usr/lib/eventbus/sdk/include/COpenCombineHelpers/module.modulemap", "./lib/systemd/system/eventbusd.service",
                      "./usr/share/man/man8/eventbusd.8.gz", "./usr/share/man/man1/eventbus-tail.1.gz",
                      "./usr/share/bash-completion/completions/eventbus", "./etc/eventbus/eventbus.yaml"] {
             #expect(contents.contains(path), "\(path) in the package")
@@ -48,6 +49,7 @@ import Testing
               eventbusd --check-config --config /etc/eventbus/eventbus.yaml
               eventbus --version
               eventbus module sdk-path
+              eventbus module sdk-path --prebuilt
               # Run it: the packaged hello module in its worker process, driven by the CLI.
               eventbusd --config /etc/eventbus/eventbus.yaml --socket /tmp/control.sock > /tmp/eventbusd.log 2>&1 &
               daemon=$!
@@ -66,8 +68,9 @@ import Testing
         #expect(session.status == 0, "\(session.output)")
         let modules = session.output.split(separator: "\n").first { $0.hasPrefix("hello") } ?? ""
         #expect(modules.contains("active") && modules.contains("process"), "hello runs in a worker: \(session.output)")
-        for line in ["module hello: loads, ABI ok (/usr/lib/eventbus/modules/libHello.so)", "\nok\n",
-                     "(control protocol", "/usr/share/eventbus/EventBusKit", "eventbus:x:", "eventbusd exited 0",
+        for line in ["module hello: loads, ABI ok, config ok (/usr/lib/eventbus/modules/libHello.so)", "\nok\n",
+                     "(control protocol", "/usr/share/eventbus/EventBusKit", "eventbus:x:",
+                     "modules: /usr/lib/eventbus/sdk/Modules\nmodule map: /usr/lib/eventbus/sdk/include/COpenCombineHelpers/module.modulemap\nlibrary: /usr/lib/eventbus\n", "eventbusd exited 0",
                      "conffile kept on remove", "purged", "user removed"] {
             #expect(session.output.contains(line), "\(line) in: \(session.output)")
         }

@@ -63,12 +63,17 @@ final class ModuleHarness: @unchecked Sendable {
         let made = factory.makeModule()
         module = made
         mailbox = Mailbox(label: "test.\(made.name)", capacity: mailboxCapacity)
-        context = ModuleContext(bus: bus.scoped(to: mailbox), config: ModuleConfig(config),
+        context = ModuleContext(bus: bus.scoped(to: mailbox), config: ModuleConfig(config, keys: factory.configKeys),
                                 log: ModuleLog { [logs] level, message in logs.update { $0.append("\(level): \(message)") } })
     }
 
-    /// Activates the module on its mailbox queue, as the host does, and rethrows its refusal.
+    /// Checks the section against the module's declaration and activates the module on its
+    /// mailbox queue, as the host does, and throws either refusal.
     func activate() throws {
+        let problems = context.config.keys.check(context.config.values)
+        guard problems.isEmpty else {
+            throw EventBusError(.invalidModuleConfig, problems.map(\.description).joined(separator: "; "))
+        }
         let refusal = Collected<(any Error)?>(nil)
         mailbox.perform { [self] in
             do { try module.activate(context) } catch { refusal.update { $0 = error } }

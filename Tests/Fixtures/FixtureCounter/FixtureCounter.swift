@@ -6,14 +6,19 @@ import EventBusKit
 final class Counter: EventBusModule {
     let name = "fixture-counter"
     let version = "1.0.0"
+    static let configKeys: ModuleConfigKeys = [
+        .string("pattern", default: "test.>", help: "the events it counts"),
+        .string("id", default: "counter", help: "names its report, result.counter.<id>"),
+        .string("note", help: "not read: lets a test change the section without changing what it does"),
+    ]
     private var count = 0
     private var gaps = 0
     private var dropped = 0
     private var pattern = ""
 
     func activate(_ context: ModuleContext) throws {
-        pattern = try context.config.string("pattern", default: "test.>")
-        let id = try context.config.string("id", default: "counter")
+        pattern = try context.config.string("pattern")
+        let id = try context.config.string("id")
         try context.bus.publisher(for: pattern, "test.report")
             .sink { [unowned self] event in
                 if let gap = event.gap {
@@ -33,7 +38,7 @@ final class Counter: EventBusModule {
 
     /// Applies a section with the same pattern in place; a new pattern needs new subscriptions.
     func reconfigure(_ config: ModuleConfig, context: ModuleContext) throws -> ReconfigureResult {
-        try config.string("pattern", default: "test.>") == pattern ? .applied : .reactivate
+        try config.string("pattern") == pattern ? .applied : .reactivate
     }
 
     func deactivate() {}

@@ -6,6 +6,10 @@ import EventBusKit
 final class JournalAck: EventBusModule {
     let name = "fixture-journal-ack"
     let version = "1.0.0"
+    static let configKeys: ModuleConfigKeys = [
+        .string("directory", required: true, help: "the journal files to follow"),
+        .string("consumer", required: true, help: "the consumer name its position persists under"),
+    ]
 
     func activate(_ context: ModuleContext) throws {
         let directory = try context.config.string("directory")

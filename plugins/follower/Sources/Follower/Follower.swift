@@ -19,6 +19,15 @@ import Foundation
 final class Follower: EventBusModule {
     let name = "follower"
     let version = "1.1.0"
+    /// What its config section may hold; the host refuses anything else, with file and line.
+    static let configKeys: ModuleConfigKeys = [
+        .string("target", help: "what to follow first: a bus pattern, file:PATH or journal:UNIT"),
+        .string("target_file", help: "an absolute path to a file whose first line names the target"),
+        .int("debounce_ms", default: 200, minimum: 0, help: "how long target changes settle before a switch"),
+        .string("field", help: "the event field the condition tests"),
+        .string("equals", help: "matches when the field, as text, is exactly this"),
+        .string("contains", help: "matches when the field, as text, contains this"),
+    ]
 
     /// The one place a target becomes events: a bus pattern, `bus.files(at:recursive:)` for a
     /// `file:` target, `bus.journal(matching:)` for a `journal:` one.
@@ -272,10 +281,7 @@ struct Settings {
         if let targetFile, !targetFile.hasPrefix("/") {
             throw EventBusError(.invalidModuleConfig, "key \"target_file\" must be an absolute path, not \"\(targetFile)\"")
         }
-        debounceMilliseconds = try config.int("debounce_ms", default: 200)
-        guard debounceMilliseconds >= 0 else {
-            throw EventBusError(.invalidModuleConfig, "key \"debounce_ms\" must be 0 or more, not \(debounceMilliseconds)")
-        }
+        debounceMilliseconds = try config.int("debounce_ms")
         condition = try Condition(config)
     }
 }

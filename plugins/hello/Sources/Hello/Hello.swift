@@ -5,9 +5,13 @@ import EventBusKit
 final class Hello: EventBusModule {
     let name = "hello"
     let version = "1.0.0"
+    /// What its config section may hold; the host refuses anything else (a typo included).
+    static let configKeys: ModuleConfigKeys = [
+        .string("greeting", default: "hello", help: "the word it greets with"),
+    ]
 
     func activate(_ context: ModuleContext) throws {
-        let greeting = try context.config.string("greeting", default: "hello")
+        let greeting = try context.config.string("greeting")
         // The reply is not under `user.>`, so the module never hears its own answers.
         try context.bus.publisher(for: "user.>")
             .sink { event in

@@ -9,15 +9,18 @@ import EventBusKit
 final class RateSummary: EventBusModule {
     let name = "rate-summary"
     let version = "1.0.0"
+    /// What its config section may hold; the host refuses anything else, with file and line.
+    static let configKeys: ModuleConfigKeys = [
+        .strings("match", default: ["user.>"], help: "the events it counts (NATS-style patterns)"),
+        .double("interval_seconds", default: 10, minimum: 0.001, maximum: 1e9, help: "the length of a window"),
+    ]
 
     static let summaryName = "summary.rate"
 
     func activate(_ context: ModuleContext) throws {
-        let patterns = try context.config.strings("match", default: ["user.>"]).map(EventPattern.init)
-        let seconds = try context.config.double("interval_seconds", default: 10)
-        guard seconds.isFinite, seconds >= 0.001, seconds < 1e9 else {
-            throw EventBusError(.invalidModuleConfig, "key \"interval_seconds\" must be a number of seconds from 0.001 on, not \(seconds)")
-        }
+        let patterns = try context.config.strings("match").map(EventPattern.init)
+        // Its range is declared, so the host has refused anything outside it.
+        let seconds = try context.config.double("interval_seconds")
         // Whole nanoseconds, so the schedule reads "every 0.2 seconds" rather than a binary fraction.
         let schedule = try TimerSchedule.every(.nanoseconds(Int64((seconds * 1e9).rounded())))
         let bus = context.bus

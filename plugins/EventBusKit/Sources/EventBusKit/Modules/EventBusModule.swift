@@ -9,9 +9,11 @@
 /// final class Hello: EventBusModule {
 ///     let name = "hello"
 ///     let version = "1.0.0"
+///     static let configKeys: ModuleConfigKeys = [.string("greeting", default: "hello")]
 ///     func activate(_ context: ModuleContext) throws {
+///         let greeting = try context.config.string("greeting")
 ///         try context.bus.publisher(for: "user.>")
-///             .sink { event in context.log.info("got \(event.name)") }
+///             .sink { event in context.log.info("\(greeting), \(event.name)") }
 ///             .store(in: &context.cancellables)
 ///     }
 /// }
@@ -21,6 +23,13 @@
 public protocol EventBusModule: AnyObject {
     var name: String { get }
     var version: String { get }
+
+    /// The keys the module reads from its config section, with types and defaults. The host
+    /// checks the section against it before `activate` and `reconfigure` (and in
+    /// `eventbusd --check-config`) and refuses a wrong one naming file, line and key. The
+    /// default, ``ModuleConfigKeys/undeclared``, checks nothing (the host warns about that when
+    /// the module is given a section). Declare it as `static let configKeys: ModuleConfigKeys = […]`.
+    static var configKeys: ModuleConfigKeys { get }
 
     /// Subscribe and start work. Throwing refuses the module: the host logs the error, cancels
     /// whatever the module subscribed to so far, and keeps running without it.
@@ -42,6 +51,7 @@ public enum ReconfigureResult: Sendable {
 }
 
 extension EventBusModule {
+    public static var configKeys: ModuleConfigKeys { .undeclared }
     public func reconfigure(_ config: ModuleConfig, context: ModuleContext) throws -> ReconfigureResult { .reactivate }
     public func deactivate() {}
 }

@@ -12,17 +12,20 @@ public let moduleEntrySymbol = "eventbus_module"
 /// ```
 ///
 /// It returns a C-layout record: word 0 is a C string naming the SDK interface version and the
-/// compiler the module was built with; word 1 is the module factory. The host reads word 0 —
+/// compiler the module was built with; word 1 is the module factory, which also carries the
+/// module type's ``EventBusModule/configKeys`` (so the host can check a config section without
+/// making an instance). The host reads word 0 —
 /// plain C, safe whatever the module was built with — and touches the Swift object in word 1
 /// only when the tags match, so a mismatched module is refused instead of loaded into a crash.
 /// `@_alwaysEmitIntoClient` so the tag is the one compiled into the module, not the host's:
 /// plain `@inlinable` code is inlined only when optimizing, and a debug-built module called the
 /// host's `exportModule` and so always wrote the host's tag.
 @_alwaysEmitIntoClient
-public func exportModule(_ make: @escaping () -> any EventBusModule) -> UnsafeRawPointer {
+public func exportModule<Module: EventBusModule>(_ make: @escaping () -> Module) -> UnsafeRawPointer {
     let record = UnsafeMutablePointer<UnsafeRawPointer>.allocate(capacity: 2)
     record[0] = UnsafeRawPointer(strdup(ModuleABI.buildTag)!)
-    record[1] = UnsafeRawPointer(Unmanaged.passRetained(ModuleFactory(make) as AnyObject).toOpaque())
+    let factory = ModuleFactory({ make() }, configKeys: Module.configKeys)
+    record[1] = UnsafeRawPointer(Unmanaged.passRetained(factory as AnyObject).toOpaque())
     return UnsafeRawPointer(record)
 }
 
@@ -53,10 +56,13 @@ public enum ModuleABI {
 /// Makes module instances; what word 1 of the export record holds.
 public final class ModuleFactory {
     @usableFromInline let make: () -> any EventBusModule
+    /// What the module's config section may hold (``EventBusModule/configKeys``).
+    public let configKeys: ModuleConfigKeys
 
     @usableFromInline
-    init(_ make: @escaping () -> any EventBusModule) {
+    init(_ make: @escaping () -> any EventBusModule, configKeys: ModuleConfigKeys) {
         self.make = make
+        self.configKeys = configKeys
     }
 
     /// Reads an export record (what the module's `eventbus_module` returned) and returns its
