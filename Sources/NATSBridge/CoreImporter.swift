@@ -84,7 +84,9 @@ final class CoreImporter: @unchecked Sendable {
             let status = natsConnection_Subscribe(&handle, client.connection, subscription.filter, { _, _, message, closure in
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
                 subscription.importer.receive(message!, on: subscription)
-                natsMsg_Destroy(message)
+                // Freed here and now, not by `natsMsg_Destroy` (see shim.h): the message is
+                // ours, and nats.c's delivery loop does not touch it after this callback.
+                natsMsg_free(UnsafeMutableRawPointer(message))
             }, Unmanaged.passRetained(subscription).toOpaque())  // kept for good: a callback may run during stop
             try BridgeError.check(status, .connection, "subscribe to \(subscription.filter)")
             try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), -1), .connection, "pending limits")
@@ -124,8 +126,8 @@ final class CoreImporter: @unchecked Sendable {
             return
         }
         do {
-            let (event, _) = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host)
-            bus.post(event)
+            let decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host)
+            bus.post(decoded.event)
             counters.imported.add(1, ordering: .relaxed)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
