@@ -12,8 +12,9 @@ public final class NATSServer: @unchecked Sendable {
     private let process = Process()
     private let logPath: String
 
-    /// Starts the server and waits until it accepts clients.
-    public init(storage: String, port: Int? = nil) throws {
+    /// Starts the server and waits until it accepts clients. `configuration` (nats-server's
+    /// config syntax) is for what has no command-line flag: JetStream domains, leaf nodes.
+    public init(storage: String, port: Int? = nil, configuration: String? = nil) throws {
         guard let executable = Self.executable else { throw POSIXError(.ENOENT) }
         self.port = try port ?? Self.freePort()
         url = "nats://127.0.0.1:\(self.port)"
@@ -22,6 +23,11 @@ public final class NATSServer: @unchecked Sendable {
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["-js", "-sd", storage + "/jetstream", "-a", "127.0.0.1", "-p", String(self.port)]
+        if let configuration {
+            let file = storage + "/nats-server-\(self.port).conf"
+            try configuration.write(toFile: file, atomically: true, encoding: .utf8)
+            process.arguments! += ["-c", file]
+        }
         process.standardOutput = log
         process.standardError = log
         try process.run()
