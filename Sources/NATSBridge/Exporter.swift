@@ -151,8 +151,9 @@ final class Exporter: @unchecked Sendable {
     /// At most once per ``flushGap``: every flush costs a PONG that nats.c's reader thread must
     /// take the connection's lock for (contended by this thread's publishing) and a wake-up of
     /// this thread. At high rates the next batch is never far, and nats.c writes as its buffer
-    /// fills or its flusher wakes; flushing after every short batch there cost ~8 % more CPU
-    /// per event.
+    /// fills or its flusher wakes; flushing after every short batch there cost more CPU per
+    /// event (2.03 against 1.86 µs in one comparison, with nats.c's reader thread spinning on
+    /// the connection's lock for each PONG).
     private func sendNow(_ lastSent: inout UInt64) {
         let now = MonotonicClock.now()
         guard now &- lastSent >= Self.flushGap else { return }
