@@ -16,6 +16,7 @@ extension HostConfig {
     ///     export: ["deploy.>", "app.*"]
     ///     import: [">"]
     ///     durable: {stream: EVENTBUS, max_age: 24h, max_bytes: 1073741824, max_msgs: 0}
+    ///     # behind a leaf node: durable: {stream: EVENTBUS, js_domain: hub}
     /// ```
     static func parseBridge(_ node: ConfigNode, directory: String) throws(ConfigError) -> BridgeConfig? {
         var bridge: BridgeConfig?
@@ -111,14 +112,18 @@ extension HostConfig {
 
     private static func parseDurable(_ node: ConfigNode) throws(ConfigError) -> BridgeConfig.Durable {
         var durable = BridgeConfig.Durable()
-        for (key, value) in try node.mapping(allowed: ["stream", "max_age", "max_bytes", "max_msgs", "duplicate_window", "replicas", "consumer", "ack_wait", "start"]) {
+        for (key, value) in try node.mapping(allowed: ["stream", "max_age", "max_bytes", "max_msgs", "duplicate_window", "replicas", "consumer", "ack_wait", "start", "js_domain"]) {
             switch key {
-            case "stream", "consumer":
+            case "stream", "consumer", "js_domain":
                 let name = try value.string()
                 guard !name.isEmpty, !name.contains(where: { $0 == "." || $0 == "*" || $0 == ">" || $0.isWhitespace }) else {
                     throw value.error("a JetStream name has no '.', '*', '>' or whitespace")
                 }
-                if key == "stream" { durable.stream = name } else { durable.consumer = name }
+                switch key {
+                case "stream": durable.stream = name
+                case "consumer": durable.consumer = name
+                default: durable.domain = name
+                }
             case "max_age": durable.maxAge = try value.duration()
             case "max_bytes": durable.maxBytes = Int64(try value.int(atLeast: 0))
             case "max_msgs": durable.maxMessages = Int64(try value.int(atLeast: 0))

@@ -89,6 +89,11 @@ public struct BridgeConfig: Sendable, Equatable {
         /// Where a host with no recorded position starts: `new` events only, or `all` the
         /// stream holds.
         public var startAtBeginning = false
+        /// The JetStream domain that holds the stream (`js_domain`), for hosts connected to a
+        /// leaf node: their JetStream API requests go to `$JS.<domain>.API.>`, which the leaf
+        /// forwards to the hub whose `jetstream { domain: … }` it names. Nil: the API of the
+        /// account the host is connected to.
+        public var domain: String?
 
         public init() {}
     }

@@ -27,8 +27,23 @@ final class CoreImporter: @unchecked Sendable {
         /// Routes by subject (FNV-1a of its bytes), touched only on this subscription's delivery
         /// thread: a message on a known subject costs no String and no pattern matching.
         private var routes: [UInt64: Route] = [:]
+        /// The route used last: messages come in runs of one subject, and comparing its bytes
+        /// costs less than hashing them and looking the hash up.
+        private var last: Route?
 
         func route(_ subject: UnsafePointer<CChar>, importer: CoreImporter) -> Route {
+            // strncmp, not memcmp: it stops at the end of a shorter subject instead of reading past it.
+            if let last, last.subject.withUnsafeBufferPointer({ known in
+                known.withMemoryRebound(to: CChar.self) { strncmp($0.baseAddress!, subject, $0.count) == 0 } && subject[known.count] == 0
+            }) {
+                return last
+            }
+            let route = lookUp(subject, importer: importer)
+            last = route
+            return route
+        }
+
+        private func lookUp(_ subject: UnsafePointer<CChar>, importer: CoreImporter) -> Route {
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325
             var length = 0
             while subject[length] != 0 {
@@ -84,7 +99,9 @@ final class CoreImporter: @unchecked Sendable {
             let status = natsConnection_Subscribe(&handle, client.connection, subscription.filter, { _, _, message, closure in
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
                 subscription.importer.receive(message!, on: subscription)
-                natsMsg_Destroy(message)
+                // Freed here and now, not by `natsMsg_Destroy` (see shim.h): the message is
+                // ours, and nats.c's delivery loop does not touch it after this callback.
+                natsMsg_free(UnsafeMutableRawPointer(message))
             }, Unmanaged.passRetained(subscription).toOpaque())  // kept for good: a callback may run during stop
             try BridgeError.check(status, .connection, "subscribe to \(subscription.filter)")
             try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), -1), .connection, "pending limits")
@@ -124,8 +141,8 @@ final class CoreImporter: @unchecked Sendable {
             return
         }
         do {
-            let (event, _) = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host)
-            bus.post(event)
+            let decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host)
+            bus.post(decoded.event)
             counters.imported.add(1, ordering: .relaxed)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)

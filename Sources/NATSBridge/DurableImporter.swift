@@ -164,15 +164,15 @@ final class DurableImporter: @unchecked Sendable {
             if patterns.count > 1, !patterns.contains(where: { $0.matches(nameText) }) { continue }
             let length = Int(natsMsg_GetDataLength(message))
             guard let data = natsMsg_GetData(message),
-                  let (event, header) = try? WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: nameText, host: String(host))
+                  let decoded = try? WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: nameText, host: String(host))
             else {
                 counters.malformed.add(1, ordering: .relaxed)
                 continue
             }
-            if !ledger.record(host: String(host), instance: header.instance, sequence: header.sequence) {
+            if !ledger.record(host: String(host), instance: decoded.header.instance, sequence: decoded.header.sequence) {
                 counters.outOfOrder.add(1, ordering: .relaxed)
             }
-            events.append(event)
+            events.append(decoded.event)
         }
         if ledger != before {
             do {

@@ -83,7 +83,12 @@ public final class NATSBridge: @unchecked Sendable {
             }
             options.PublishAsync.AckHandlerClosure = Unmanaged.passRetained(ackClosure).toOpaque()
             options.PublishAsync.StallWait = 100
-            try BridgeError.check(natsConnection_JetStream(&jetStream, client.connection, &options), .jetStream, "JetStream context")
+            // nats.c builds its API prefix from the domain while making the context.
+            let domain = config.durable?.domain.map { strdup($0)! }
+            defer { free(domain) }
+            options.Domain = domain.map { UnsafePointer($0) }
+            try BridgeError.check(natsConnection_JetStream(&jetStream, client.connection, &options), .jetStream,
+                                  "JetStream context\(config.durable?.domain.map { " (domain \($0))" } ?? "")")
         }
         let queue = ExportQueue(capacity: config.exportBuffer, gaps: gaps)
         var ensureStream: (() throws -> Void)?
@@ -139,7 +144,7 @@ public final class NATSBridge: @unchecked Sendable {
             $0 = Parts(client: client, jetStream: jetStream, queue: queue, exporter: exporter, exportSubscription: exportSubscription,
                        core: core, durable: durableImporter, monitor: monitor)
         }
-        logger.info("bridge: host \(config.host) (instance \(instance)), \(config.durable == nil ? "core NATS (at-most-once)" : "JetStream stream \(config.durable!.stream)"), servers \(config.servers.joined(separator: ", ")); export \(config.export.map(\.description)), import \(config.import.map(\.description))")
+        logger.info("bridge: host \(config.host) (instance \(instance)), \(config.durable == nil ? "core NATS (at-most-once)" : "JetStream stream \(config.durable!.stream)\(config.durable!.domain.map { " in domain \($0)" } ?? "")"), servers \(config.servers.joined(separator: ", ")); export \(config.export.map(\.description)), import \(config.import.map(\.description))")
     }
 
     /// Stops exporting (publishing what is queued, at most `timeout`), stops importing, closes

@@ -61,8 +61,15 @@ enum WireFormat {
         var description: String
     }
 
+    /// What ``decode(_:name:host:)`` makes of a payload. A struct, not a tuple: a tuple result
+    /// of this throwing function had its metadata looked up at run time on every call.
+    struct Decoded {
+        var event: Event
+        var header: Header
+    }
+
     /// The event a payload describes, named `name`, with its origin fields added; the header.
-    static func decode(_ bytes: UnsafeRawBufferPointer, name: String, host: String) throws(DecodeError) -> (Event, Header) {
+    static func decode(_ bytes: UnsafeRawBufferPointer, name: String, host: String) throws(DecodeError) -> Decoded {
         var reader = Reader(bytes: bytes)
         guard let version = reader.byte(), version == Self.version else {
             throw DecodeError(description: "unknown payload version (expected \(Self.version))")
@@ -91,7 +98,7 @@ enum WireFormat {
         fields[EventOrigin.instanceField] = .int(Int64(bitPattern: instance))
         let event = Event(name: name, source: source, fields: fields,
                           wallTime: Date(timeIntervalSinceReferenceDate: Double(bitPattern: wall)))
-        return (event, Header(instance: instance, sequence: sequence))
+        return Decoded(event: event, header: Header(instance: instance, sequence: sequence))
     }
 
     private static func appendFixed(_ value: UInt64, to buffer: inout [UInt8]) {

@@ -10,7 +10,8 @@ import Foundation
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
 //   journal [entries]               journal ingest vs a C loop and journalctl; follow latency
 //   isolation [events]              delivery into one module in-process vs in a worker process
-//   bridge [events]                 bus A → NATS → bus B vs a raw nats.c publish → subscribe
+//   bridge [events] [core]          bus A → NATS → bus B vs a raw nats.c publish → subscribe
+//                                   (`core`: only the raw anchor and the core bridge, to profile)
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -43,7 +44,8 @@ case "journal":
 case "isolation":
     await isolationBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
 case "bridge":
-    BridgeBenchmark.run(events: arguments.dropFirst().first.flatMap(Int.init) ?? 500_000)
+    BridgeBenchmark.run(events: arguments.dropFirst().first.flatMap(Int.init) ?? 500_000,
+                        coreOnly: arguments.dropFirst(2).first == "core")
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:

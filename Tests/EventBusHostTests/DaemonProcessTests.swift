@@ -15,10 +15,14 @@ import Testing
 
         /// `openFiles`: soft and hard `RLIMIT_NOFILE` of the daemon (set by `prlimit`, which
         /// then execs it, so the pid is eventbusd's).
-        init(arguments: [String], openFiles: Int? = nil, in directory: TemporaryDirectory) throws {
+        /// `wrapper` runs eventbusd through another command (`ip netns exec NAME`).
+        init(arguments: [String], openFiles: Int? = nil, wrapper: [String] = [], in directory: TemporaryDirectory) throws {
             logPath = try directory.write("eventbusd-\(UUID().uuidString).log", "")
             let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-            if let openFiles {
+            if !wrapper.isEmpty {
+                process.executableURL = URL(fileURLWithPath: wrapper[0])
+                process.arguments = Array(wrapper.dropFirst()) + [BuildProducts.eventbusd] + arguments
+            } else if let openFiles {
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
                 process.arguments = ["--nofile=\(openFiles):\(openFiles)", "--", BuildProducts.eventbusd] + arguments
             } else {

@@ -12,16 +12,27 @@ public final class NATSServer: @unchecked Sendable {
     private let process = Process()
     private let logPath: String
 
-    /// Starts the server and waits until it accepts clients.
-    public init(storage: String, port: Int? = nil) throws {
+    /// Starts the server and waits until it accepts clients. `configuration` (nats-server's
+    /// config syntax) is for what has no command-line flag: JetStream domains, leaf nodes.
+    ///
+    /// `wrapper` runs the server through another command (`ip netns exec NAME`), listening on
+    /// `address`.
+    public init(storage: String, port: Int? = nil, configuration: String? = nil,
+                wrapper: [String] = [], address: String = "127.0.0.1") throws {
         guard let executable = Self.executable else { throw POSIXError(.ENOENT) }
         self.port = try port ?? Self.freePort()
-        url = "nats://127.0.0.1:\(self.port)"
+        url = "nats://\(address):\(self.port)"
         logPath = storage + "/nats-server-\(self.port).log"
         FileManager.default.createFile(atPath: logPath, contents: nil)
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-js", "-sd", storage + "/jetstream", "-a", "127.0.0.1", "-p", String(self.port)]
+        let command = wrapper + [executable, "-js", "-sd", storage + "/jetstream", "-a", address, "-p", String(self.port)]
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        if let configuration {
+            let file = storage + "/nats-server-\(self.port).conf"
+            try configuration.write(toFile: file, atomically: true, encoding: .utf8)
+            process.arguments! += ["-c", file]
+        }
         process.standardOutput = log
         process.standardError = log
         try process.run()

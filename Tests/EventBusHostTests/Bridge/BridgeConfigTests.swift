@@ -30,7 +30,7 @@ import Testing
                 export: ["deploy.>", "app.*"]
                 import: [">"]
                 ping_interval: 5s
-                durable: {stream: FLEET, max_age: 2h, max_bytes: 1000000, max_msgs: 500, ack_wait: 10s, start: all}
+                durable: {stream: FLEET, max_age: 2h, max_bytes: 1000000, max_msgs: 500, ack_wait: 10s, start: all, js_domain: hub}
             """).get()
         let bridge = try #require(config.bridge)
         #expect(bridge.servers == ["nats://10.0.0.5:4222", "nats://10.0.0.6:4222"])
@@ -43,6 +43,7 @@ import Testing
         let durable = try #require(bridge.durable)
         #expect(durable.stream == "FLEET" && durable.maxAge == .seconds(7200) && durable.maxBytes == 1_000_000)
         #expect(durable.maxMessages == 500 && durable.ackWait == .seconds(10) && durable.startAtBeginning)
+        #expect(durable.domain == "hub")
     }
 
     @Test func theHostDefaultsToTheHostname() throws {
@@ -51,6 +52,8 @@ import Testing
         if let dot = hostname.firstIndex(of: ".") { hostname = String(hostname[..<dot]) }
         #expect(config.bridge?.host == hostname)
         #expect(config.bridge?.durable == nil)
+        let durable = try load("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    durable: {}\n").get()
+        #expect(durable.bridge?.durable?.domain == nil)
     }
 
     @Test func mistakesNameLineAndKey() throws {
@@ -86,6 +89,10 @@ import Testing
 
         let start = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    durable:\n      start: oldest\n")
         #expect(start.line == 6 && start.message == "expected new or all, found \"oldest\"")
+
+        let domain = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    durable:\n      js_domain: hub.eu\n")
+        #expect(domain.line == 6 && domain.key == "bridge.nats.durable.js_domain")
+        #expect(domain.message.contains("no '.', '*', '>' or whitespace"))
 
         let kind = try error("bridge:\n  kafka: {}\n")
         #expect(kind.key == "bridge.kafka" && kind.message.contains("expected one of: nats"))

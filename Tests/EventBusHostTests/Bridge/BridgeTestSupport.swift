@@ -8,12 +8,15 @@ final class BridgedHost: @unchecked Sendable {
     let socket: String
     let configPath: String
     private let directory: TemporaryDirectory
+    private let wrapper: [String]
     private(set) var daemon: DaemonProcessTests.Daemon?
 
-    /// `bridge` is the body of `bridge.nats` (indented lines after `servers` and `host`).
-    init(_ name: String, server: NATSServer, in directory: TemporaryDirectory, bridge: String) throws {
+    /// `bridge` is the body of `bridge.nats` (indented lines after `servers` and `host`). With a
+    /// `wrapper` (`ip netns exec NAME`) the daemon runs through it and reaches the server at `url`.
+    init(_ name: String, server: NATSServer, url: String? = nil, wrapper: [String] = [], in directory: TemporaryDirectory, bridge: String) throws {
         self.name = name
         self.directory = directory
+        self.wrapper = wrapper
         socket = directory.at("\(name).sock")
         let yaml = """
             shutdown_timeout: 5s
@@ -21,7 +24,7 @@ final class BridgedHost: @unchecked Sendable {
             control: {socket: \(socket)}
             bridge:
               nats:
-                servers: [\(server.url)]
+                servers: [\(url ?? server.url)]
                 host: \(name)
             \(bridge.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
             """
@@ -30,7 +33,7 @@ final class BridgedHost: @unchecked Sendable {
 
     /// Starts eventbusd and waits until it is ready and its bridge is connected.
     func start() async throws {
-        let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", configPath], in: directory)
+        let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", configPath], wrapper: wrapper, in: directory)
         self.daemon = daemon
         guard await daemon.waitFor("ready; SIGHUP reloads") else { throw POSIXError(.ETIMEDOUT) }
         guard await eventually(timeout: .seconds(30), { bridgeStatus?["state"]?.stringValue == "connected" }) else {

@@ -1,0 +1,160 @@
+import ControlProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// Hosts on a network of their own: two eventbusd processes, each in a network namespace linked
+/// by a veth pair to a third namespace that holds the nats-server (addresses exist only inside
+/// these namespaces). The importing host's link is cut (`ip link set … down`) for 3 s while the
+/// other host posts: core mode announces the gap, durable mode resumes exactly.
+@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"),
+       .enabled(if: NetworkLab.isPermitted, "skipped: cannot create network namespaces here (ip netns needs CAP_SYS_ADMIN)"))
+struct BridgeNetworkNamespaceTests {
+    @Test(arguments: [false, true])
+    func aCutLinkIsAnnouncedInCoreModeAndResumedExactlyInDurableMode(durable: Bool) async throws {
+        let lab = NetworkLab()
+        defer { lab.remove() }  // also when the test fails: the namespaces (and their links) go
+        let server = try lab.namespace("srv"), alphaSpace = try lab.namespace("a"), betaSpace = try lab.namespace("b")
+        try lab.link(server, "10.201.1.1", alphaSpace, "10.201.1.2")
+        let betaLink = try lab.link(server, "10.201.2.1", betaSpace, "10.201.2.2")
+
+        let directory = try TemporaryDirectory("bridge-netns")
+        let nats = try NATSServer(storage: directory.path, port: 4222, wrapper: lab.exec(server), address: "0.0.0.0")
+        defer { nats.stop() }
+        let settings = """
+            export: ["load.>"]
+            import: ["load.>"]
+            ping_interval: 500ms
+            max_pings_out: 2
+            reconnect_wait: 100ms
+            max_reconnect_wait: 1s
+            """ + (durable ? "\ndurable: {stream: NETBUS, max_age: 1h, ack_wait: 2s}" : "")
+        let a = try BridgedHost("alpha", server: nats, url: "nats://10.201.1.1:4222", wrapper: lab.exec(alphaSpace),
+                                in: directory, bridge: settings)
+        let b = try BridgedHost("beta", server: nats, url: "nats://10.201.2.1:4222", wrapper: lab.exec(betaSpace),
+                                in: directory, bridge: settings)
+        try await b.start()
+        try await a.start()
+        if durable { #expect(await eventually { b.daemon?.output.contains("importing from stream NETBUS") == true }) }
+        let tailB = try TailCollector(b.socket, ["load.>", "bridge.gap"])
+        try await Task.sleep(for: .milliseconds(200))
+        try post(a.socket, "load.tick", 1...10)
+        #expect(await eventually { tailB.named("load.").count == 10 })
+
+        let cut = Date()
+        try lab.setLink(betaLink, up: false)
+        try post(a.socket, "load.tick", 11...60)
+        try await Task.sleep(for: .seconds(3))
+        try lab.setLink(betaLink, up: true)
+        #expect(await eventually { b.count("reconnects") >= 1 },
+                "beta: \(b.daemon?.output ?? "")\nstatus B: \(String(describing: b.bridgeStatus))")
+        try post(a.socket, "load.tick", 61...70)
+
+        if durable {
+            #expect(await eventually { Set(tailB.keys("load.")).count == 70 },
+                    "alpha: \(a.daemon?.output ?? "")\nbeta: \(b.daemon?.output ?? "")\nstatus B: \(String(describing: b.bridgeStatus))")
+            try await Task.sleep(for: .seconds(1))  // anything extra (a duplicate) would arrive now
+            let keys = tailB.keys("load.")
+            #expect(keys.count == 70, "duplicates: \(keys.count - Set(keys).count)")
+            #expect(Set(keys) == Set((1...70).map { "alpha:\($0)" }))
+            #expect(tailB.named("bridge.gap").isEmpty)
+            #expect(b.count("lost") == 0)
+        } else {
+            #expect(await eventually { tailB.keys("load.").contains("alpha:70") && !tailB.named("bridge.gap").isEmpty },
+                    "beta: \(b.daemon?.output ?? "")\nstatus B: \(String(describing: b.bridgeStatus))")
+            let gap = try #require(tailB.named("bridge.gap").first?["fields"])
+            #expect(gap["kind"] == "disconnected")
+            #expect(gap["bridge_host"] == "beta")
+            #expect(gap["dropped"] == nil)  // core NATS cannot say how many
+            let from = try #require(ISO8601DateFormatter.withFractions.date(from: gap["from"]?.stringValue ?? ""))
+            let until = try #require(ISO8601DateFormatter.withFractions.date(from: gap["until"]?.stringValue ?? ""))
+            #expect(from >= cut.addingTimeInterval(-1) && until > from)
+            // Whatever arrived arrived once, and everything after the link came back arrived.
+            let keys = tailB.keys("load.")
+            #expect(keys.count == Set(keys).count)
+            #expect(Set((61...70).map { "alpha:\($0)" }).isSubset(of: Set(keys)))
+        }
+        await a.kill(SIGTERM)
+        await b.kill(SIGTERM)
+    }
+}
+
+/// Network namespaces and veth links made for one test (names carry this process's id, so runs
+/// in parallel do not meet), removed by ``remove()``.
+final class NetworkLab: @unchecked Sendable {
+    // @unchecked: used by one test at a time.
+    static let ip = "/usr/sbin/ip"
+    private let tag = "eb\(getpid() % 100_000)"
+    private var namespaces: [String] = []
+    private var links = 0
+
+    /// Whether this process may create network namespaces: it tries once.
+    static let isPermitted: Bool = {
+        guard access(ip, X_OK) == 0 else { return false }
+        let probe = "eb\(getpid() % 100_000)-probe"
+        guard (try? run([ip, "netns", "add", probe])) != nil else { return false }
+        _ = try? run([ip, "netns", "del", probe])
+        return true
+    }()
+
+    struct Link {
+        let namespace: String
+        let device: String
+    }
+
+    /// A new namespace with its loopback up.
+    func namespace(_ name: String) throws -> String {
+        let namespace = "\(tag)-\(name)"
+        try Self.run([Self.ip, "netns", "add", namespace])
+        namespaces.append(namespace)
+        try Self.run([Self.ip, "-n", namespace, "link", "set", "lo", "up"])
+        return namespace
+    }
+
+    /// A veth pair between two namespaces, each end with its /30 address; returns the second end.
+    @discardableResult
+    func link(_ first: String, _ firstAddress: String, _ second: String, _ secondAddress: String) throws -> Link {
+        links += 1
+        let one = "\(tag)l\(links)a", two = "\(tag)l\(links)b"
+        try Self.run([Self.ip, "link", "add", one, "netns", first, "type", "veth", "peer", "name", two, "netns", second])
+        for (namespace, device, address) in [(first, one, firstAddress), (second, two, secondAddress)] {
+            try Self.run([Self.ip, "-n", namespace, "addr", "add", address + "/30", "dev", device])
+            try Self.run([Self.ip, "-n", namespace, "link", "set", device, "up"])
+        }
+        return Link(namespace: second, device: two)
+    }
+
+    func setLink(_ link: Link, up: Bool) throws {
+        try Self.run([Self.ip, "-n", link.namespace, "link", "set", link.device, up ? "up" : "down"])
+    }
+
+    /// The command prefix that runs a program inside `namespace`.
+    func exec(_ namespace: String) -> [String] { [Self.ip, "netns", "exec", namespace] }
+
+    /// Deletes the namespaces (their veth ends go with them).
+    func remove() {
+        for namespace in namespaces.reversed() { _ = try? Self.run([Self.ip, "netns", "del", namespace]) }
+        namespaces.removeAll()
+    }
+
+    struct CommandFailed: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    @discardableResult
+    static func run(_ command: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw CommandFailed(description: "\(command.joined(separator: " ")): \(text)")
+        }
+        return text
+    }
+}
