@@ -66,6 +66,18 @@ public final class FileChangeMonitor: @unchecked Sendable {
         }
     }
 
+    /// What the running watch on `path` knows exists under it, and where that stands in its event
+    /// stream (see ``FileListing``); nil when no watch on exactly `path` is running (a subscriber
+    /// reconciling holds one). Of two watches on `path`, the recursive one answers. Blocks until
+    /// the monitor's queue has answered: not for use on that queue. Costs the tree.
+    public func listing(of path: String) -> FileListing? {
+        queue.sync {
+            sources.values.filter { $0.options.path == path }
+                .max { !$0.options.recursive && $1.options.recursive }?
+                .listing()
+        }
+    }
+
     // MARK: Sources (called from any thread)
 
     func attach(_ source: FileWatchSource, bus: Bus) {
@@ -132,11 +144,11 @@ public final class FileChangeMonitor: @unchecked Sendable {
         descriptor = fd
         self.reader = reader
         reader.start(paused: readerPaused) { [weak self] reader in
-            guard let self else { return }
-            queue.sync {
+            guard let self else { return -1 }
+            return queue.sync {
                 // A reader stopped (or paused) meanwhile leaves the events to its successor.
-                guard self.reader === reader, !reader.isPaused else { return }
-                readAvailable()
+                guard self.reader === reader, !reader.isPaused else { return -1 }
+                return readAvailable()
             }
         }
         return nil
@@ -154,13 +166,35 @@ public final class FileChangeMonitor: @unchecked Sendable {
 
     /// Reads and handles what the kernel has queued, one buffer at a time, and returns after a
     /// bounded number of buffers so attach/detach blocks are not starved during a storm (the
-    /// reader comes back at once while data remains).
-    private func readAvailable() {
+    /// reader comes back at once while data remains). Once the queue is empty, verifies changed
+    /// paths. Returns how long the reader may wait for events before calling again (ms, -1: no
+    /// limit).
+    private func readAvailable() -> Int32 {
         for _ in 0..<64 {
             var events: [InotifyEvent] = []
-            guard readOnce(into: &events) else { return }
+            let quiet = FileState.realtimeNow()
+            guard readOnce(into: &events) else { return verify(quietSince: quiet) }
             handle(events)
         }
+        return -1
+    }
+
+    /// Paths stat'ed per empty queue, across sources: ~1–2 µs each, so a batch delays the next
+    /// event by well under a millisecond.
+    static let verificationBudget = 256
+
+    /// Lets sources stat paths changed by events (see `FileWatchSource.verifyChanged`), the
+    /// kernel's queue having been empty at `quietSince`. Returns when to come back (ms, -1: never).
+    private func verify(quietSince: Int64) -> Int32 {
+        var budget = Self.verificationBudget
+        var next: Int64?
+        for source in sources.values {
+            budget = source.verifyChanged(budget: budget, quietSince: quietSince)
+            if let due = source.nextVerification { next = min(next ?? due, due) }
+        }
+        guard let next else { return -1 }
+        if budget == 0 { return 0 }  // more due now: after a look at the queue
+        return Int32(clamping: max(0, next - quietSince) / 1_000_000 + 1)
     }
 
     /// One `read`; false when nothing was there.
@@ -260,6 +294,17 @@ public final class FileChangeMonitor: @unchecked Sendable {
             reader?.setPaused(false)
         }
     }
+
+    /// Entries visited by every source's folder renames and removals (see
+    /// `FileWatchSource.visitedByFolderOperations`) and the paths their snapshots hold.
+    var folderWork: (visited: Int, paths: Int) {
+        queue.sync {
+            sources.values.reduce((0, 0)) { ($0.0 + $1.visitedByFolderOperations, $0.1 + $1.snapshotCount) }
+        }
+    }
+
+    /// Paths changed by events and not stat'ed since, across sources.
+    var unverifiedPaths: Int { queue.sync { sources.values.reduce(0) { $0 + $1.unverifiedCount } } }
 
     /// The inotify descriptor (-1 when closed): tests read `/proc/self/fdinfo/<fd>`.
     var inotifyDescriptor: Int32 { queue.sync { descriptor } }

@@ -3,21 +3,25 @@ import Glibc
 #endif
 
 /// What a watch remembers of one path: whether it is a directory and, when it was last stat'ed,
-/// enough to tell later whether it is still the same file (device + inode) and whether its
-/// content changed (mtime + size).
+/// enough to tell later whether it is still the same file (device + inode) and whether it
+/// changed (mtime, ctime, size: ctime moves with every write and attribute change, even one
+/// that puts mtime back).
 ///
 /// Why events do not stat: a `lstat` costs ~1–2 µs here, as much as all the rest of handling an
 /// event, and doing it per event halved the rate at which the source drains the kernel queue
 /// (measured: ~250k against ~550k events/s), making overflows (and their rescans) likelier. So an
 /// event marks its path *changed since last verified* (`identity == nil`) instead, and the
-/// rescan after an overflow reports such a path that still exists as `modified` — it may have
-/// changed after the event that was reported. Scans (initial, new directory, rescan) do stat, so
-/// untouched paths are compared exactly.
+/// source stats such paths later, in bounded batches, when the kernel's queue is empty (see
+/// `FileWatchSource.verifyChanged`). Only a path still unverified when events are lost is
+/// reported by the rescan as `modified` without proof — it may have changed after the event
+/// that was reported. Scans (initial, new directory, rescan) do stat, so untouched paths are
+/// compared exactly.
 struct FileState {
     struct Identity: Equatable {
         var device: UInt64
         var inode: UInt64
         var modifiedNanoseconds: Int64
+        var changedNanoseconds: Int64
         var size: Int64
     }
 
@@ -43,6 +47,7 @@ struct FileState {
         identity = Identity(
             device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
             modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec),
             size: Int64(info.st_size))
     }
 
@@ -53,11 +58,25 @@ struct FileState {
             && identity.device == otherIdentity.device
     }
 
-    /// Content changed, for a file; directories' mtimes change with their entries, which are
-    /// reported on their own.
+    /// Written or its attributes changed, for a file (mtime, ctime or size differ); directories'
+    /// times change with their entries, which are reported on their own.
     func contentDiffers(from other: FileState) -> Bool {
         guard !isDirectory, let identity, let otherIdentity = other.identity else { return false }
-        return identity.modifiedNanoseconds != otherIdentity.modifiedNanoseconds || identity.size != otherIdentity.size
+        return identity.modifiedNanoseconds != otherIdentity.modifiedNanoseconds
+            || identity.changedNanoseconds != otherIdentity.changedNanoseconds || identity.size != otherIdentity.size
+    }
+
+    /// Whether this stat may predate a change whose event was not handled yet: its ctime is
+    /// not older than `cutoff` (see `FileWatchSource.verifyChanged`).
+    func isRecent(cutoff: Int64) -> Bool {
+        (identity?.changedNanoseconds ?? .max) >= cutoff
+    }
+
+    /// `CLOCK_REALTIME` in nanoseconds: the clock file times are stamped with.
+    static func realtimeNow() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 }
 
@@ -68,8 +87,14 @@ enum FilePath {
     }
 
     static func parent(of path: String) -> String {
-        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")), slash != path.startIndex else { return "/" }
         return String(path[..<slash])
+    }
+
+    /// The last component of `path` (the caller's paths are absolute and not `/`).
+    static func name(of path: String) -> String {
+        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
+        return String(path[path.utf8.index(after: slash)...])
     }
 
     /// `path` with its leading `old` replaced by `new` (the caller checked that `path` is `old` or below it).
@@ -93,13 +118,20 @@ enum FilePath {
     }
 }
 
-/// What a source's subscribers have been told exists: path → ``FileState``.
+/// What a source's subscribers have been told exists: path → ``FileState``, indexed by folder.
 ///
 /// Sharded by the path's hash into 64 dictionaries, and each key carries its hash. Why: a
 /// `Dictionary` rebuilds itself when it grows, and one holding 100k paths took 20–40 ms to grow —
 /// rehashing every String, and page-faulting a new 16 MB table in — a stall on the reader thread
 /// that subscribers saw as latency, at exactly the growth points (measured with the files
 /// benchmark). Shards grow one at a time, each 1/64 of the table, and rehash a cached `Int`.
+///
+/// The folder index (folder path → names of its entries here, sharded the same way) is what
+/// makes a folder's rename or removal cost its own subtree: without it, finding what lies below
+/// a folder meant scanning every path, 10–14 ms per folder at 150k paths (issue 18), and an
+/// `rm -rf` of a large tree fell so far behind that the kernel queue overflowed. Every path is
+/// in its parent's entry, whether or not the parent itself is known, so a walk from a folder
+/// finds everything below it.
 struct Snapshot: Sequence {
     private struct Key: Hashable {
         let path: String
@@ -118,6 +150,10 @@ struct Snapshot: Sequence {
     }
 
     private var shards = [[Key: FileState]](repeating: [:], count: 64)
+    /// Folder → the names of its entries in `shards`.
+    private var folders = [[Key: Set<String>]](repeating: [:], count: 64)
+    /// Paths held.
+    private(set) var count = 0
 
     subscript(path: String) -> FileState? {
         get {
@@ -125,30 +161,105 @@ struct Snapshot: Sequence {
             return shards[key.shard][key]
         }
         set {
+            guard let newValue else {
+                removeValue(forPath: path)
+                return
+            }
             let key = Key(path)
-            shards[key.shard][key] = newValue
+            if shards[key.shard].updateValue(newValue, forKey: key) == nil { indexAdded(path) }
         }
     }
 
-    subscript(path: String, default value: @autoclosure () -> FileState) -> FileState {
-        get {
-            let key = Key(path)
-            return shards[key.shard][key, default: value()]
-        }
-        _modify {
-            let key = Key(path)
-            yield &shards[key.shard][key, default: value()]
+    /// Marks `path` as changed since it was last stat'ed, adding it if unknown.
+    mutating func markChanged(_ path: String, isDirectory: Bool) {
+        let key = Key(path)
+        if shards[key.shard][key] != nil {
+            shards[key.shard][key]!.identity = nil
+        } else {
+            shards[key.shard][key] = .changed(isDirectory: isDirectory)
+            indexAdded(path)
         }
     }
 
     @discardableResult
     mutating func removeValue(forPath path: String) -> FileState? {
         let key = Key(path)
-        return shards[key.shard].removeValue(forKey: key)
+        guard let old = shards[key.shard].removeValue(forKey: key) else { return nil }
+        count -= 1
+        let folder = Key(FilePath.parent(of: path))
+        let name = FilePath.name(of: path)
+        if folders[folder.shard][folder]?.remove(name) != nil, folders[folder.shard][folder]!.isEmpty {
+            folders[folder.shard][folder] = nil
+        }
+        return old
+    }
+
+    /// Removes every path below `folder` (not `folder` itself), calling `visit` with each; costs
+    /// the subtree.
+    mutating func removeAll(below folder: String, visit: (String) -> Void) {
+        var pending = [folder]
+        while let directory = pending.popLast() {
+            let key = Key(directory)
+            guard let names = folders[key.shard].removeValue(forKey: key) else { continue }
+            for name in names {
+                let path = FilePath.join(directory, name)
+                let entry = Key(path)
+                if shards[entry.shard].removeValue(forKey: entry) != nil { count -= 1 }
+                visit(path)
+                pending.append(path)
+            }
+        }
+    }
+
+    /// Moves every path below `old` to the same place below `new` (not `old` itself, and `new`
+    /// holds nothing yet), calling `visit` with each old and new path; costs the subtree.
+    mutating func moveAll(below old: String, to new: String, visit: (String, String) -> Void) {
+        var pending = [(old, new)]
+        while case let (from, to)? = pending.popLast() {
+            let key = Key(from)
+            guard let names = folders[key.shard].removeValue(forKey: key) else { continue }
+            let target = Key(to)
+            folders[target.shard][target, default: []].formUnion(names)
+            for name in names {
+                let source = Key(FilePath.join(from, name)), destination = Key(FilePath.join(to, name))
+                if let state = shards[source.shard].removeValue(forKey: source) {
+                    shards[destination.shard][destination] = state
+                }
+                visit(source.path, destination.path)
+                pending.append((source.path, destination.path))
+            }
+        }
+    }
+
+    /// The paths below `folder`, each with its state; costs the subtree.
+    func entries(below folder: String) -> [(path: String, state: FileState)] {
+        var found: [(path: String, state: FileState)] = []
+        var pending = [folder]
+        while let directory = pending.popLast() {
+            let key = Key(directory)
+            guard let names = folders[key.shard][key] else { continue }
+            for name in names {
+                let path = FilePath.join(directory, name)
+                let entry = Key(path)
+                if let state = shards[entry.shard][entry] { found.append((path, state)) }
+                pending.append(path)
+            }
+        }
+        return found
     }
 
     mutating func removeAll() {
-        for index in shards.indices { shards[index].removeAll() }
+        for index in shards.indices {
+            shards[index].removeAll()
+            folders[index].removeAll()
+        }
+        count = 0
+    }
+
+    private mutating func indexAdded(_ path: String) {
+        count += 1
+        let folder = Key(FilePath.parent(of: path))
+        folders[folder.shard][folder, default: []].insert(FilePath.name(of: path))
     }
 
     func makeIterator() -> some IteratorProtocol<(path: String, state: FileState)> {
