@@ -66,16 +66,12 @@ public final class FileChangeMonitor: @unchecked Sendable {
         }
     }
 
-    /// What the running watch on `path` knows exists under it, and where that stands in its event
-    /// stream (see ``FileListing``); nil when no watch on exactly `path` is running (a subscriber
-    /// reconciling holds one). Of two watches on `path`, the recursive one answers. Blocks until
-    /// the monitor's queue has answered: not for use on that queue. Costs the tree.
-    public func listing(of path: String) -> FileListing? {
-        queue.sync {
-            sources.values.filter { $0.options.path == path }
-                .max { !$0.options.recursive && $1.options.recursive }?
-                .listing()
-        }
+    /// What the running source for `watch` knows exists under its root, and where that stands
+    /// in its event stream (see ``FileListing``); nil when no source for exactly these options is
+    /// running (a subscriber reconciling holds one). Blocks until the monitor's queue has
+    /// answered: not for use on that queue. Costs the tree.
+    public func listing(of watch: FileWatch) -> FileListing? {
+        queue.sync { sources.values.first { $0.options == watch }?.listing() }
     }
 
     // MARK: Sources (called from any thread)

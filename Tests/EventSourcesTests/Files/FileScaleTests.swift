@@ -26,7 +26,8 @@ extension FileSourceTests {
         fileMkdir(scratch.at("small/sub"))
         for file in 0..<5 { fileTouch(scratch.at("small/sub/g\(file)")) }
         let harness = FileWatchHarness()
-        let recorder = try harness.subscribe(FileWatch(path: scratch.path, recursive: true))
+        let watch = try FileWatch(path: scratch.path, recursive: true)
+        let recorder = try harness.subscribe(watch)
         let below = 16  // what lies below `small`
         #expect(harness.monitor.folderWork.paths == 1 + 150 + 150_000 + 1 + below)
         #expect(harness.monitor.folderWork.visited == 0)
@@ -37,7 +38,7 @@ extension FileSourceTests {
         // The moved folder's watches and entries are under the new path.
         fileTouch(scratch.at("renamed/sub/new"))
         #expect(await eventually { recorder.contains(.created, scratch.at("renamed/sub/new")) })
-        let listing = try #require(harness.monitor.listing(of: scratch.path))
+        let listing = try #require(harness.monitor.listing(of: watch))
         let renamed = listing.entries.filter { $0.path.hasPrefix(scratch.at("renamed/")) }.map(\.path)
         #expect(Set(renamed) == Set((0..<10).map { scratch.at("renamed/f\($0)") } + [scratch.at("renamed/sub")]
             + (0..<5).map { scratch.at("renamed/sub/g\($0)") } + [scratch.at("renamed/sub/new")]))
@@ -98,7 +99,7 @@ extension FileSourceTests {
         try harness.bus.files(watch).bufferLimit(8).receive(subscriber: slow)
         let queued = try #require(readProcInteger("/proc/sys/fs/inotify/max_queued_events"))
         // A client starts from the listing, then applies what follows it.
-        var picture = FilePicture(try #require(harness.monitor.listing(of: scratch.path)))
+        var picture = FilePicture(try #require(harness.monitor.listing(of: watch)))
 
         harness.monitor.pauseReading()
         for file in 0..<200 { unlink(scratch.at("d3/f\(file)")) }
@@ -120,7 +121,7 @@ extension FileSourceTests {
             guard let event = slow.next() else { return false }
             if event.gap != nil {
                 gaps += 1
-                if let listing = harness.monitor.listing(of: scratch.path) { picture = FilePicture(listing) }
+                if let listing = harness.monitor.listing(of: watch) { picture = FilePicture(listing) }
             } else {
                 picture.apply(event)
             }
