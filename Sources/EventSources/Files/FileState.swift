@@ -170,15 +170,18 @@ struct Snapshot: Sequence {
         }
     }
 
-    /// Marks `path` as changed since it was last stat'ed, adding it if unknown.
-    mutating func markChanged(_ path: String, isDirectory: Bool) {
+    /// Marks `path` as changed since it was last stat'ed, adding it if unknown. Returns whether
+    /// it was verified (or unknown) until now.
+    mutating func markChanged(_ path: String, isDirectory: Bool) -> Bool {
         let key = Key(path)
-        if shards[key.shard][key] != nil {
-            shards[key.shard][key]!.identity = nil
-        } else {
+        guard let known = shards[key.shard][key] else {
             shards[key.shard][key] = .changed(isDirectory: isDirectory)
             indexAdded(path)
+            return true
         }
+        guard known.identity != nil else { return false }
+        shards[key.shard][key]!.identity = nil
+        return true
     }
 
     @discardableResult
@@ -212,8 +215,9 @@ struct Snapshot: Sequence {
     }
 
     /// Moves every path below `old` to the same place below `new` (not `old` itself, and `new`
-    /// holds nothing yet), calling `visit` with each old and new path; costs the subtree.
-    mutating func moveAll(below old: String, to new: String, visit: (String, String) -> Void) {
+    /// holds nothing yet), calling `visit` with each old and new path and the state moved (nil
+    /// for a folder known only by its entries); costs the subtree.
+    mutating func moveAll(below old: String, to new: String, visit: (String, String, FileState?) -> Void) {
         var pending = [(old, new)]
         while case let (from, to)? = pending.popLast() {
             let key = Key(from)
@@ -222,10 +226,9 @@ struct Snapshot: Sequence {
             folders[target.shard][target, default: []].formUnion(names)
             for name in names {
                 let source = Key(FilePath.join(from, name)), destination = Key(FilePath.join(to, name))
-                if let state = shards[source.shard].removeValue(forKey: source) {
-                    shards[destination.shard][destination] = state
-                }
-                visit(source.path, destination.path)
+                let state = shards[source.shard].removeValue(forKey: source)
+                if let state { shards[destination.shard][destination] = state }
+                visit(source.path, destination.path, state)
                 pending.append((source.path, destination.path))
             }
         }

@@ -42,7 +42,9 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     private var awaiting: (watch: Int32, directory: String)?
     /// Paths changed by an event since they were last stat'ed, with when the event was handled,
     /// oldest first from `unverifiedHead`: stat'ed when the kernel's queue is empty (see
-    /// ``verifyChanged(budget:quietSince:)``). May hold paths gone or verified since.
+    /// ``verifyChanged(budget:quietSince:)``). Every path the snapshot holds unverified is here:
+    /// a path is queued when it turns unverified, not for each event. It may also hold paths
+    /// gone since.
     private var unverified: [(path: String, handled: Int64)] = []
     private var unverifiedHead = 0
     /// The bus sequence of the last event posted: where a listing stands in the stream.
@@ -270,13 +272,14 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     // MARK: Changes
 
     private func created(_ path: String, isDirectory: Bool, origin: FileChange.Origin) {
-        if let known = snapshot[path], known.identity != nil {
+        let known = snapshot[path]
+        if let known, known.identity != nil {
             // Found by a scan (of a new directory, or a rescan) and reported then, unless it has
             // been replaced since: only this case needs a stat.
             guard let now = FileState(path: path), !now.isSameFile(as: known) else { return }
         }
         snapshot[path] = .changed(isDirectory: isDirectory)
-        markUnverified(path)
+        if known?.identity != nil || known == nil { markUnverified(path) }
         post(FileChange(kind: .created, path: path, isDirectory: isDirectory, origin: origin))
         if isDirectory, options.recursive {
             var failures: [(String, Int32)] = []
@@ -287,8 +290,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     private func changed(_ kind: FileChange.Kind, _ path: String, isDirectory: Bool) {
         if path != root {
-            snapshot.markChanged(path, isDirectory: isDirectory)
-            markUnverified(path)
+            if snapshot.markChanged(path, isDirectory: isDirectory) { markUnverified(path) }
         } else if !rootIsDirectory, let state = FileState(path: root, following: true) {
             // A root file is stat'ed at once: its identity is how a rescan tells a replaced root.
             snapshot[root] = state
@@ -328,9 +330,11 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         if isDirectory {
             // A moved directory keeps its watches; only their paths change. Costs the subtree.
             rebaseWatch(from: old, to: new)
-            snapshot.moveAll(below: old, to: new) { from, to in
+            snapshot.moveAll(below: old, to: new) { from, to, state in
                 visitedByFolderOperations += 1
                 rebaseWatch(from: from, to: to)
+                // Its entry waiting for verification has the old path.
+                if let state, state.identity == nil { markUnverified(to) }
             }
         }
         post(FileChange(kind: .moved, path: new, oldPath: old, isDirectory: isDirectory))
@@ -438,11 +442,12 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             // Gone since (its deletion was reported), or verified by an earlier entry or a scan.
             guard let known = snapshot[path], known.identity == nil else { continue }
             budget -= 1
-            guard let now = FileState(path: path), now.isDirectory == known.isDirectory else { continue }
-            if now.isRecent(cutoff: cutoff) {
-                unverified.append((path, FileState.realtimeNow()))  // changed again meanwhile
-            } else {
+            // Gone or replaced (its events will say so, or the rescan after their loss), or
+            // changed again meanwhile: tried again later. Else verified.
+            if let now = FileState(path: path), now.isDirectory == known.isDirectory, !now.isRecent(cutoff: cutoff) {
                 snapshot[path] = now
+            } else {
+                markUnverified(path)
             }
         }
         if unverifiedHead == unverified.count {
