@@ -38,6 +38,10 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private var holders: [Int32: [FileWatchSource]] = [:]
     private var sources: [ObjectIdentifier: FileWatchSource] = [:]
     private var overflows = 0
+    /// `CLOCK_REALTIME` just before the last read: when the events being handled were (at the
+    /// latest) queued, which sources note for paths to verify — one clock read per buffer, not
+    /// per event.
+    private(set) var readTime: Int64 = 0
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
 
     public init() {}
@@ -168,8 +172,8 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private func readAvailable() -> Int32 {
         for _ in 0..<64 {
             var events: [InotifyEvent] = []
-            let quiet = FileState.realtimeNow()
-            guard readOnce(into: &events) else { return verify(quietSince: quiet) }
+            readTime = FileState.realtimeNow()
+            guard readOnce(into: &events) else { return verify(quietSince: readTime) }
             handle(events)
         }
         return -1

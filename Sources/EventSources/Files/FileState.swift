@@ -91,12 +91,6 @@ enum FilePath {
         return String(path[..<slash])
     }
 
-    /// The last component of `path` (the caller's paths are absolute and not `/`).
-    static func name(of path: String) -> String {
-        guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
-        return String(path[path.utf8.index(after: slash)...])
-    }
-
     /// `path` with its leading `old` replaced by `new` (the caller checked that `path` is `old` or below it).
     /// Only moved entries are rebased, and `/` cannot move, so `old` is never `/`.
     static func rebase(_ path: String, from old: String, to new: String) -> String {
@@ -150,8 +144,11 @@ struct Snapshot: Sequence {
     }
 
     private var shards = [[Key: FileState]](repeating: [:], count: 64)
-    /// Folder → the names of its entries in `shards`.
-    private var folders = [[Key: Set<String>]](repeating: [:], count: 64)
+    /// Folder → its entries in `shards` (their keys: the path and its hash, computed once).
+    private var folders = [[Key: Set<Key>]](repeating: [:], count: 64)
+    /// The folder of the last path added or removed: consecutive changes are mostly in one
+    /// folder, whose key then costs neither an allocation nor a hash.
+    private var lastFolder = Key("/")
     /// Paths held.
     private(set) var count = 0
 
@@ -161,12 +158,12 @@ struct Snapshot: Sequence {
             return shards[key.shard][key]
         }
         set {
+            let key = Key(path)
             guard let newValue else {
-                removeValue(forPath: path)
+                remove(key)
                 return
             }
-            let key = Key(path)
-            if shards[key.shard].updateValue(newValue, forKey: key) == nil { indexAdded(path) }
+            if shards[key.shard].updateValue(newValue, forKey: key) == nil { indexAdded(key) }
         }
     }
 
@@ -176,7 +173,7 @@ struct Snapshot: Sequence {
         let key = Key(path)
         guard let known = shards[key.shard][key] else {
             shards[key.shard][key] = .changed(isDirectory: isDirectory)
-            indexAdded(path)
+            indexAdded(key)
             return true
         }
         guard known.identity != nil else { return false }
@@ -186,30 +183,19 @@ struct Snapshot: Sequence {
 
     @discardableResult
     mutating func removeValue(forPath path: String) -> FileState? {
-        let key = Key(path)
-        guard let old = shards[key.shard].removeValue(forKey: key) else { return nil }
-        count -= 1
-        let folder = Key(FilePath.parent(of: path))
-        let name = FilePath.name(of: path)
-        if folders[folder.shard][folder]?.remove(name) != nil, folders[folder.shard][folder]!.isEmpty {
-            folders[folder.shard][folder] = nil
-        }
-        return old
+        remove(Key(path))
     }
 
     /// Removes every path below `folder` (not `folder` itself), calling `visit` with each; costs
     /// the subtree.
     mutating func removeAll(below folder: String, visit: (String) -> Void) {
-        var pending = [folder]
+        var pending = [Key(folder)]
         while let directory = pending.popLast() {
-            let key = Key(directory)
-            guard let names = folders[key.shard].removeValue(forKey: key) else { continue }
-            for name in names {
-                let path = FilePath.join(directory, name)
-                let entry = Key(path)
+            guard let entries = folders[directory.shard].removeValue(forKey: directory) else { continue }
+            for entry in entries {
                 if shards[entry.shard].removeValue(forKey: entry) != nil { count -= 1 }
-                visit(path)
-                pending.append(path)
+                visit(entry.path)
+                pending.append(entry)
             }
         }
     }
@@ -218,34 +204,31 @@ struct Snapshot: Sequence {
     /// holds nothing yet), calling `visit` with each old and new path and the state moved (nil
     /// for a folder known only by its entries); costs the subtree.
     mutating func moveAll(below old: String, to new: String, visit: (String, String, FileState?) -> Void) {
-        var pending = [(old, new)]
+        var pending = [(Key(old), Key(new))]
         while case let (from, to)? = pending.popLast() {
-            let key = Key(from)
-            guard let names = folders[key.shard].removeValue(forKey: key) else { continue }
-            let target = Key(to)
-            folders[target.shard][target, default: []].formUnion(names)
-            for name in names {
-                let source = Key(FilePath.join(from, name)), destination = Key(FilePath.join(to, name))
-                let state = shards[source.shard].removeValue(forKey: source)
+            guard let entries = folders[from.shard].removeValue(forKey: from) else { continue }
+            var moved = Set<Key>(minimumCapacity: entries.count)
+            for entry in entries {
+                let destination = Key(FilePath.rebase(entry.path, from: old, to: new))
+                let state = shards[entry.shard].removeValue(forKey: entry)
                 if let state { shards[destination.shard][destination] = state }
-                visit(source.path, destination.path, state)
-                pending.append((source.path, destination.path))
+                moved.insert(destination)
+                visit(entry.path, destination.path, state)
+                pending.append((entry, destination))
             }
+            folders[to.shard][to, default: []].formUnion(moved)
         }
     }
 
     /// The paths below `folder`, each with its state; costs the subtree.
     func entries(below folder: String) -> [(path: String, state: FileState)] {
         var found: [(path: String, state: FileState)] = []
-        var pending = [folder]
+        var pending = [Key(folder)]
         while let directory = pending.popLast() {
-            let key = Key(directory)
-            guard let names = folders[key.shard][key] else { continue }
-            for name in names {
-                let path = FilePath.join(directory, name)
-                let entry = Key(path)
-                if let state = shards[entry.shard][entry] { found.append((path, state)) }
-                pending.append(path)
+            guard let entries = folders[directory.shard][directory] else { continue }
+            for entry in entries {
+                if let state = shards[entry.shard][entry] { found.append((entry.path, state)) }
+                pending.append(entry)
             }
         }
         return found
@@ -259,10 +242,30 @@ struct Snapshot: Sequence {
         count = 0
     }
 
-    private mutating func indexAdded(_ path: String) {
+    private mutating func remove(_ key: Key) -> FileState? {
+        guard let old = shards[key.shard].removeValue(forKey: key) else { return nil }
+        count -= 1
+        let folder = folderKey(of: key.path)
+        if folders[folder.shard][folder]?.remove(key) != nil, folders[folder.shard][folder]!.isEmpty {
+            folders[folder.shard][folder] = nil
+        }
+        return old
+    }
+
+    private mutating func indexAdded(_ key: Key) {
         count += 1
-        let folder = Key(FilePath.parent(of: path))
-        folders[folder.shard][folder, default: []].insert(FilePath.name(of: path))
+        let folder = folderKey(of: key.path)
+        folders[folder.shard][folder, default: []].insert(key)
+    }
+
+    /// The key of `path`'s folder, reusing the last one when it is the same folder.
+    private mutating func folderKey(of path: String) -> Key {
+        let utf8 = path.utf8
+        let slash = utf8.lastIndex(of: UInt8(ascii: "/")) ?? utf8.startIndex
+        let end = slash == utf8.startIndex ? utf8.index(after: slash) : slash  // `/x` is in `/`
+        if utf8[..<end].elementsEqual(lastFolder.path.utf8) { return lastFolder }
+        lastFolder = Key(String(path[..<end]))
+        return lastFolder
     }
 
     func makeIterator() -> some IteratorProtocol<(path: String, state: FileState)> {

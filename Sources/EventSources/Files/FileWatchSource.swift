@@ -40,12 +40,12 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// While the root is missing and re-arming was asked for: the watch on its nearest existing
     /// ancestor, waiting for the next component of the root's path to appear.
     private var awaiting: (watch: Int32, directory: String)?
-    /// Paths changed by an event since they were last stat'ed, with when the event was handled,
+    /// Paths changed by an event since they were last stat'ed, with when the event was read,
     /// oldest first from `unverifiedHead`: stat'ed when the kernel's queue is empty (see
     /// ``verifyChanged(budget:quietSince:)``). Every path the snapshot holds unverified is here:
     /// a path is queued when it turns unverified, not for each event. It may also hold paths
     /// gone since.
-    private var unverified: [(path: String, handled: Int64)] = []
+    private var unverified: [(path: String, seen: Int64)] = []
     private var unverifiedHead = 0
     /// The bus sequence of the last event posted: where a listing stands in the stream.
     private var lastSequence: UInt64 = 0
@@ -431,12 +431,12 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// reported 46k–127k never-written files). Called on the queue when the kernel's queue was
     /// found empty at `quietSince` (`CLOCK_REALTIME`): every event queued before then has been
     /// handled, so a stat showing a ctime older than that, less the margin, shows every change.
-    /// Paths handled within the margin wait (their stat would prove nothing yet). Returns the
+    /// Paths seen within the margin wait (their stat would prove nothing yet). Returns the
     /// budget left.
     func verifyChanged(budget: Int, quietSince: Int64) -> Int {
         var budget = budget
         let cutoff = quietSince - Self.verificationMargin
-        while budget > 0, unverifiedHead < unverified.count, unverified[unverifiedHead].handled < cutoff {
+        while budget > 0, unverifiedHead < unverified.count, unverified[unverifiedHead].seen < cutoff {
             let path = unverified[unverifiedHead].path
             unverifiedHead += 1
             // Gone since (its deletion was reported), or verified by an earlier entry or a scan.
@@ -463,7 +463,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// When the oldest path waiting to be verified may be (`CLOCK_REALTIME` ns, against the time
     /// the queue is seen empty); nil when none waits.
     var nextVerification: Int64? {
-        unverifiedHead < unverified.count ? unverified[unverifiedHead].handled + Self.verificationMargin : nil
+        unverifiedHead < unverified.count ? unverified[unverifiedHead].seen + Self.verificationMargin : nil
     }
 
     var unverifiedCount: Int { unverified.count - unverifiedHead }
@@ -472,7 +472,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// Marks `path` changed since its last stat (the snapshot's entry says so) and queues it for
     /// verification.
     private func markUnverified(_ path: String) {
-        unverified.append((path, FileState.realtimeNow()))
+        unverified.append((path, monitor.readTime))
     }
 
     // MARK: Overflow
