@@ -490,7 +490,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             counts = rescan()
         }
         post(FileChange(kind: .rescanned, path: root, isDirectory: rootIsDirectory, origin: .rescan, message:
-            "rescan of \(root) after overflow: \(counts.created) created, \(counts.deleted) deleted, \(counts.modified) modified"))
+            "rescan of \(root) after overflow: \(counts.created) created, \(counts.deleted) deleted, \(counts.modified) modified; "
+            + "a subscriber that lost events can fetch the watch's listing (eventbus files\(options.recursive ? " --recursive" : "") \(root))"))
     }
 
     /// Walks the tree again (re-adding watches: the kernel hands back the same watch for a
