@@ -242,6 +242,7 @@ struct Snapshot: Sequence {
         count = 0
     }
 
+    @discardableResult
     private mutating func remove(_ key: Key) -> FileState? {
         guard let old = shards[key.shard].removeValue(forKey: key) else { return nil }
         count -= 1
