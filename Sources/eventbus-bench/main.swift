@@ -6,7 +6,10 @@ import Foundation
 //   mailbox [events]                cross-thread delivery into mailboxes vs receive(on:)
 //   timer-jitter [seconds]          10 ms timer lateness, quiet and under a CPU hog
 //   footprint [subscriptions]       heap bytes per subscription; an idle eventbusd's RSS
-//   files [files] [directory]       a storm of file creations: the inotify source vs inotifywait
+//   files [files] [directory]       a storm of file creations: the inotify source vs inotifywait;
+//                                   then files-scale
+//   files-scale [directory]         per-folder rename and removal at 0/50k/150k watched paths;
+//                                   rm -rf of a 100k-file tree (overflows)
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
 //   journal [entries]               journal ingest vs a C loop and journalctl; follow latency
 //   isolation [events]              delivery into one module in-process vs in a worker process
@@ -33,8 +36,12 @@ case "footprint":
     subscriptionFootprint(count: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000)
     idleHostFootprint(idleSeconds: 2)
 case "files":
-    filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000,
-                   base: arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"))
+    let base = arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
+    filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base)
+    print()
+    filesScaleBenchmark(base: base)
+case "files-scale":
+    filesScaleBenchmark(base: arguments.dropFirst().first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"))
 case "tail":
     await tailBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
 case "files-storm":  // the files benchmark's writer, run as a child process
@@ -49,6 +56,6 @@ case "bridge":
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, tail, journal, isolation, bridge")
+    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, files-scale, tail, journal, isolation, bridge")
     exit(2)
 }

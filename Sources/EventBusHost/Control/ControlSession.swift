@@ -269,7 +269,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         }
         let id = members["id"]
         guard let op = members["op"]?.stringValue else {
-            self.error("bad_request", "a request needs \"op\": one of subscribe, post, status, modules, stats", id: id)
+            self.error("bad_request", "a request needs \"op\": one of subscribe, post, status, modules, stats, listing", id: id)
             return
         }
         switch op {
@@ -288,8 +288,14 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         case "stats":
             guard allowed(.tail, op: op, id: id) else { return }
             respond(server.stats(), id: id)
+        case "listing":
+            guard allowed(.tail, op: op, id: id) else { return }
+            switch ListingRequest.answer(members, peer: peer, server: server) {
+            case .success(let listing): respond(listing, id: id)
+            case .failure(let failure): error(failure.code, failure.message, id: id)
+            }
         default:
-            self.error("unknown_op", "unknown op \"\(op)\"; expected one of subscribe, post, status, modules, stats", id: id)
+            self.error("unknown_op", "unknown op \"\(op)\"; expected one of subscribe, post, status, modules, stats, listing", id: id)
         }
     }
 

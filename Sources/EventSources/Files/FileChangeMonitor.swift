@@ -38,6 +38,10 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private var holders: [Int32: [FileWatchSource]] = [:]
     private var sources: [ObjectIdentifier: FileWatchSource] = [:]
     private var overflows = 0
+    /// `CLOCK_REALTIME` just before the last read: when the events being handled were (at the
+    /// latest) queued, which sources note for paths to verify — one clock read per buffer, not
+    /// per event.
+    private(set) var readTime: Int64 = 0
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
 
     public init() {}
@@ -64,6 +68,14 @@ public final class FileChangeMonitor: @unchecked Sendable {
             Statistics(kernelWatches: holders.count, sources: sources.count, overflows: overflows,
                        isOpen: descriptor >= 0)
         }
+    }
+
+    /// What the running source for `watch` knows exists under its root, and where that stands
+    /// in its event stream (see ``FileListing``); nil when no source for exactly these options is
+    /// running (a subscriber reconciling holds one). Blocks until the monitor's queue has
+    /// answered: not for use on that queue. Costs the tree.
+    public func listing(of watch: FileWatch) -> FileListing? {
+        queue.sync { sources.values.first { $0.options == watch }?.listing() }
     }
 
     // MARK: Sources (called from any thread)
@@ -132,11 +144,11 @@ public final class FileChangeMonitor: @unchecked Sendable {
         descriptor = fd
         self.reader = reader
         reader.start(paused: readerPaused) { [weak self] reader in
-            guard let self else { return }
-            queue.sync {
+            guard let self else { return -1 }
+            return queue.sync {
                 // A reader stopped (or paused) meanwhile leaves the events to its successor.
-                guard self.reader === reader, !reader.isPaused else { return }
-                readAvailable()
+                guard self.reader === reader, !reader.isPaused else { return -1 }
+                return readAvailable()
             }
         }
         return nil
@@ -154,13 +166,35 @@ public final class FileChangeMonitor: @unchecked Sendable {
 
     /// Reads and handles what the kernel has queued, one buffer at a time, and returns after a
     /// bounded number of buffers so attach/detach blocks are not starved during a storm (the
-    /// reader comes back at once while data remains).
-    private func readAvailable() {
+    /// reader comes back at once while data remains). Once the queue is empty, verifies changed
+    /// paths. Returns how long the reader may wait for events before calling again (ms, -1: no
+    /// limit).
+    private func readAvailable() -> Int32 {
         for _ in 0..<64 {
             var events: [InotifyEvent] = []
-            guard readOnce(into: &events) else { return }
+            readTime = FileState.realtimeNow()
+            guard readOnce(into: &events) else { return verify(quietSince: readTime) }
             handle(events)
         }
+        return -1
+    }
+
+    /// Paths stat'ed per empty queue, across sources: ~1–2 µs each, so a batch delays the next
+    /// event by well under a millisecond.
+    static let verificationBudget = 256
+
+    /// Lets sources stat paths changed by events (see `FileWatchSource.verifyChanged`), the
+    /// kernel's queue having been empty at `quietSince`. Returns when to come back (ms, -1: never).
+    private func verify(quietSince: Int64) -> Int32 {
+        var budget = Self.verificationBudget
+        var next: Int64?
+        for source in sources.values {
+            budget = source.verifyChanged(budget: budget, quietSince: quietSince)
+            if let due = source.nextVerification { next = min(next ?? due, due) }
+        }
+        guard let next else { return -1 }
+        if budget == 0 { return 0 }  // more due now: after a look at the queue
+        return Int32(clamping: max(0, next - quietSince) / 1_000_000 + 1)
     }
 
     /// One `read`; false when nothing was there.
@@ -260,6 +294,17 @@ public final class FileChangeMonitor: @unchecked Sendable {
             reader?.setPaused(false)
         }
     }
+
+    /// Entries visited by every source's folder renames and removals (see
+    /// `FileWatchSource.visitedByFolderOperations`) and the paths their snapshots hold.
+    var folderWork: (visited: Int, paths: Int) {
+        queue.sync {
+            sources.values.reduce((0, 0)) { ($0.0 + $1.visitedByFolderOperations, $0.1 + $1.snapshotCount) }
+        }
+    }
+
+    /// Paths changed by events and not stat'ed since, across sources.
+    var unverifiedPaths: Int { queue.sync { sources.values.reduce(0) { $0 + $1.unverifiedCount } } }
 
     /// The inotify descriptor (-1 when closed): tests read `/proc/self/fdinfo/<fd>`.
     var inotifyDescriptor: Int32 { queue.sync { descriptor } }

@@ -13,8 +13,11 @@ import Glibc
 /// - a `created` for a path already known as the same file is a duplicate (a directory scan and the
 ///   kernel both saw it) and is dropped; a `deleted` for an unknown path likewise;
 /// - after an overflow, comparing the snapshot with the disk gives what subscribers missed: paths
-///   that appeared, vanished or were replaced; files whose mtime or size differ from the last stat;
-///   and, conservatively, files changed by an event since they were last stat'ed (`modified`).
+///   that appeared, vanished or were replaced; files whose mtime, ctime or size differ from the
+///   last stat; and, conservatively, files changed by an event and not stat'ed since (`modified`) —
+///   few: such paths are stat'ed when the kernel's queue is quiet (``verifyChanged(budget:quietSince:)``).
+/// - it is indexed by folder (``Snapshot``), so a folder's rename or removal costs its subtree;
+/// - it answers ``listing()``: what a subscriber that lost events rebuilds its picture from.
 ///
 /// Threads: `start` and `stop` come from any thread and only hand over to the monitor; everything
 /// else runs on the monitor's queue (``FileChangeMonitor``), which owns all the state below.
@@ -37,6 +40,18 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// While the root is missing and re-arming was asked for: the watch on its nearest existing
     /// ancestor, waiting for the next component of the root's path to appear.
     private var awaiting: (watch: Int32, directory: String)?
+    /// Paths changed by an event since they were last stat'ed, with when the event was read,
+    /// oldest first from `unverifiedHead`: stat'ed when the kernel's queue is empty (see
+    /// ``verifyChanged(budget:quietSince:)``). Every path the snapshot holds unverified is here:
+    /// a path is queued when it turns unverified, not for each event. It may also hold paths
+    /// gone since.
+    private var unverified: [(path: String, seen: Int64)] = []
+    private var unverifiedHead = 0
+    /// The bus sequence of the last event posted: where a listing stands in the stream.
+    private var lastSequence: UInt64 = 0
+    /// Entries visited by folder renames and removals: what tests count to see that a folder's
+    /// operation costs its subtree, not the snapshot.
+    private(set) var visitedByFolderOperations = 0
 
     init(id: String, options: FileWatch, monitor: FileChangeMonitor) {
         self.id = id
@@ -107,6 +122,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         directories.removeAll()
         watchOf.removeAll()
         snapshot.removeAll()
+        unverified.removeAll()
+        unverifiedHead = 0
         rootWatch = nil
         awaiting = nil
     }
@@ -255,12 +272,14 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     // MARK: Changes
 
     private func created(_ path: String, isDirectory: Bool, origin: FileChange.Origin) {
-        if let known = snapshot[path], known.identity != nil {
+        let known = snapshot[path]
+        if let known, known.identity != nil {
             // Found by a scan (of a new directory, or a rescan) and reported then, unless it has
             // been replaced since: only this case needs a stat.
             guard let now = FileState(path: path), !now.isSameFile(as: known) else { return }
         }
         snapshot[path] = .changed(isDirectory: isDirectory)
+        if known?.identity != nil || known == nil { markUnverified(path) }
         post(FileChange(kind: .created, path: path, isDirectory: isDirectory, origin: origin))
         if isDirectory, options.recursive {
             var failures: [(String, Int32)] = []
@@ -271,7 +290,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     private func changed(_ kind: FileChange.Kind, _ path: String, isDirectory: Bool) {
         if path != root {
-            snapshot[path, default: .changed(isDirectory: isDirectory)].identity = nil
+            if snapshot.markChanged(path, isDirectory: isDirectory) { markUnverified(path) }
         } else if !rootIsDirectory, let state = FileState(path: root, following: true) {
             // A root file is stat'ed at once: its identity is how a rescan tells a replaced root.
             snapshot[root] = state
@@ -285,37 +304,46 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         if known { post(FileChange(kind: .deleted, path: path, isDirectory: isDirectory, origin: origin)) }
     }
 
-    /// Drops what is known below `directory` (itself included, for watches) and releases its watches.
+    /// Drops what is known below `directory` (itself included, for watches) and releases its
+    /// watches. Costs the subtree (see ``Snapshot``).
     private func forget(below directory: String) {
-        let prefix = directory + "/"
-        for (path, _) in snapshot where path.hasPrefix(prefix) { snapshot[path] = nil }
-        for (path, watch) in watchOf where path == directory || path.hasPrefix(prefix) {
-            watchOf[path] = nil
-            directories[watch] = nil
-            monitor.release(watch, by: self)
+        releaseWatch(of: directory)
+        snapshot.removeAll(below: directory) { path in
+            visitedByFolderOperations += 1
+            releaseWatch(of: path)
         }
+    }
+
+    private func releaseWatch(of path: String) {
+        guard let watch = watchOf.removeValue(forKey: path) else { return }
+        directories[watch] = nil
+        monitor.release(watch, by: self)
     }
 
     private func moved(_ old: String, to new: String, isDirectory: Bool) {
         let entry = snapshot.removeValue(forPath: old)
         // A rename onto an existing name replaces it (an empty directory at most): the move says so.
         if snapshot.removeValue(forPath: new)?.isDirectory == true { forget(below: new) }
-        snapshot[new] = entry ?? .changed(isDirectory: isDirectory)  // a rename keeps inode and mtime
+        // A rename keeps inode, mtime and size but changes the inode's ctime: verified again.
+        snapshot[new] = .changed(isDirectory: entry?.isDirectory ?? isDirectory)
+        markUnverified(new)
         if isDirectory {
-            let prefix = old + "/"
-            for (path, state) in snapshot where path.hasPrefix(prefix) {
-                snapshot[path] = nil
-                snapshot[FilePath.rebase(path, from: old, to: new)] = state
-            }
-            // A moved directory keeps its watches; only their paths change.
-            for (path, watch) in watchOf where path == old || path.hasPrefix(prefix) {
-                let rebased = FilePath.rebase(path, from: old, to: new)
-                watchOf[path] = nil
-                watchOf[rebased] = watch
-                directories[watch] = rebased
+            // A moved directory keeps its watches; only their paths change. Costs the subtree.
+            rebaseWatch(from: old, to: new)
+            snapshot.moveAll(below: old, to: new) { from, to, state in
+                visitedByFolderOperations += 1
+                rebaseWatch(from: from, to: to)
+                // Its entry waiting for verification has the old path.
+                if let state, state.identity == nil { markUnverified(to) }
             }
         }
         post(FileChange(kind: .moved, path: new, oldPath: old, isDirectory: isDirectory))
+    }
+
+    private func rebaseWatch(from old: String, to new: String) {
+        guard let watch = watchOf.removeValue(forKey: old) else { return }
+        watchOf[new] = watch
+        directories[watch] = new
     }
 
     // MARK: The root going and coming back
@@ -389,6 +417,64 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         }
     }
 
+    // MARK: Verifying changed paths
+
+    /// How long before the kernel's queue was seen empty a path's last change (its ctime) must
+    /// be for its stat to be trusted. Why a margin: a change is stamped a little before its event
+    /// is queued (and the writer may be preempted between the two), and ctime comes from a coarse
+    /// clock that may lag by a tick (≤ 10 ms). A stat within the margin may miss a change whose
+    /// event is still to come — lost, if the queue overflows — so the path is tried again later.
+    static let verificationMargin: Int64 = 50_000_000
+
+    /// Stats up to `budget` paths changed by events since their last stat, so that a rescan after
+    /// an overflow can tell them unchanged instead of reporting them `modified` (issue 18: a rescan
+    /// reported 46k–127k never-written files). Called on the queue when the kernel's queue was
+    /// found empty at `quietSince` (`CLOCK_REALTIME`): every event queued before then has been
+    /// handled, so a stat showing a ctime older than that, less the margin, shows every change.
+    /// Paths seen within the margin wait (their stat would prove nothing yet). Returns the
+    /// budget left.
+    func verifyChanged(budget: Int, quietSince: Int64) -> Int {
+        var budget = budget
+        let cutoff = quietSince - Self.verificationMargin
+        while budget > 0, unverifiedHead < unverified.count, unverified[unverifiedHead].seen < cutoff {
+            let path = unverified[unverifiedHead].path
+            unverifiedHead += 1
+            // Gone since (its deletion was reported), or verified by an earlier entry or a scan.
+            guard let known = snapshot[path], known.identity == nil else { continue }
+            budget -= 1
+            // Gone or replaced (its events will say so, or the rescan after their loss), or
+            // changed again meanwhile: tried again later. Else verified.
+            if let now = FileState(path: path), now.isDirectory == known.isDirectory, !now.isRecent(cutoff: cutoff) {
+                snapshot[path] = now
+            } else {
+                markUnverified(path)
+            }
+        }
+        if unverifiedHead == unverified.count {
+            unverified.removeAll(keepingCapacity: unverified.count < 4096)
+            unverifiedHead = 0
+        } else if unverifiedHead > 4096, unverifiedHead * 2 > unverified.count {
+            unverified.removeFirst(unverifiedHead)
+            unverifiedHead = 0
+        }
+        return budget
+    }
+
+    /// When the oldest path waiting to be verified may be (`CLOCK_REALTIME` ns, against the time
+    /// the queue is seen empty); nil when none waits.
+    var nextVerification: Int64? {
+        unverifiedHead < unverified.count ? unverified[unverifiedHead].seen + Self.verificationMargin : nil
+    }
+
+    var unverifiedCount: Int { unverified.count - unverifiedHead }
+    var snapshotCount: Int { snapshot.count }
+
+    /// Marks `path` changed since its last stat (the snapshot's entry says so) and queues it for
+    /// verification.
+    private func markUnverified(_ path: String) {
+        unverified.append((path, monitor.readTime))
+    }
+
     // MARK: Overflow
 
     /// The kernel dropped events: say so, then report what changed against the snapshot.
@@ -404,7 +490,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             counts = rescan()
         }
         post(FileChange(kind: .rescanned, path: root, isDirectory: rootIsDirectory, origin: .rescan, message:
-            "rescan of \(root) after overflow: \(counts.created) created, \(counts.deleted) deleted, \(counts.modified) modified"))
+            "rescan of \(root) after overflow: \(counts.created) created, \(counts.deleted) deleted, \(counts.modified) modified; "
+            + "a subscriber that lost events can fetch the watch's listing (eventbus files\(options.recursive ? " --recursive" : "") \(root))"))
     }
 
     /// Walks the tree again (re-adding watches: the kernel hands back the same watch for a
@@ -423,6 +510,9 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             return (0, 0, 0)
         }
         let before = snapshot
+        // Everything is stat'ed again below.
+        unverified.removeAll()
+        unverifiedHead = 0
         let watchesBefore = Set(directories.keys)
         var failures: [(String, Int32)] = []
         if state.isDirectory {
@@ -471,6 +561,23 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     private func post(_ change: FileChange) {
         guard let bus, !stopped.load(ordering: .acquiring) else { return }
-        bus.post(Event(name: change.kind.eventName, source: id, fields: change.fields))
+        lastSequence = bus.post(Event(name: change.kind.eventName, source: id, fields: change.fields))
+    }
+
+    // MARK: Listing
+
+    /// What the snapshot holds under the root, as of the last event posted (on the queue: no
+    /// event is posted meanwhile). Costs the tree.
+    func listing() -> FileListing {
+        var entries: [FileListing.Entry]
+        if rootWatch == nil {
+            entries = []
+        } else if rootIsDirectory {
+            entries = snapshot.entries(below: root).map { FileListing.Entry(path: $0.path, isDirectory: $0.state.isDirectory) }
+            entries.sort { $0.path < $1.path }
+        } else {
+            entries = [FileListing.Entry(path: root, isDirectory: false)]
+        }
+        return FileListing(root: root, source: id, sequence: lastSequence, rootExists: rootWatch != nil, entries: entries)
     }
 }

@@ -48,8 +48,10 @@ final class InotifyReader: @unchecked Sendable {
         self.wakeWriter = ends[1]
     }
 
-    /// Starts the thread; `handle` runs each time the descriptor is readable, unless paused.
-    func start(paused: Bool, handle: @escaping @Sendable (InotifyReader) -> Void) {
+    /// Starts the thread; `handle` runs each time the descriptor is readable, unless paused, and
+    /// returns how long the thread may then wait for the descriptor (ms; -1: as long as it takes)
+    /// before it runs `handle` again anyway (the monitor's deferred work, see `verifyChanged`).
+    func start(paused: Bool, handle: @escaping @Sendable (InotifyReader) -> Int32) {
         self.paused = paused
         let thread = Thread { [self] in run(handle) }
         thread.name = "eventbus.files.reader"
@@ -80,21 +82,25 @@ final class InotifyReader: @unchecked Sendable {
         pause.unlock()
     }
 
-    private func run(_ handle: (InotifyReader) -> Void) {
+    private func run(_ handle: (InotifyReader) -> Int32) {
         var fds = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        var timeout: Int32 = -1
         while !stopped.load(ordering: .acquiring) {
             pause.lock()
             while paused && !stopped.load(ordering: .acquiring) { pause.wait() }
             pause.unlock()
             fds[0].revents = 0
             fds[1].revents = 0
-            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { break }
+            let ready = poll(&fds, 2, timeout)
+            guard ready >= 0 || errno == EINTR else { break }
             if stopped.load(ordering: .acquiring) { break }
             if fds[0].revents & Int16(POLLNVAL) != 0 { break }
             if fds[0].revents != 0 {
-                handle(self)
+                timeout = handle(self)
                 usleep(Self.coalescingMicroseconds)
+            } else if ready == 0 {
+                timeout = handle(self)
             }
         }
         close(descriptor)

@@ -107,7 +107,7 @@ import Testing
         #expect(try answer("{\"op\": ")["code"] == "bad_json")
         #expect(try answer("[1, 2]")["code"] == "bad_request")
         #expect(try answer(#"{"op": "launch", "id": 1}"#) == ["type": "error", "code": "unknown_op", "id": .int(1),
-                                                              "message": "unknown op \"launch\"; expected one of subscribe, post, status, modules, stats"])
+                                                              "message": "unknown op \"launch\"; expected one of subscribe, post, status, modules, stats, listing"])
         let pattern = try answer(#"{"op": "subscribe", "patterns": ["fs..x"]}"#)
         #expect(pattern["code"] == "invalid_pattern")
         #expect(pattern["message"]?.stringValue?.contains("token 2 is empty") == true)
@@ -379,6 +379,10 @@ import Testing
         try FileManager.default.createDirectory(atPath: watched, withIntermediateDirectories: false)
         let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "1", "--files", watched], in: directory)
         #expect(await eventually { ((try? ask(socket, ["op": "stats"]))?["tailing"]?.arrayValue?.count ?? 0) == 1 })
+        // The source arms asynchronously after `subscribed`; a listing of the same watch is
+        // answered after it is armed (else the file could be found by the initial scan, silent,
+        // and the tail's first event be its fs.closed).
+        #expect(try ask(socket, ["op": "listing", "path": .string(watched)])["type"] == "listing")
         try directory.write("watched/new.txt", "hello")
         let result = await tail.finish()
         #expect(result.status == 0, "\(result.stderr)")

@@ -26,7 +26,9 @@ public struct FileChange: Sendable, Hashable {
         case moved
         /// The kernel's queue overflowed and events were dropped; a rescan follows.
         case overflow
-        /// The rescan after an overflow is done: everything that changed has been reported.
+        /// The rescan after an overflow is done: everything that changed has been reported. A
+        /// subscriber that could not take it all (a `bus.gap` in its stream) becomes whole from
+        /// the watch's ``FileListing`` instead.
         case rescanned
         /// The watch could not do everything asked: a kernel limit (see ``FileChange/limit``),
         /// a missing root, no permission… ``FileChange/message`` says what, and what to do.

@@ -1,0 +1,80 @@
+import ControlProtocol
+import EventBusKit
+import EventSources
+
+/// A `listing` request: what the host's file watch on a path knows exists under it, and the
+/// sequence of the last event that watch posted (``FileListing``). How a client that lost
+/// events (a `gap`, an `fs.overflow`) becomes whole: it replaces its picture with the listing,
+/// then applies the events whose `seq` is greater. Why a listing and not a replay: after an
+/// overflow the difference can be hundreds of thousands of events, more than the client's buffer
+/// or the replay ring holds (docs/files.md, "Becoming whole after a gap").
+///
+/// The client's own access decides, as for `subscribe` with `files`: it must be able to reach
+/// the path (``PeerAccess/checkWatch(_:by:)``), and below it a non-root client sees only the
+/// entries whose folder it could search.
+///
+/// The watch that answers is the one `subscribe` with the same `files` and `recursive` uses;
+/// when none is running, the request starts it for the time of the answer (a scan of the tree).
+enum ListingRequest {
+    static let members: Set<String> = ["op", "id", "path", "recursive"]
+
+    /// The `listing` response, or why there is none.
+    static func answer(_ request: [String: JSON], peer: System.StreamSocket.Peer, server: ControlServer) -> Result<JSON, RequestError> {
+        if let unknown = request.keys.sorted().first(where: { !members.contains($0) }) {
+            return .failure(.bad("listing has no member \"\(unknown)\"; it takes path, recursive"))
+        }
+        guard let path = request["path"]?.stringValue, path.hasPrefix("/") else {
+            return .failure(.bad("listing needs \"path\": the absolute path of a watched file or folder"))
+        }
+        var recursive = false
+        if let value = request["recursive"] {
+            guard let flag = value.boolValue else { return .failure(.bad("\"recursive\" must be true or false, found \(value.kindName)")) }
+            recursive = flag
+        }
+        let access = server.accessSettings
+        let checksAccess = access.files == .caller && peer.userID != 0
+        if checksAccess {
+            do throws(PeerAccess.Refusal) {
+                try PeerAccess.checkWatch(path, by: peer)
+            } catch {
+                server.logger.warning("control: refused listing from uid \(peer.userID) (pid \(peer.processID)): \(error)")
+                return .failure(RequestError(code: "forbidden", message: error.description))
+            }
+        }
+        guard server.bus.hasSource(kind: FileWatch.kind) else {
+            return .failure(RequestError(code: "unavailable", message: "this eventbusd has no files source on its bus, so it has no listing"))
+        }
+        let listing: FileListing
+        do {
+            let watch = try FileWatch(path: path, recursive: recursive)
+            // Holds the watch while the listing is taken: the monitor arms a new source on its
+            // queue before it answers, so the listing follows the scan.
+            let holder = try server.bus.files(watch).sink { _ in }
+            defer { holder.cancel() }
+            guard let taken = FileChangeMonitor.shared.listing(of: watch) else {
+                return .failure(RequestError(code: "unavailable", message: "no watch on \(path) answers on this eventbusd"))
+            }
+            listing = taken
+        } catch {
+            return .failure(RequestError(code: "unavailable", message: (error as? EventBusError)?.message ?? "\(error)"))
+        }
+
+        var reachable: [Substring: Bool] = [:]
+        var entries: [JSON] = []
+        entries.reserveCapacity(listing.entries.count)
+        for entry in listing.entries {
+            if checksAccess, recursive {
+                // Once per folder: the entries of one folder share its answer.
+                let folder = entry.path[..<(entry.path.lastIndex(of: "/") ?? entry.path.startIndex)]
+                if reachable[folder] == nil { reachable[folder] = PeerAccess.mayReach(entry.path, by: peer) }
+                guard reachable[folder] == true else { continue }
+            }
+            entries.append(["path": .string(entry.path), "is_dir": .bool(entry.isDirectory)])
+        }
+        return .success([
+            "type": "listing", "root": .string(listing.root), "source": .string(listing.source),
+            "seq": .int(Int64(bitPattern: listing.sequence)), "root_exists": .bool(listing.rootExists),
+            "entries": .array(entries),
+        ])
+    }
+}
