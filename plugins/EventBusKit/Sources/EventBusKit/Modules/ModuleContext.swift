@@ -13,6 +13,10 @@ public final class ModuleContext: @unchecked Sendable {
     public let log: ModuleLog
     /// Subscriptions live as long as they are kept here; the host cancels them on deactivation.
     public var cancellables = Set<AnyCancellable>()
+    /// Hears how long each call of a ``Publisher/handle(in:_:)`` handler took, in nanoseconds of
+    /// `CLOCK_MONOTONIC` (the host's per-module histogram); nil: handlers are not timed. The
+    /// host sets it before activation; a handler takes the one set when it subscribed.
+    public var handlerDuration: (@Sendable (_ nanoseconds: Int64) -> Void)?
 
     private let errorCount = Atomic<Int>(0)
 
@@ -48,7 +52,18 @@ extension Publisher where Failure == Never {
     /// Like `sink`, for handlers that can fail: an error thrown by `body` is caught, logged with
     /// the module's name and counted in ``ModuleContext/errors``; the subscription carries on.
     /// The subscription is stored in the context.
+    /// When the host times handlers (``ModuleContext/handlerDuration``), each call is measured
+    /// with two `clock_gettime` reads; otherwise nothing is added.
     public func handle(in context: ModuleContext, _ body: @escaping (Output) throws -> Void) {
+        if let record = context.handlerDuration {
+            sink { value in
+                let start = MonotonicClock.now()
+                do { try body(value) } catch { context.report(error, while: "handler") }
+                record(Int64(bitPattern: MonotonicClock.now() &- start))
+            }
+            .store(in: &context.cancellables)
+            return
+        }
         sink { value in
             do { try body(value) } catch { context.report(error, while: "handler") }
         }
