@@ -36,6 +36,12 @@ public final class MetricsListener: @unchecked Sendable {
         public var scrapes: UInt64 = 0
         public var rejected: UInt64 = 0
         public var timedOut: UInt64 = 0
+
+        public init(scrapes: UInt64 = 0, rejected: UInt64 = 0, timedOut: UInt64 = 0) {
+            self.scrapes = scrapes
+            self.rejected = rejected
+            self.timedOut = timedOut
+        }
     }
 
     public let address: ListenAddress

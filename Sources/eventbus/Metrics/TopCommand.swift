@@ -125,13 +125,15 @@ struct TopFrame {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// The 99th percentile of the module's handler durations over this frame's interval (all
-    /// time for the first frame), interpolated within its bucket as Prometheus's
-    /// `histogram_quantile` does; `-` when no handler ran in it.
+    /// The 99th percentile of the module's handler durations over this frame's interval — or
+    /// since start, when no handler ran in it (or in the first frame) — interpolated within its
+    /// bucket as Prometheus's `histogram_quantile` does; `-` when no handler ever ran (or the
+    /// module's handlers are not timed: a worker's, or plain `sink`s).
     private func p99(_ labels: [String: String]) -> String {
         let name = "eventbus_module_handler_duration_seconds"
         var buckets = current.metrics.buckets(name, labels)
-        if let earlier = previous?.metrics.buckets(name, labels), earlier.count == buckets.count {
+        if let earlier = previous?.metrics.buckets(name, labels), earlier.count == buckets.count,
+           let last = buckets.last, let earlierLast = earlier.last, last.count > earlierLast.count {
             for index in buckets.indices { buckets[index].count -= earlier[index].count }
         }
         guard let total = buckets.last?.count, total > 0 else { return "-" }
