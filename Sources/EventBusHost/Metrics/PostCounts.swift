@@ -10,7 +10,7 @@ import Synchronization
 /// stores per event, on the loop, with no lock. Labels stay bounded: the kind is one of
 /// ``kinds`` (sources are named `timer:…`, `files:…`, `journal:…`; events modules post carry
 /// the module's name, counted as `module`), never the event's own name.
-final class PostCounts: @unchecked Sendable {
+public final class PostCounts: @unchecked Sendable {
     // @unchecked: `subscription` is guarded by `lock`; the counts are atomics.
     static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus"]
     /// Events whose only job is to say something was lost or went wrong.
@@ -21,22 +21,22 @@ final class PostCounts: @unchecked Sendable {
     private let lock = NSLock()
     private var subscription: AnyCancellable?
 
-    init() {
+    public init() {
         posted = Self.kinds.map { _ in Count() }
         noticed = Self.notices.map { _ in Count() }
     }
 
     /// Starts counting what `bus` delivers from now on.
-    func start(on bus: Bus) {
+    public func start(on bus: Bus) {
         let cancellable = bus.publisher(for: try! EventPattern(">")).sink { [self] event in count(event) }
         lock.withLock { subscription = cancellable }
     }
 
-    func stop() {
+    public func stop() {
         lock.withLock { subscription = nil }
     }
 
-    var postedByKind: [(kind: String, count: UInt64)] {
+    public var postedByKind: [(kind: String, count: UInt64)] {
         zip(Self.kinds, posted).map { ($0, $1.value.load(ordering: .relaxed)) }
     }
 
