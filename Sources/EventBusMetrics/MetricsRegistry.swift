@@ -1,9 +1,8 @@
-import CoreMetrics
 import Foundation
 import Prometheus
 
 /// The host's metrics: one swift-prometheus registry, filled at scrape time from counters the
-/// host already keeps, plus the histograms recorded as things happen (``HandlerDurations``).
+/// host already keeps. (The histograms recorded as things happen are ``HandlerDurations``'.)
 ///
 /// Why at scrape time: the host already counts what operators want (posted, delivered, dropped,
 /// queued, errors…) on its own paths. Copying those counts into the registry when someone
@@ -18,9 +17,6 @@ public final class MetricsRegistry: @unchecked Sendable {
     // @unchecked: `scraped` and `seen` are touched only under `lock`.
 
     public let registry = PrometheusCollectorRegistry()
-    /// The swift-metrics factory writing into ``registry``: a `Metrics.Timer` made with it is a
-    /// Prometheus histogram with ``HandlerDurations/buckets``.
-    public let factory: PrometheusMetricsFactory
 
     private let lock = NSLock()
     /// Counters and gauges set from absolute values, by name and labels.
@@ -40,11 +36,7 @@ public final class MetricsRegistry: @unchecked Sendable {
         case gauge(Prometheus.Gauge)
     }
 
-    public init() {
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.defaultDurationHistogramBuckets = HandlerDurations.buckets
-        self.factory = factory
-    }
+    public init() {}
 
     /// Runs `collect` — which sets values with ``Scrape/counter(_:help:labels:total:)`` and
     /// ``Scrape/gauge(_:help:labels:value:)`` — and returns the whole registry in Prometheus's

@@ -42,7 +42,7 @@ final class HostMetrics: Sendable {
     init(bus: Bus, bridge: @escaping @Sendable () -> BridgeStatistics?) {
         self.bus = bus
         self.bridge = bridge
-        self.handlerDurations = HandlerDurations(registry: registry)
+        self.handlerDurations = HandlerDurations()
         postCounts.start(on: bus)
     }
 
@@ -95,7 +95,7 @@ final class HostMetrics: Sendable {
         let files = FileChangeMonitor.shared.statistics
         let process = ProcessFigures.read()
         let http = listener.withLock { $0?.statistics }
-        return registry.render { scrape in
+        let text = registry.render { scrape in
             for (kind, count) in postCounts.postedByKind {
                 scrape.counter("eventbus_events_posted_total", help: "Events posted on the bus, by the kind of source that posted them.",
                                labels: [("source_kind", kind)], total: count)
@@ -127,6 +127,7 @@ final class HostMetrics: Sendable {
             }
             if let process { collectProcess(process, into: &scrape) }
         }
+        return text + Array(handlerDurations.text(for: Set(modules.map(\.name))).utf8)
     }
 
     private func collectModules(_ modules: [ModuleStatistics], into scrape: inout MetricsRegistry.Scrape) {
