@@ -51,6 +51,8 @@ public final class MetricsListener: @unchecked Sendable {
     /// An eventfd that ``stop()`` writes to end the thread's poll.
     private let wake: Int32
     private var connections: [Connection] = []
+    /// Set when accepting ran out of descriptors: the listener is not polled until then.
+    private var acceptPausedUntil: ContinuousClock.Instant?
     private let stopped = Mutex(false)
     private let done = DispatchSemaphore(value: 0)
     private var started = false
@@ -153,12 +155,15 @@ public final class MetricsListener: @unchecked Sendable {
         while !stopped.withLock({ $0 }) {
             fds.removeAll(keepingCapacity: true)
             fds.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
-            fds.append(pollfd(fd: listener, events: Int16(POLLIN), revents: 0))
+            let now = ContinuousClock.now
+            if let until = acceptPausedUntil, until <= now { acceptPausedUntil = nil }
+            // A negative descriptor is skipped by poll: while out of descriptors, the listener
+            // (readable as long as a client waits) would otherwise wake the loop at once, forever.
+            fds.append(pollfd(fd: acceptPausedUntil == nil ? listener : -1, events: Int16(POLLIN), revents: 0))
             for connection in connections {
                 fds.append(pollfd(fd: connection.fd, events: Int16(connection.answered ? POLLOUT : POLLIN), revents: 0))
             }
-            let now = ContinuousClock.now
-            let soonest = connections.map(\.deadline).min()
+            let soonest = (connections.map(\.deadline) + [acceptPausedUntil].compactMap { $0 }).min()
             let timeout = soonest.map { max(0, Int32(clamping: ($0 - now).milliseconds + 1)) } ?? -1
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { break }
@@ -183,7 +188,12 @@ public final class MetricsListener: @unchecked Sendable {
     private func acceptWaiting() {
         while true {
             let fd = Self.accept4(listener, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-            if fd < 0 { return }  // EAGAIN: none left; EMFILE and others: try at the next poll
+            if fd < 0 {
+                // EAGAIN: none left. Out of descriptors: the client stays in the backlog; look again
+                // in a moment (or when one of ours closes, at the latest by its deadline).
+                if errno == EMFILE || errno == ENFILE { acceptPausedUntil = .now + .milliseconds(100) }
+                return
+            }
             guard connections.count < limits.maxConnections else {
                 counts.withLock { $0.rejected += 1 }
                 var answer = Self.response(status: "503 Service Unavailable", body: Array("too many connections\n".utf8))
