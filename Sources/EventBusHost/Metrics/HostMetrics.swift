@@ -33,6 +33,11 @@ final class HostMetrics: Sendable {
     /// each client still connected (a client gone takes what it did since the last scrape).
     private let clientTotals = Mutex(ClientTotals())
 
+    /// The file monitor's figures as of the previous scrape: they are read on another thread,
+    /// since the monitor's queue may be busy rescanning a large tree and a scrape on the control
+    /// loop must not wait for it.
+    private let files = Mutex<FileChangeMonitor.Statistics?>(nil)
+
     private struct ClientTotals {
         var delivered: UInt64 = 0
         var dropped: UInt64 = 0
@@ -55,22 +60,36 @@ final class HostMetrics: Sendable {
     }
 
     /// Starts, moves or stops the HTTP listener as `settings` say. A listener that cannot bind
-    /// throws and the running one (if any) stays.
+    /// throws, and what ran before runs on.
     func apply(_ settings: MetricsSettings, logger: Logger) throws(MetricsListenerError) {
         let current = listener.withLock { $0 }
         if current?.address == settings.listen { return }
-        var started: MetricsListener?
-        if let address = settings.listen {
-            // The old one first, when it holds the same port on another address family or host.
-            if current?.address.port == address.port { stopListener() }
-            started = try MetricsListener(address: address) { [weak self] in self?.render() ?? [] }
+        guard let address = settings.listen else {
+            stopListener()
+            return
+        }
+        let render: @Sendable () -> [UInt8] = { [weak self] in self?.render() ?? [] }
+        let made: MetricsListener
+        do {
+            made = try MetricsListener(address: address, render: render)
+        } catch {
+            // The running one may hold the port (0.0.0.0 and 127.0.0.1 cannot both have it).
+            guard let current, current.address.port == address.port else { throw error }
+            stopListener()
+            do {
+                made = try MetricsListener(address: address, render: render)
+            } catch {
+                if let old = try? MetricsListener(address: current.address, render: render) {
+                    old.start()
+                    listener.withLock { $0 = old }
+                }
+                throw error
+            }
         }
         stopListener()
-        if let started {
-            started.start()
-            listener.withLock { $0 = started }
-            logger.info("metrics: serving http://\(started.address)/metrics")
-        }
+        made.start()
+        listener.withLock { $0 = made }
+        logger.info("metrics: serving http://\(made.address)/metrics")
     }
 
     func stop() {
@@ -92,7 +111,11 @@ final class HostMetrics: Sendable {
         let modules = modules.withLock { $0 }()
         let clients = clients.withLock { $0 }()
         let bridge = bridge()
-        let files = FileChangeMonitor.shared.statistics
+        DispatchQueue.global().async { [weak self] in
+            let statistics = FileChangeMonitor.shared.statistics
+            self?.files.withLock { $0 = statistics }
+        }
+        let files = self.files.withLock { $0 }
         let process = ProcessFigures.read()
         let http = listener.withLock { $0?.statistics }
         let text = registry.render { scrape in
@@ -114,10 +137,12 @@ final class HostMetrics: Sendable {
             }
             collectModules(modules, into: &scrape)
             collectClients(clients, into: &scrape)
-            scrape.gauge("eventbus_files_kernel_watches", help: "inotify watches held by the file source.", value: Double(files.kernelWatches))
-            scrape.gauge("eventbus_files_watches", help: "File watches (sources) running.", value: Double(files.sources))
-            scrape.counter("eventbus_files_overflows_total", help: "inotify queue overflows (each followed by a rescan).",
-                           total: UInt64(files.overflows))
+            if let files {
+                scrape.gauge("eventbus_files_kernel_watches", help: "inotify watches held by the file source.", value: Double(files.kernelWatches))
+                scrape.gauge("eventbus_files_watches", help: "File watches (sources) running.", value: Double(files.sources))
+                scrape.counter("eventbus_files_overflows_total", help: "inotify queue overflows (each followed by a rescan).",
+                               total: UInt64(files.overflows))
+            }
             if let bridge { collectBridge(bridge, into: &scrape) }
             if let http {
                 for (outcome, count) in [("scrape", http.scrapes), ("rejected", http.rejected), ("timeout", http.timedOut)] {

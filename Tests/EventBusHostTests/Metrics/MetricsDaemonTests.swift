@@ -102,6 +102,24 @@ import TestSupport
         #expect(daemon.output.contains("metrics.listen: cannot listen on \(busy.address): bind: Address already in use"))
     }
 
+    @Test func aReloadMovesTheListenerAndOneThatCannotBindKeepsIt() async throws {
+        let host = try await Host()
+        let moved = try freeLoopbackPort()
+        let config = try String(contentsOfFile: host.directory.at("eventbus.yaml"), encoding: .utf8)
+        _ = try host.directory.write("eventbus.yaml", config.replacingOccurrences(of: ":\(host.port)", with: ":\(moved)"))
+        host.daemon.signal(SIGHUP)
+        #expect(await eventually { (try? http(moved, "GET /metrics HTTP/1.1\r\n\r\n"))?.hasPrefix("HTTP/1.1 200 OK") == true })
+        #expect(await eventually { (try? LoopbackConnection(port: host.port)) == nil })  // the old port is closed
+        // A port someone else holds: logged, and the listener stays where it was.
+        let busy = try MetricsListenerTests().listener()
+        defer { busy.stop() }
+        _ = try host.directory.write("eventbus.yaml", config.replacingOccurrences(of: ":\(host.port)", with: ":\(busy.address.port)"))
+        host.daemon.signal(SIGHUP)
+        #expect(await host.daemon.waitFor("reload: cannot listen on \(busy.address): bind: Address already in use; the metrics listener stays as it was"))
+        #expect(try http(moved, "GET /metrics HTTP/1.1\r\n\r\n").hasPrefix("HTTP/1.1 200 OK"))
+        await host.stop()
+    }
+
     @Test func topOnceShowsModulesAndClients() async throws {
         let host = try await Host()
         let tail = try CLIProcess(["tail", "test.>", "--socket", host.socket], in: host.directory)
