@@ -37,12 +37,17 @@ let package = Package(
         // Only for the FixtureOwnOpenCombine test module (a module carrying its own copy, which
         // the host must refuse); the same exact version the SDK pins, so nothing else changes.
         .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
+        // Metrics: the swift-metrics API with the Prometheus exposition backend (which needs only
+        // swift-atomics besides; no SwiftNIO — the host serves /metrics itself).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .executableTarget(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "CNATS",
+                           "EventBusMetrics",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
@@ -67,6 +72,13 @@ let package = Package(
             name: "NATSBridge",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CNATS",
                            .product(name: "Logging", package: "swift-log")]
+        ),
+        // Prometheus metrics: the registry and its text, handler-duration histograms, process
+        // figures and the small HTTP/1.1 listener that serves `/metrics` (docs/metrics.md).
+        .target(
+            name: "EventBusMetrics",
+            dependencies: [.product(name: "Metrics", package: "swift-metrics"),
+                           .product(name: "Prometheus", package: "swift-prometheus"), "CEpoll"]
         ),
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
@@ -120,6 +132,7 @@ let package = Package(
                 "ControlProtocol",
                 "CEpoll",
                 "ModuleIsolation",
+                "EventBusMetrics",
             ],
             exclude: ["Control/PROTOCOL.md"]
         ),
@@ -210,7 +223,7 @@ let package = Package(
         // Fixture* products above) and the real eventbusd as a child process.
         .testTarget(
             name: "EventBusHostTests",
-            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation"]
+            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation", "EventBusMetrics"]
         ),
         // The NATS bridge in-process against a real nats-server: the wire format keeps every field
         // type, origins, echoes. (The bridge between real eventbusd processes is tested in

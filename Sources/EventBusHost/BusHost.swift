@@ -1,5 +1,6 @@
 import Dispatch
 import EventBusKit
+import EventBusMetrics
 import EventSources
 import Logging
 import Synchronization
@@ -33,6 +34,9 @@ public final class BusHost: @unchecked Sendable {
     /// Replaces the config's `control.socket` (eventbusd's `--socket`), at start and each reload.
     private let controlSocketOverride: String?
     private var stallWatch: ModuleStallWatch?
+    /// The metrics the control socket's `metrics` request and `metrics.listen` serve; only a
+    /// host that serves a control socket collects them.
+    private let metrics: HostMetrics?
 
     /// - Parameters:
     ///   - configPath: the YAML config; read by ``start()`` and again by each ``reload()``.
@@ -48,23 +52,38 @@ public final class BusHost: @unchecked Sendable {
         self.controlSocketOverride = controlSocketPath
         self.configPath = configPath
         self.logger = logger
-        let modules = ModuleHost(bus: bus, loader: loader, logger: logger, callTimeout: moduleCallTimeout)
+        let bridge = HostBridge(bus: bus, logger: logger)
+        self.bridge = bridge
+        let metrics: HostMetrics?
+        if case .none = control {
+            metrics = nil
+        } else {
+            metrics = HostMetrics(bus: bus, bridge: { bridge.statistics })
+        }
+        self.metrics = metrics
+        var handlerTiming: (@Sendable (String) -> @Sendable (Int64) -> Void)?
+        if let durations = metrics?.handlerDurations {
+            handlerTiming = { name in durations.recorder(forModule: name) }
+        }
+        let modules = ModuleHost(bus: bus, loader: loader, logger: logger, callTimeout: moduleCallTimeout,
+                                 handlerTiming: handlerTiming)
         self.modules = modules
+        metrics?.attach(modules: { modules.statistics })
         self.timers = HeldSources(bus: bus, logger: logger)
         self.watches = HeldSources(bus: bus, logger: logger)
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
-        let bridge = HostBridge(bus: bus, logger: logger)
-        self.bridge = bridge
         switch control {
         case .none:
             controlServer = nil
             inheritedControlSocket = nil
         case .configured, .inherited:
-            controlServer = ControlServer(bus: bus, logger: logger) {
+            let server = ControlServer(bus: bus, logger: logger, snapshot: {
                 ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status)
-            }
+            }, metrics: { [weak metrics] in metrics?.render() ?? [] })
+            metrics?.attach(clients: { [weak server] in server?.clientFigures() })
+            controlServer = server
             if case .inherited(fileDescriptor: let fd) = control { inheritedControlSocket = fd } else { inheritedControlSocket = nil }
         }
     }
@@ -93,9 +112,15 @@ public final class BusHost: @unchecked Sendable {
             let config: HostConfig
             do throws(ConfigError) { config = try loadConfig() } catch { return .failure(error) }
             // Before the modules, so the replay ring holds their first events too.
+            do throws(MetricsListenerError) {
+                try metrics?.apply(config.metrics, logger: logger)
+            } catch {
+                return .failure(ConfigError(file: config.file, line: nil, key: "metrics.listen", message: error.description))
+            }
             do throws(ControlServer.StartError) {
                 try controlServer?.start(settings: config.control, inherited: inheritedControlSocket)
             } catch {
+                metrics?.stop()
                 return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: error.description))
             }
             // Before the modules, so their activate can subscribe to the journal.
@@ -138,6 +163,11 @@ public final class BusHost: @unchecked Sendable {
             watches.apply(new.watches)
             modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity, progress: progress)
             controlServer?.apply(new.control)
+            do throws(MetricsListenerError) {
+                try metrics?.apply(new.metrics, logger: logger)
+            } catch {
+                logger.error("reload: \(error); the metrics listener stays as it was")
+            }
             bridge.apply(new.bridge, stateDirectory: new.stateDirectory)
             config = new
             let active = modules.statistics.filter { $0.state == .active }.count
@@ -188,6 +218,7 @@ public final class BusHost: @unchecked Sendable {
             // Control clients last, so a tail sees what modules posted while stopping. They get a
             // moment to read their last lines even when the modules used up the budget.
             controlServer?.stop(within: min(.seconds(2), max(.milliseconds(500), deadline - .now)))
+            metrics?.stop()
             bus.finish()
             let report = ShutdownReport(undrained: stopped.undrained, notDeactivated: stopped.notDeactivated)
             logger.info("eventbusd stopped\(report.isClean ? "" : " (not clean: see above)")")

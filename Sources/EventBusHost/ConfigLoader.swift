@@ -44,7 +44,7 @@ extension HostConfig {
         let document = ConfigNode(node: root, file: file, key: "")
         // Each section on its own: a mistake in one is reported with the mistakes of the others.
         var problems = ConfigProblems()
-        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_isolation", "shutdown_timeout", "control", "state_directory", "bridge"]) {
+        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_isolation", "shutdown_timeout", "control", "state_directory", "bridge", "metrics"]) {
             problems.check { () throws(ConfigError) in
                 switch key {
                 case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
@@ -57,6 +57,7 @@ extension HostConfig {
                 case "shutdown_timeout": config.shutdownTimeout = try value.duration()
                 case "control": config.control = try parseControl(value, directory: directory)
                 case "bridge": config.bridge = try parseBridge(value, directory: directory)
+                case "metrics": config.metrics = try parseMetrics(value)
                 default: preconditionFailure("key \(key) allowed but not handled")
                 }
             }

@@ -41,6 +41,9 @@ final class HostBridge: Sendable {
         running.withLock { $0 = nil }
     }
 
+    /// The running bridge's counts, for metrics; nil when none runs.
+    var statistics: BridgeStatistics? { running.withLock { $0 }?.bridge.statistics }
+
     /// The bridge's part of `status`, nil when none runs.
     var status: JSON? {
         guard let bridge = running.withLock({ $0?.bridge }) else { return nil }

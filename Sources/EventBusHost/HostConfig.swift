@@ -31,6 +31,8 @@ public struct HostConfig: Sendable {
     public var moduleIsolation = HostConfig.defaultIsolation
     /// Bridging this host's bus to others through NATS (`bridge.nats`); nil: not bridged.
     public var bridge: BridgeConfig?
+    /// Serving `/metrics` over HTTP (`metrics`); off unless `metrics.listen` is set.
+    public var metrics = MetricsSettings()
 
     public static let defaultMailboxCapacity = 10_000
     /// `/var/lib/eventbus` as root, `$XDG_STATE_HOME/eventbus` (or `~/.local/state/eventbus`)

@@ -31,14 +31,19 @@ final class ModuleHost: Sendable {
     let callTimeout: Duration
     /// In config order.
     private let slots = Mutex<[ModuleSlot]>([])
+    /// What an in-process module's handlers report their durations to, by module name
+    /// (``ModuleContext/handlerDuration``); nil: not timed.
+    private let handlerTiming: (@Sendable (String) -> @Sendable (Int64) -> Void)?
 
     /// `callTimeout` bounds how long the host waits for one call into a module (activate,
     /// reconfigure, deactivate) before it gives up on it.
-    init(bus: Bus, loader: ModuleLoader, logger: Logger, callTimeout: Duration) {
+    init(bus: Bus, loader: ModuleLoader, logger: Logger, callTimeout: Duration,
+         handlerTiming: (@Sendable (String) -> @Sendable (Int64) -> Void)? = nil) {
         self.bus = bus
         self.loader = loader
         self.logger = logger
         self.callTimeout = callTimeout
+        self.handlerTiming = handlerTiming
     }
 
     var statistics: [ModuleStatistics] {
@@ -152,6 +157,7 @@ final class ModuleHost: Sendable {
         let module = ModuleBox(module: library.factory.makeModule())
         let context = ModuleContext(bus: bus.scoped(to: slot.mailbox), config: entry.config(declaredBy: keys),
                                     log: .bridged(to: self.logger, module: slot.name))
+        context.handlerDuration = handlerTiming?(slot.name)
         progress(.callingModule(name: slot.name, call: .activate, timeLimit: callTimeout))
         let outcome = ModuleCall.run(on: slot.mailbox, timeout: callTimeout, {
             do {

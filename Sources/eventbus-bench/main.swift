@@ -15,6 +15,7 @@ import Foundation
 //   isolation [events]              delivery into one module in-process vs in a worker process
 //   bridge [events] [core]          bus A → NATS → bus B vs a raw nats.c publish → subscribe
 //                                   (`core`: only the raw anchor and the core bridge, to profile)
+//   metrics [events]                10 modules' delivery with metrics on vs off
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -26,6 +27,10 @@ case "dispatch":
     print()
     subscriptionFootprint(count: 100_000)
     idleHostFootprint(idleSeconds: 2)
+    print()
+    metricsBenchmark(events: 200_000)
+case "metrics":
+    metricsBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "mailbox":
     mailboxBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "timer-jitter":
@@ -56,6 +61,6 @@ case "bridge":
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, files-scale, tail, journal, isolation, bridge")
+    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, files-scale, tail, journal, isolation, bridge, metrics")
     exit(2)
 }

@@ -2,7 +2,8 @@ import ArgumentParser
 import ControlProtocol
 
 /// `eventbus`: the command line of the EventBus host. Each group of subcommands lives in its own
-/// folder; the ones that talk to a running host (`Control/`: tail, post, status, modules, files) and
+/// folder; the ones that talk to a running host (`Control/`: tail, post, status, modules, files;
+/// `Metrics/`: metrics, top) and
 /// the module tools (`Module/`) join `subcommands` here.
 @main
 struct EventBusCommand: ParsableCommand {
@@ -10,6 +11,7 @@ struct EventBusCommand: ParsableCommand {
         commandName: "eventbus",
         abstract: "Work with the EventBus host and its handler modules.",
         version: ControlProtocol.versionLine,
-        subcommands: [TailCommand.self, PostCommand.self, StatusCommand.self, ModulesCommand.self, FilesCommand.self, ModuleCommand.self]
+        subcommands: [TailCommand.self, PostCommand.self, StatusCommand.self, ModulesCommand.self, FilesCommand.self,
+                      MetricsCommand.self, TopCommand.self, ModuleCommand.self]
     )
 }

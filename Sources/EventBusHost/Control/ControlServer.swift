@@ -68,6 +68,8 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     let bus: Bus
     let logger: Logger
     private let snapshot: @Sendable () -> HostSnapshot
+    /// The host's metrics text, for `metrics` requests (``HostMetrics/render()``).
+    let metricsText: @Sendable () -> [UInt8]
     let startedAt = Date()
     private let startedMonotonic = ContinuousClock.now
     /// The thread every connection runs on; set by ``start(settings:inherited:)``.
@@ -114,10 +116,12 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         var descriptors = 0
     }
 
-    init(bus: Bus, logger: Logger, snapshot: @escaping @Sendable () -> HostSnapshot) {
+    init(bus: Bus, logger: Logger, snapshot: @escaping @Sendable () -> HostSnapshot,
+         metrics: @escaping @Sendable () -> [UInt8] = { [] }) {
         self.bus = bus
         self.logger = logger
         self.snapshot = snapshot
+        self.metricsText = metrics
         self.settings = ControlSettings()
         self.ring = ReplayRing(capacity: 0)
     }
@@ -573,6 +577,25 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                 ])
             }),
         ])
+    }
+
+    /// The clients' side of the host's metrics: counts, and each tailing client's feed.
+    struct ClientFigures {
+        var clients: Int
+        var feeds: [(id: Int, statistics: TailFeed.Statistics)]
+        var refusedLimit: Int
+        var refusedDescriptors: Int
+    }
+
+    func clientFigures() -> ClientFigures {
+        lock.lock()
+        let clients = sessions.count
+        let feeds = self.feeds
+        let refused = self.refused
+        lock.unlock()
+        var figures = ClientFigures(clients: clients, feeds: [], refusedLimit: refused.limit, refusedDescriptors: refused.descriptors)
+        for feed in feeds { figures.feeds.append((id: feed.client.id, statistics: feed.statistics)) }
+        return figures
     }
 
     static func moduleJSON(_ module: ModuleStatistics) -> JSON {

@@ -80,7 +80,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         interest = ControlLoop.readable | ControlLoop.peerClosedWriting
         try loop.add(fd, events: interest, watcher: self)
         var may: [JSON] = []
-        if server.permits(.tail, peer) { may += ["tail", "status", "modules", "stats"] }
+        if server.permits(.tail, peer) { may += ["tail", "status", "modules", "stats", "metrics"] }
         if server.permits(.post, peer) { may.append("post") }
         var hello: [String: JSON] = ["type": "hello", "server": "eventbusd", "may": .array(may)]
         hello["protocol"] = .int(Int64(ControlProtocol.version))
@@ -269,7 +269,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         }
         let id = members["id"]
         guard let op = members["op"]?.stringValue else {
-            self.error("bad_request", "a request needs \"op\": one of subscribe, post, status, modules, stats, listing", id: id)
+            self.error("bad_request", "a request needs \"op\": one of subscribe, post, status, modules, stats, listing, metrics", id: id)
             return
         }
         switch op {
@@ -294,8 +294,11 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             case .success(let listing): respond(listing, id: id)
             case .failure(let failure): error(failure.code, failure.message, id: id)
             }
+        case "metrics":
+            guard allowed(.tail, op: op, id: id) else { return }
+            respond(server.metrics(), id: id)
         default:
-            self.error("unknown_op", "unknown op \"\(op)\"; expected one of subscribe, post, status, modules, stats, listing", id: id)
+            self.error("unknown_op", "unknown op \"\(op)\"; expected one of subscribe, post, status, modules, stats, listing, metrics", id: id)
         }
     }
 

@@ -13,6 +13,15 @@ public final class ModuleContext: @unchecked Sendable {
     public let log: ModuleLog
     /// Subscriptions live as long as they are kept here; the host cancels them on deactivation.
     public var cancellables = Set<AnyCancellable>()
+    /// Hears how long calls of a ``Publisher/handle(in:_:)`` handler took, in nanoseconds of
+    /// `CLOCK_MONOTONIC` (the host's per-module histogram): one call in
+    /// ``handlerTimingInterval`` of each handler is timed, since two clock reads per call would
+    /// cost a cheap handler more than its delivery. Nil: handlers are not timed. The host sets it
+    /// before activation; a handler takes the one set when it subscribed.
+    public var handlerDuration: (@Sendable (_ nanoseconds: Int64) -> Void)?
+
+    /// One call in this many is timed (the first of each run of calls is not).
+    public static let handlerTimingInterval = 8
 
     private let errorCount = Atomic<Int>(0)
 
@@ -48,7 +57,24 @@ extension Publisher where Failure == Never {
     /// Like `sink`, for handlers that can fail: an error thrown by `body` is caught, logged with
     /// the module's name and counted in ``ModuleContext/errors``; the subscription carries on.
     /// The subscription is stored in the context.
+    /// When the host times handlers (``ModuleContext/handlerDuration``), one call in
+    /// ``ModuleContext/handlerTimingInterval`` is measured with two `clock_gettime` reads.
     public func handle(in context: ModuleContext, _ body: @escaping (Output) throws -> Void) {
+        if let record = context.handlerDuration {
+            var calls = 0  // on the module's queue only, as every call of this sink
+            sink { value in
+                calls &+= 1
+                guard calls % ModuleContext.handlerTimingInterval == 0 else {
+                    do { try body(value) } catch { context.report(error, while: "handler") }
+                    return
+                }
+                let start = MonotonicClock.now()
+                do { try body(value) } catch { context.report(error, while: "handler") }
+                record(Int64(bitPattern: MonotonicClock.now() &- start))
+            }
+            .store(in: &context.cancellables)
+            return
+        }
         sink { value in
             do { try body(value) } catch { context.report(error, while: "handler") }
         }

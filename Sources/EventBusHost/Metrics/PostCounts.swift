@@ -1,0 +1,84 @@
+import EventBusKit
+import Foundation
+import Synchronization
+
+/// Events posted on the bus, by the kind of source that posted them, and the notices among them
+/// that announce loss or trouble — counted by one closure subscription to every event.
+///
+/// Why a subscription: the bus counts posts but not by source; its delivery loop is the one
+/// place every event passes. The count is a few string comparisons and two relaxed atomic
+/// stores per event, on the loop, with no lock. Labels stay bounded: the kind is one of
+/// ``kinds`` (sources are named `timer:…`, `files:…`, `journal:…`; events modules post carry
+/// the module's name, counted as `module`), never the event's own name.
+public final class PostCounts: @unchecked Sendable {
+    // @unchecked: `subscription` is guarded by `lock`; the counts are atomics.
+    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus"]
+    /// Events whose only job is to say something was lost or went wrong.
+    static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed"]
+
+    private let posted: [Count]
+    private let noticed: [Count]
+    private let lock = NSLock()
+    private var subscription: AnyCancellable?
+
+    public init() {
+        posted = Self.kinds.map { _ in Count() }
+        noticed = Self.notices.map { _ in Count() }
+    }
+
+    /// Starts counting what `bus` delivers from now on.
+    public func start(on bus: Bus) {
+        let cancellable = bus.publisher(for: try! EventPattern(">")).sink { [self] event in count(event) }
+        lock.withLock { subscription = cancellable }
+    }
+
+    public func stop() {
+        lock.withLock { subscription = nil }
+    }
+
+    public var postedByKind: [(kind: String, count: UInt64)] {
+        zip(Self.kinds, posted).map { ($0, $1.value.load(ordering: .relaxed)) }
+    }
+
+    var noticesByName: [(name: String, count: UInt64)] {
+        zip(Self.notices, noticed).map { ($0, $1.value.load(ordering: .relaxed)) }
+    }
+
+    /// On the bus's delivery loop.
+    private func count(_ event: Event) {
+        let kind = Self.kind(of: event.source)
+        posted[kind].bump()
+        let notice: Int? = switch event.name {
+        case "journal.gap": 0
+        case "bridge.gap": 1
+        case "fs.overflow": 2
+        case "fs.rescanned": 3
+        case "fs.error": 4
+        case "module.crashed": 5
+        case "module.failed": 6
+        default: nil
+        }
+        if let notice { noticed[notice].bump() }
+    }
+
+    /// One counter, written by the delivery loop only (one event at a time), so a relaxed load
+    /// and store need no read-modify-write; read by scrapes.
+    private final class Count: Sendable {
+        let value = Atomic<UInt64>(0)
+        @inline(__always) func bump() { value.store(value.load(ordering: .relaxed) &+ 1, ordering: .relaxed) }
+    }
+
+    /// The index in ``kinds`` of a source id.
+    static func kind(of source: String) -> Int {
+        switch source.utf8.first {
+        case UInt8(ascii: "u") where source == "user": return 0
+        case UInt8(ascii: "t") where source.hasPrefix("timer:"): return 1
+        case UInt8(ascii: "f") where source.hasPrefix("files:"): return 2
+        case UInt8(ascii: "j") where source.hasPrefix("journal:"): return 3
+        case UInt8(ascii: "b") where source == "bridge": return 4
+        case UInt8(ascii: "e") where source == "eventbusd": return 6
+        case UInt8(ascii: "b") where source == "bus": return 7
+        default: return 5
+        }
+    }
+}

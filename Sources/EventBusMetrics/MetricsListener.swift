@@ -1,0 +1,326 @@
+import CEpoll
+import Foundation
+import Synchronization
+
+/// Serves `GET /metrics` over plain HTTP/1.1 for Prometheus, on one thread of its own.
+///
+/// Why our own and not SwiftNIO: the whole job is one GET, one answer, close — about the size
+/// of this file — while NIO would add its event loops and a dozen modules to a host that
+/// already runs an epoll loop of its own for the control socket. It faces the network, so
+/// what a client sends is bounded and nothing it does can hold the host:
+/// - at most ``Limits/maxConnections`` at once; one more is answered `503` and closed;
+/// - a request head is at most ``Limits/maxRequestBytes`` (else `431`); a body is not read;
+/// - each connection has ``Limits/timeout`` in all, to send its request and read the answer;
+///   a slow or silent client is closed at its deadline (slowloris);
+/// - anything but `GET`/`HEAD` gets `405`, a malformed request line `400`, another path `404`;
+///   every answer carries `Connection: close`.
+///
+/// ## Threads
+/// One thread, `poll(2)` on the listening socket, a wake-up pipe and the connections (all
+/// non-blocking). Rendering runs on it: a scrape waits for the one before.
+/// ``init(address:limits:render:)`` binds (so an address in use is an error at start) and
+/// ``stop()`` joins the thread; both from the host's control queue.
+public final class MetricsListener: @unchecked Sendable {
+    // @unchecked: `connections` and the descriptors are touched only on the listener's thread
+    // after `start`; `thread` only by start/stop on one caller's queue.
+
+    public struct Limits: Sendable {
+        public var maxConnections = 16
+        public var maxRequestBytes = 8 * 1024
+        public var timeout: Duration = .seconds(5)
+        public init() {}
+    }
+
+    /// Requests answered, by how: what `eventbus_metrics_http_requests_total` reports.
+    public struct Statistics: Sendable, Equatable {
+        public var scrapes: UInt64 = 0
+        public var rejected: UInt64 = 0
+        public var timedOut: UInt64 = 0
+
+        public init(scrapes: UInt64 = 0, rejected: UInt64 = 0, timedOut: UInt64 = 0) {
+            self.scrapes = scrapes
+            self.rejected = rejected
+            self.timedOut = timedOut
+        }
+    }
+
+    public let address: ListenAddress
+    public let limits: Limits
+    private let render: @Sendable () -> [UInt8]
+    private let listener: Int32
+    /// An eventfd that ``stop()`` writes to end the thread's poll.
+    private let wake: Int32
+    private var connections: [Connection] = []
+    /// Set when accepting ran out of descriptors: the listener is not polled until then.
+    private var acceptPausedUntil: ContinuousClock.Instant?
+    private let stopped = Mutex(false)
+    private let done = DispatchSemaphore(value: 0)
+    private var started = false
+    private let counts = Mutex(Statistics())
+
+    private final class Connection {
+        /// -1 once closed.
+        var fd: Int32
+        let deadline: ContinuousClock.Instant
+        var request: [UInt8] = []
+        var output: [UInt8] = []
+        var written = 0
+        var answered: Bool { !output.isEmpty }
+
+        init(fd: Int32, deadline: ContinuousClock.Instant) {
+            self.fd = fd
+            self.deadline = deadline
+        }
+    }
+
+    /// Binds `address` and listens; ``start()`` begins answering. `render` makes the text of
+    /// one scrape, on the listener's thread.
+    public init(address: ListenAddress, limits: Limits = Limits(),
+                render: @escaping @Sendable () -> [UInt8]) throws(MetricsListenerError) {
+        self.address = address
+        self.limits = limits
+        self.render = render
+        let domain = address.family == .ipv4 ? AF_INET : AF_INET6
+        let fd = socket(domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .system("socket", errno, address) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound: Int32
+        switch address.family {
+        case .ipv4:
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = address.port.bigEndian
+            _ = address.host.withCString { inet_pton(AF_INET, $0, &sin.sin_addr) }
+            bound = withUnsafePointer(to: &sin) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        case .ipv6:
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = address.port.bigEndian
+            _ = address.host.withCString { inet_pton(AF_INET6, $0, &sin6.sin6_addr) }
+            bound = withUnsafePointer(to: &sin6) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            }
+        }
+        guard bound == 0, listen(fd, 64) == 0 else {
+            let error = errno
+            close(fd)
+            throw .system("bind", error, address)
+        }
+        let wake = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        guard wake >= 0 else {
+            let error = errno
+            close(fd)
+            throw .system("eventfd", error, address)
+        }
+        self.listener = fd
+        self.wake = wake
+    }
+
+    deinit {
+        close(listener)
+        close(wake)
+    }
+
+    public var statistics: Statistics { counts.withLock { $0 } }
+
+    /// Starts the listener's thread.
+    public func start() {
+        precondition(!started, "a metrics listener starts once")
+        started = true
+        let thread = Thread { [self] in
+            run()
+            done.signal()
+        }
+        thread.name = "eventbus-metrics"
+        thread.start()
+    }
+
+    /// Closes every connection and the listening socket's thread; returns once it has ended.
+    public func stop() {
+        guard started else { return }
+        stopped.withLock { $0 = true }
+        var one: UInt64 = 1
+        _ = write(wake, &one, 8)
+        done.wait()
+        started = false
+    }
+
+    // MARK: The listener's thread
+
+    private func run() {
+        var fds: [pollfd] = []
+        while !stopped.withLock({ $0 }) {
+            fds.removeAll(keepingCapacity: true)
+            fds.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
+            let now = ContinuousClock.now
+            if let until = acceptPausedUntil, until <= now { acceptPausedUntil = nil }
+            // A negative descriptor is skipped by poll: while out of descriptors, the listener
+            // (readable as long as a client waits) would otherwise wake the loop at once, forever.
+            fds.append(pollfd(fd: acceptPausedUntil == nil ? listener : -1, events: Int16(POLLIN), revents: 0))
+            for connection in connections {
+                fds.append(pollfd(fd: connection.fd, events: Int16(connection.answered ? POLLOUT : POLLIN), revents: 0))
+            }
+            let soonest = (connections.map(\.deadline) + [acceptPausedUntil].compactMap { $0 }).min()
+            let timeout = soonest.map { max(0, Int32(clamping: ($0 - now).milliseconds + 1)) } ?? -1
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
+            if ready < 0 && errno != EINTR { break }
+            if fds[1].revents & Int16(POLLIN) != 0 { acceptWaiting() }
+            // Connections as they were when polled (accepting appended new ones after them).
+            for (index, pollFD) in fds.enumerated().dropFirst(2) where pollFD.revents != 0 {
+                serve(connections[index - 2], events: pollFD.revents)
+            }
+            let after = ContinuousClock.now
+            connections.removeAll { connection in
+                if connection.fd < 0 { return true }
+                guard connection.deadline <= after else { return false }
+                counts.withLock { $0.timedOut += 1 }
+                close(connection.fd)
+                return true
+            }
+        }
+        for connection in connections where connection.fd >= 0 { close(connection.fd) }
+        connections.removeAll()
+    }
+
+    private func acceptWaiting() {
+        while true {
+            let fd = Self.accept4(listener, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            if fd < 0 {
+                // EAGAIN: none left. Out of descriptors: the client stays in the backlog; look again
+                // in a moment (or when one of ours closes, at the latest by its deadline).
+                if errno == EMFILE || errno == ENFILE { acceptPausedUntil = .now + .milliseconds(100) }
+                return
+            }
+            guard connections.count < limits.maxConnections else {
+                counts.withLock { $0.rejected += 1 }
+                var answer = Self.response(status: "503 Service Unavailable", body: Array("too many connections\n".utf8))
+                _ = send(fd, &answer, answer.count, Int32(MSG_NOSIGNAL))
+                close(fd)
+                continue
+            }
+            connections.append(Connection(fd: fd, deadline: .now + limits.timeout))
+        }
+    }
+
+    private func serve(_ connection: Connection, events: Int16) {
+        if connection.answered {
+            writeAnswer(connection)
+            return
+        }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let room = min(buffer.count, limits.maxRequestBytes + 1 - connection.request.count)
+            let count = recv(connection.fd, &buffer, room, 0)
+            if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) {
+                finish(connection)  // the client left before asking anything whole
+                return
+            }
+            if count < 0 { break }
+            connection.request += buffer[0..<count]
+            if let end = Self.endOfHead(connection.request) {
+                answer(connection, head: connection.request[..<end])
+                return
+            }
+            if connection.request.count > limits.maxRequestBytes {
+                reject(connection, "431 Request Header Fields Too Large", "request head larger than \(limits.maxRequestBytes) bytes\n")
+                return
+            }
+        }
+    }
+
+    private func answer(_ connection: Connection, head: ArraySlice<UInt8>) {
+        let firstLine = head.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }
+        let parts = firstLine.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[2].starts(with: Array("HTTP/1.".utf8)), parts[1].first == UInt8(ascii: "/") else {
+            reject(connection, "400 Bad Request", "expected a request line such as GET /metrics HTTP/1.1\n")
+            return
+        }
+        let method = String(decoding: parts[0], as: UTF8.self)
+        guard method == "GET" || method == "HEAD" else {
+            reject(connection, "405 Method Not Allowed", "only GET and HEAD\n", extra: "Allow: GET, HEAD\r\n")
+            return
+        }
+        let path = parts[1].prefix { $0 != UInt8(ascii: "?") }
+        guard path.elementsEqual("/metrics".utf8) else {
+            reject(connection, "404 Not Found", "metrics are at /metrics\n")
+            return
+        }
+        counts.withLock { $0.scrapes += 1 }
+        let body = render()
+        let output = Self.response(status: "200 OK", body: body, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                                   includeBody: method == "GET")
+        connection.output = output
+        writeAnswer(connection)
+    }
+
+    private func reject(_ connection: Connection, _ status: String, _ message: String, extra: String = "") {
+        counts.withLock { $0.rejected += 1 }
+        connection.output = Self.response(status: status, body: Array(message.utf8), extraHeaders: extra)
+        writeAnswer(connection)
+    }
+
+    private func writeAnswer(_ connection: Connection) {
+        while connection.written < connection.output.count {
+            let count = connection.output.withUnsafeBytes { bytes in
+                send(connection.fd, bytes.baseAddress! + connection.written, bytes.count - connection.written, Int32(MSG_NOSIGNAL))
+            }
+            if count < 0 {
+                if errno == EAGAIN || errno == EINTR { return }  // poll says when it takes more
+                finish(connection)
+                return
+            }
+            connection.written += count
+        }
+        finish(connection)
+    }
+
+    /// `accept4(2)`, looked up at run time: Swift's Glibc module does not declare it (a GNU
+    /// extension), and `accept` + `fcntl` would let a module worker spawned in between inherit
+    /// the descriptor.
+    private static let accept4: @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32) -> Int32 = {
+        guard let symbol = dlsym(nil, "accept4") else { fatalError("glibc without accept4") }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32) -> Int32).self)
+    }()
+
+    /// Closes the connection; it leaves the list after this round of poll results.
+    private func finish(_ connection: Connection) {
+        guard connection.fd >= 0 else { return }
+        close(connection.fd)
+        connection.fd = -1
+    }
+
+    /// Where the request head ends (after CRLF CRLF, or LF LF as lenient servers accept).
+    static func endOfHead(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 2 else { return nil }
+        for index in 1..<bytes.count where bytes[index] == 10 {
+            if bytes[index - 1] == 10 { return index + 1 }
+            if index >= 3, bytes[index - 1] == 13, bytes[index - 2] == 10, bytes[index - 3] == 13 { return index + 1 }
+        }
+        return nil
+    }
+
+    static func response(status: String, body: [UInt8], contentType: String = "text/plain; charset=utf-8",
+                         extraHeaders: String = "", includeBody: Bool = true) -> [UInt8] {
+        var head = "HTTP/1.1 \(status)\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n"
+        head += extraHeaders + "Connection: close\r\n\r\n"
+        return Array(head.utf8) + (includeBody ? body : [])
+    }
+}
+
+public struct MetricsListenerError: Error, CustomStringConvertible {
+    public var description: String
+
+    static func system(_ call: String, _ code: Int32, _ address: ListenAddress) -> MetricsListenerError {
+        MetricsListenerError(description: "cannot listen on \(address): \(call): \(String(cString: strerror(code)))")
+    }
+}
+
+extension Duration {
+    fileprivate var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,24 @@
+import ArgumentParser
+import ControlProtocol
+
+/// `eventbus metrics`: the host's metrics in Prometheus's text format, through the control
+/// socket — the same text `metrics.listen` serves over HTTP, without a port.
+struct MetricsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "metrics",
+        abstract: "Print the running eventbusd's metrics (Prometheus text format), as /metrics serves them.")
+
+    @OptionGroup var socket: SocketOptions
+
+    func run() throws {
+        print(try Self.text(from: socket.connect()), terminator: "")
+    }
+
+    static func text(from host: HostConnection) throws -> String {
+        let answer = try host.request(["op": "metrics"])
+        guard let text = answer["text"]?.stringValue else {
+            throw CommandError("eventbusd answered a metrics request without text")
+        }
+        return text
+    }
+}

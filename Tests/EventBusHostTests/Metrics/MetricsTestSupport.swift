@@ -1,0 +1,79 @@
+import Foundation
+
+/// A loopback TCP port nobody listens on now: bound to port 0, read back, released. (Another
+/// process could take it in between; on a test machine that is rare enough not to matter, and
+/// a test that loses the race fails with "address in use", not silently.)
+func freeLoopbackPort() throws -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EMFILE) }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+        }
+    }
+    guard bound else { throw POSIXError(.EADDRINUSE) }
+    return UInt16(bigEndian: address.sin_port)
+}
+
+/// A TCP connection to a loopback port, with reads bounded by a minute (for broken tests only).
+final class LoopbackConnection {
+    let fd: Int32
+
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            let code = errno
+            close(fd)
+            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .ECONNREFUSED)
+        }
+        var timeout = timeval(tv_sec: 60, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ text: String) {
+        var bytes = Array(text.utf8)
+        _ = Foundation.send(fd, &bytes, bytes.count, Int32(MSG_NOSIGNAL))
+    }
+
+    /// Everything until the server closes.
+    func readToEnd() -> String {
+        var all: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            all += buffer[0..<count]
+        }
+        return String(decoding: all, as: UTF8.self)
+    }
+}
+
+/// One HTTP exchange with a loopback port: sends `request` as is, returns the whole answer.
+func http(_ port: UInt16, _ request: String) throws -> String {
+    let connection = try LoopbackConnection(port: port)
+    connection.send(request)
+    return connection.readToEnd()
+}
+
+/// The value of the first sample line `series value` in a Prometheus text, `series` written
+/// exactly (name and labels) as the host writes it.
+func sampleValue(_ text: String, _ series: String) -> Double? {
+    for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+        return Double(line.dropFirst(series.count + 1))
+    }
+    return nil
+}
