@@ -10,7 +10,8 @@ extension ModuleHost {
     func activateInWorker(_ slot: ModuleSlot, entry: ModuleEntry, progress: (HostProgress) -> Void) {
         let logger = log(for: slot.name)
         let configuration = WorkerSupervisor.Configuration(
-            name: slot.name, path: entry.path, config: entry.config, settings: entry.worker, callTimeout: callTimeout)
+            name: slot.name, path: entry.path, config: entry.config, settings: entry.worker, callTimeout: callTimeout,
+            handlerDuration: handlerTiming?(slot.name))
         let supervisor = slot.worker ?? WorkerSupervisor(configuration: configuration, bus: bus, mailbox: slot.mailbox,
                                                          log: .bridged(to: self.logger, module: slot.name))
         slot.worker = supervisor

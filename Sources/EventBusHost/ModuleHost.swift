@@ -33,7 +33,7 @@ final class ModuleHost: Sendable {
     private let slots = Mutex<[ModuleSlot]>([])
     /// What an in-process module's handlers report their durations to, by module name
     /// (``ModuleContext/handlerDuration``); nil: not timed.
-    private let handlerTiming: (@Sendable (String) -> @Sendable (Int64) -> Void)?
+    let handlerTiming: (@Sendable (String) -> @Sendable (Int64) -> Void)?
 
     /// `callTimeout` bounds how long the host waits for one call into a module (activate,
     /// reconfigure, deactivate) before it gives up on it.

@@ -42,6 +42,9 @@ public enum FrameType: UInt8, Sendable {
     case reconfigured = 27
     /// Empty.
     case deactivated = 28
+    /// Count, then that many `Int64` nanoseconds: the module's timed handler calls since the last
+    /// such frame (sent only when the host asked for them: `time_handlers` in ``start``).
+    case handlerDurations = 29
 }
 
 /// Appends frames to a byte buffer.
@@ -105,6 +108,16 @@ public struct FrameBuffer {
         bytes.appendLittleEndian(consumed)
         bytes.appendLittleEndian(errors)
         lastFrame = (start, .progress)
+    }
+
+    /// A ``FrameType/handlerDurations`` frame.
+    public mutating func appendHandlerDurations(_ durations: [Int64]) {
+        let start = bytes.count
+        bytes.appendLittleEndian(UInt32(5 + 8 * durations.count))
+        bytes.append(FrameType.handlerDurations.rawValue)
+        bytes.appendLittleEndian(UInt32(durations.count))
+        for duration in durations { bytes.appendLittleEndian(duration) }
+        lastFrame = (start, .handlerDurations)
     }
 
     /// Adds one event to the batched frame of `type` at the end, or starts one. `subscription`

@@ -30,6 +30,8 @@ final class WorkerSession: @unchecked Sendable {
     private let subscriptions = Locked<[UInt64: AnyCancellable]>([:])
     private let replies = ReplySlot()
     private let onEnd: @Sendable (WorkerSession, String) -> Void
+    /// Where the module's timed handler calls are recorded (the host's histogram); nil: not timed.
+    private let handlerDuration: (@Sendable (Int64) -> Void)?
 
     /// Events appended to the socket for the worker.
     let sent = Atomic<UInt64>(0)
@@ -48,7 +50,7 @@ final class WorkerSession: @unchecked Sendable {
     private let mailbox: Mailbox
 
     init(process: WorkerProcess, name: String, hostBus: Bus, mailbox: Mailbox, log: ModuleLog,
-         onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
+         handlerDuration: (@Sendable (Int64) -> Void)?, onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
         self.process = process
         self.name = name
         self.hostBus = hostBus
@@ -56,6 +58,7 @@ final class WorkerSession: @unchecked Sendable {
         self.mailbox = mailbox
         self.log = log
         self.onEnd = onEnd
+        self.handlerDuration = handlerDuration
         self.channel = FrameChannel(fd: process.socket, name: "worker.\(name)")
     }
 
@@ -115,6 +118,13 @@ final class WorkerSession: @unchecked Sendable {
             consumed.store(try decoder.integer(UInt64.self), ordering: .relaxed)
             errors.store(try decoder.integer(UInt64.self), ordering: .relaxed)
             lastHeard.store(MonotonicClock.now(), ordering: .relaxed)
+        case .handlerDurations:
+            var decoder = WireDecoder(payload)
+            let count = Int(try decoder.integer(UInt32.self))
+            for _ in 0..<count {
+                let nanoseconds = try decoder.integer(Int64.self)
+                handlerDuration?(nanoseconds)
+            }
         case .posts:
             var decoder = WireDecoder(payload)
             let count = Int(try decoder.integer(UInt32.self))

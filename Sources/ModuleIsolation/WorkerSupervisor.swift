@@ -28,15 +28,20 @@ public final class WorkerSupervisor: @unchecked Sendable {
         /// How long one call into the module (activate, reconfigure, deactivate) may take.
         public var callTimeout: Duration
         public var executable: String
+        /// Records the module's timed handler calls, as `ModuleContext.handlerDuration` does in
+        /// eventbusd; nil: the worker does not time them.
+        public var handlerDuration: (@Sendable (Int64) -> Void)?
 
         public init(name: String, path: String, config: ModuleConfig, settings: WorkerSettings,
-                    callTimeout: Duration, executable: String = WorkerProcess.defaultExecutable) {
+                    callTimeout: Duration, executable: String = WorkerProcess.defaultExecutable,
+                    handlerDuration: (@Sendable (Int64) -> Void)? = nil) {
             self.name = name
             self.path = path
             self.config = config
             self.settings = settings
             self.callTimeout = callTimeout
             self.executable = executable
+            self.handlerDuration = handlerDuration
         }
     }
 
@@ -204,7 +209,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             return .failed(error.description)
         }
         let session = WorkerSession(process: process, name: configuration.name, hostBus: bus, mailbox: mailbox,
-                                    log: log) { [weak self] session, reason in
+                                    log: log, handlerDuration: configuration.handlerDuration) { [weak self] session, reason in
             guard let self else { return }
             self.queue.async { self.sessionEnded(session, reason: reason) }
         }
@@ -217,6 +222,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             "kinds": .array(["files", "journal"].filter(bus.hasSource(kind:)).map(JSON.string)),
             "heartbeat_ms": .int(max(10, heartbeat.clampedNanoseconds / 4_000_000)),
             "window": .int(Int64(mailbox.capacity)),
+            "time_handlers": .bool(configuration.handlerDuration != nil),
         ]
         guard let reply = session.call(.start, start, expecting: .activated, timeout: configuration.callTimeout) else {
             let ended = session.channel.isClosed

@@ -159,6 +159,12 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
             log.warning("its config section is not checked: the module declares no configKeys, so a mistyped key is not noticed")
         }
         let context = ModuleContext(bus: bus.scoped(to: mailbox), config: config, log: log)
+        if json["time_handlers"]?.boolValue == true {
+            // Called by `handle(in:)` on the module's queue; sent with the next progress report.
+            context.handlerDuration = { [self] nanoseconds in
+                if timedHandlerCalls.count < Self.timedHandlerCallsLimit { timedHandlerCalls.append(nanoseconds) }
+            }
+        }
         self.context = context
         let module = ModuleBox(module: library.makeModule())
         self.module = module
@@ -199,6 +205,11 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
     // On the module's queue only.
     private var lastProgress: UInt64 = 0
     private var progressScheduled = false
+    /// Timed handler calls not yet sent to the host. Reports go at least every millisecond while
+    /// events flow (and with each heartbeat), so this holds a millisecond's samples; past the
+    /// limit a sample is not kept — the histogram is a sample of calls, no event is lost.
+    private var timedHandlerCalls: [Int64] = []
+    private static let timedHandlerCallsLimit = 4_096
 
     /// Tells the host how many events the module has handled — at most once a millisecond: in a
     /// stream of small batches a report per batch would cost the host's reader a wake-up each.
@@ -221,7 +232,12 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         let errors = UInt64(context?.errors ?? 0)
         // Written right here when no write is in progress: the host's reader never stops
         // reading, so this blocks the module's queue only as long as a send takes.
-        channel.sendThrottled(inline: true) { $0.appendProgress(consumed: total, errors: errors) }
+        let timed = timedHandlerCalls
+        timedHandlerCalls.removeAll(keepingCapacity: true)
+        channel.sendThrottled(inline: true) { frames in
+            if !timed.isEmpty { frames.appendHandlerDurations(timed) }
+            frames.appendProgress(consumed: total, errors: errors)
+        }
     }
 
     private func startHeartbeat(every interval: Duration) {

@@ -8,15 +8,15 @@ import TestSupport
 /// the real CLI (`eventbus metrics`, `eventbus top`), scraped by a real Prometheus, and shown in
 /// a real terminal.
 @Suite struct MetricsDaemonTests {
-    /// eventbusd with the throwing-handler fixture in-process (its handlers run through
-    /// `handle(in:)`, so they are timed) and `/metrics` on a free loopback port.
+    /// eventbusd with the throwing-handler fixture (its handlers run through `handle(in:)`, so
+    /// they are timed), in-process unless told otherwise, and `/metrics` on a free loopback port.
     struct Host {
         let directory: TemporaryDirectory
         let daemon: DaemonProcessTests.Daemon
         let socket: String
         let port: UInt16
 
-        init() async throws {
+        init(isolation: String = "none") async throws {
             directory = try TemporaryDirectory()
             port = try freeLoopbackPort()
             let (yaml, socket) = controlConfig(directory, rest: """
@@ -26,7 +26,7 @@ import TestSupport
                 modules:
                   thrower:
                     path: \(BuildProducts.fixture("FixtureThrowingHandler"))
-                    isolation: none
+                    isolation: \(isolation)
                 """)
             self.socket = socket
             daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
@@ -73,6 +73,26 @@ import TestSupport
             #expect(!text.contains("test.tick") && !text.contains("test.bad"))
         }
         #expect(sampleValue(http, "eventbus_metrics_http_requests_total{outcome=\"scrape\"}").map { $0 >= 1 } == true)
+        await host.stop()
+    }
+
+    /// A worker's timed handler calls travel to the host with its progress reports, into the same
+    /// histogram an in-process module's go to.
+    @Test func aWorkerModulesHandlerDurationsReachTheHostsHistogram() async throws {
+        let host = try await Host(isolation: "process")
+        try postMany(host.socket, name: "test.tick", count: 26)
+        let module = "{module=\"thrower\"}"
+        // One handler call in 8 timed, in the worker: the 8th, 16th and 24th of 26.
+        #expect(await eventually {
+            sampleValue((try? host.scrape()) ?? "", "eventbus_module_handler_duration_seconds_count\(module)") == 3
+        })
+        let text = try host.scrape()
+        #expect(sampleValue(text, "eventbus_module_events_delivered_total\(module)") == 26)
+        #expect(sampleValue(text, "eventbus_module_handler_duration_seconds_bucket{module=\"thrower\",le=\"+Inf\"}") == 3)
+        #expect((sampleValue(text, "eventbus_module_handler_duration_seconds_sum\(module)") ?? 0) > 0)
+        let top = try await host.cli(["top", "--once"])
+        #expect(top.status == 0)
+        #expect(top.stdout.contains("thrower"))
         await host.stop()
     }
 
