@@ -45,6 +45,7 @@ final class BusCore: @unchecked Sendable {
     }
 
     deinit {
+        loop.pointee.lastTargetsStorage.deallocate()
         loop.deinitialize(count: 1)
         loop.deallocate()
     }
@@ -251,7 +252,11 @@ final class BusCore: @unchecked Sendable {
         /// The last route used: most traffic is runs of one event name. (Only valid at `version`,
         /// which starts out matching nothing.)
         var lastName = ""
-        var lastTargets: Route = []
+        /// That route's subscriptions, copied into storage the loop keeps (grown, never shrunk):
+        /// iterating a `Route` array held here would retain and release its buffer on every
+        /// post — two atomic operations, a tenth of a post's instructions.
+        var lastTargets = UnsafeMutableBufferPointer<Unmanaged<SubscriptionCore>>(start: nil, count: 0)
+        var lastTargetsStorage = UnsafeMutableBufferPointer<Unmanaged<SubscriptionCore>>(start: nil, count: 0)
         /// Jobs taken from the queue under one lock, run in order.
         var taken: [Job] = []
 
@@ -335,10 +340,8 @@ final class BusCore: @unchecked Sendable {
     @inline(__always)
     private func deliver(_ event: Event) {
         route(event.name)
-        loop.pointee.lastTargets.withUnsafeBufferPointer { targets in
-            for target in targets {
-                target._withUnsafeGuaranteedRef { $0.deliver(event) }
-            }
+        for target in loop.pointee.lastTargets {
+            target._withUnsafeGuaranteedRef { $0.deliver(event) }
         }
     }
 
@@ -369,7 +372,12 @@ final class BusCore: @unchecked Sendable {
             loop.pointee.routes[name] = targets
         }
         loop.pointee.lastName = name
-        loop.pointee.lastTargets = targets
+        if targets.count > loop.pointee.lastTargetsStorage.count {
+            loop.pointee.lastTargetsStorage.deallocate()
+            loop.pointee.lastTargetsStorage = .allocate(capacity: max(targets.count, 2 * loop.pointee.lastTargetsStorage.count))
+        }
+        let (_, copied) = loop.pointee.lastTargetsStorage.initialize(from: targets)
+        loop.pointee.lastTargets = UnsafeMutableBufferPointer(rebasing: loop.pointee.lastTargetsStorage[..<copied])
     }
 
     /// Runs the queue until it is empty, then lets go of the loop (under the lock, so a job
