@@ -3,6 +3,8 @@ import Foundation
 // Run in release: swift run -c release eventbus-bench [BENCHMARK] [ARGS…]
 //   dispatch [deliveries-per-run]   post → N sinks vs raw closures and PassthroughSubject; the
 //                                   bus's own operators; then mailbox, timer-jitter, footprint
+//   post-cost [events] [sinks] [batch]  the fixed cost of one post: ns and allocations per post
+//                                   (callgrind-friendly: see PostCostBenchmark.swift)
 //   mailbox [events]                cross-thread delivery into mailboxes vs receive(on:)
 //   timer-jitter [seconds]          10 ms timer lateness, quiet and under a CPU hog
 //   footprint [subscriptions]       heap bytes per subscription; an idle eventbusd's RSS
@@ -31,6 +33,12 @@ case "dispatch":
     metricsBenchmark(events: 200_000)
 case "metrics":
     metricsBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
+case "post-cost":
+    let numbers = arguments.dropFirst().map { Int($0) }
+    let events: Int = numbers.first.flatMap { $0 } ?? 1_000_000
+    let sinks: Int = numbers.dropFirst().first.flatMap { $0 } ?? 1
+    let batch: Int = numbers.dropFirst(2).first.flatMap { $0 } ?? 1
+    postCostBenchmark(events: events, subscribers: sinks, batch: batch)
 case "mailbox":
     mailboxBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "timer-jitter":
@@ -61,6 +69,6 @@ case "bridge":
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, mailbox, timer-jitter, footprint, files, files-scale, tail, journal, isolation, bridge, metrics")
+    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, files-scale, tail, journal, isolation, bridge, metrics")
     exit(2)
 }

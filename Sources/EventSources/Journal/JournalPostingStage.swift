@@ -14,7 +14,8 @@ import Synchronization
 ///
 /// ## Threads
 /// `handOver` and `post` are called on the reader thread only; the queue runs the
-/// decoding and posting (so subscribers without a mailbox are called on it). `stop` and `drain`
+/// decoding and posting — in runs of ``eventsPerPost`` entries through `Bus.post(contentsOf:)`
+/// — so subscribers without a mailbox are called on it. `stop` and `drain`
 /// run in `JournalSource.stop`, on the stopping thread.
 final class JournalPostingStage: @unchecked Sendable {
     static let inFlightLimit = 4
@@ -31,6 +32,11 @@ final class JournalPostingStage: @unchecked Sendable {
 
     // Used on `queue` only.
     private var decoder: JournalEventDecoder
+    /// Decoded entries not yet posted; its storage is kept from one run to the next.
+    private var events: [Event] = []
+    /// Entries posted per `post(contentsOf:)`: one lock or compare-and-swap of the bus per run
+    /// instead of per entry, while a stop still takes effect within a run this long.
+    static let eventsPerPost = 128
 
     init(source: String, bus: Bus) {
         self.bus = bus
@@ -63,9 +69,10 @@ final class JournalPostingStage: @unchecked Sendable {
         queue.async { [self] in
             guard var batch = handed.batch.take() else { return }
             for entry in batch.entries {
-                guard !isStopped() else { break }
-                bus.post(decoder.event(entry, in: batch))
+                events.append(decoder.event(entry, in: batch))
+                if events.count == Self.eventsPerPost { postEvents() }
             }
+            postEvents()
             batch.removeAll()
             condition.lock()
             inFlight -= 1
@@ -73,6 +80,12 @@ final class JournalPostingStage: @unchecked Sendable {
             condition.signal()
             condition.unlock()
         }
+    }
+
+    /// Posts the decoded run as one batch (unless stopped) and empties it. On `queue` only.
+    private func postEvents() {
+        if !events.isEmpty && !isStopped() { bus.post(contentsOf: events) }
+        events.removeAll(keepingCapacity: true)
     }
 
     /// Posts `event` after everything handed over before it (status and gap notices keep their
@@ -83,8 +96,8 @@ final class JournalPostingStage: @unchecked Sendable {
         }
     }
 
-    /// Posts nothing more from now on (but what is being delivered at the moment), and wakes a
-    /// reader waiting for room.
+    /// Posts nothing more from now on (but the run of at most ``eventsPerPost`` entries being
+    /// delivered at the moment), and wakes a reader waiting for room.
     func stop() {
         stopped.store(true, ordering: .releasing)
         condition.withLock { condition.broadcast() }

@@ -6,7 +6,9 @@ import Foundation
 /// Posting never takes a lock while calling subscribers. The bus runs one *delivery loop*: a
 /// thread that posts while nobody is delivering becomes the loop and delivers — that event and
 /// whatever other threads post meanwhile — until the queue is empty; a thread that posts while
-/// the loop runs only enqueues. So:
+/// the loop runs only enqueues. Becoming the loop and taking the sequence number is one
+/// compare-and-swap, and the event of such a post goes straight to its subscribers, never
+/// through the queue. So:
 /// - every subscriber sees events in bus sequence order and never sees concurrent calls;
 /// - a post from inside a subscriber (re-entrant) is queued and delivered right after the
 ///   current event has reached every subscriber, not nested inside it;
@@ -29,7 +31,7 @@ public final class Bus: Sendable {
         public init() {}
     }
 
-    let core: BusCore
+    @usableFromInline let core: BusCore
     /// Where subscriptions made through this handle are delivered; nil: on the delivery loop.
     public let mailbox: Mailbox?
 
@@ -56,8 +58,27 @@ public final class Bus: Sendable {
     /// returns it (0: the bus has finished and the event went nowhere — or this is a module
     /// worker's bus, which hands the event to the host to number and post, without waiting).
     @discardableResult
-    public func post(_ event: Event) -> UInt64 {
+    public func post(_ event: consuming Event) -> UInt64 {
         core.post(event)
+    }
+
+    /// Posts `events` in order as one batch: they get contiguous sequence numbers, which are
+    /// returned (empty: the bus has finished — or this is a module worker's bus, as for
+    /// ``post(_:)``). Costs one lock or compare-and-swap for the batch instead of one per event,
+    /// and when no delivery is running the events go straight to the subscribers, in one run of
+    /// the delivery loop; sources that read many events at once (the journal's posting stage)
+    /// post this way.
+    ///
+    /// Every rule of single posts holds for each event of the batch. As the batch's numbers are
+    /// taken before its first delivery, a post from inside a subscriber during the batch comes
+    /// after the whole batch, and so does a `request` or `cancel` made from another thread (or
+    /// through `Subscription.request` inside `receive`) — events for a subscription without
+    /// demand meanwhile wait in its buffer as usual; a cancel is still seen at once.
+    @discardableResult @inlinable
+    public func post<Events: Collection<Event>>(contentsOf events: Events) -> Range<UInt64> {
+        // Inlined, so the bus works on contiguous storage, not through a generic collection.
+        if let numbers = events.withContiguousStorageIfAvailable({ core.post(contentsOf: $0) }) { return numbers }
+        return Array(events).withUnsafeBufferPointer { core.post(contentsOf: $0) }
     }
 
     /// Posts an event; returns its sequence number (0: the bus has finished). Without a

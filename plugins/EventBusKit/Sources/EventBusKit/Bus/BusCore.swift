@@ -1,7 +1,11 @@
-
+import Synchronization
 /// The engine behind every ``Bus`` handle: routing, the delivery loop, shared sources.
 /// See ``Bus`` for the delivery model.
-final class BusCore: Sendable {
+///
+/// `@unchecked Sendable`: `loop` is used only by the thread that is the loop at the time
+/// (see `control`); everything else is a lock or an atomic.
+@usableFromInline
+final class BusCore: @unchecked Sendable {
     let configuration: Bus.Configuration
     private let state: Locked<State>
     let sources = SharedSources()
@@ -12,37 +16,98 @@ final class BusCore: Sendable {
     /// (see ``BusRemote``), and shared sources run there, not here.
     let remote: (any BusRemote)?
 
+    /// The delivery loop's state word: the last sequence number given out (`<< 2`), whether the
+    /// bus has finished (``finishedBit``) and whether a thread is the loop (``loopingBit``).
+    /// One word, so a post that finds the bus idle takes its number and the loop in one
+    /// compare-and-swap, and no number is ever given out of order with the queue: a post that
+    /// queues takes its number under the queue's lock, and always with the loop bit set.
+    private let control = Atomic<UInt64>(0)
+    private static let loopingBit: UInt64 = 1
+    private static let finishedBit: UInt64 = 2
+    private static let oneSequence: UInt64 = 4
+    /// How many jobs wait in `state.jobs`, changed under its lock: the fast path posts directly
+    /// only when none wait, so nothing a thread queued before its post is overtaken by it.
+    private let queued = Atomic<Int>(0)
+    /// Changes (under the lock) whenever `state.subscriptions` does: the loop's cached routes
+    /// are stale when it differs from the one they were built at.
+    private let subscriptionsVersion = Atomic<UInt64>(0)
+    /// Owned by whichever thread is the loop (it got there through `control`, which orders one
+    /// loop's writes before the next one's reads). A pointer, not a class's `var`s, so using it
+    /// costs no run-time exclusivity check.
+    private let loop: UnsafeMutablePointer<Loop>
+
     init(configuration: Bus.Configuration, remote: (any BusRemote)? = nil) {
         self.configuration = configuration
         self.remote = remote
-        self.state = Locked(State(routeCacheLimit: configuration.routeCacheLimit))
+        self.state = Locked(State())
+        self.loop = .allocate(capacity: 1)
+        loop.initialize(to: Loop(routeCacheLimit: configuration.routeCacheLimit))
+    }
+
+    deinit {
+        loop.pointee.lastTargetsStorage.deallocate()
+        loop.deinitialize(count: 1)
+        loop.deallocate()
     }
 
     // MARK: Posting
 
-    func post(_ event: Event) -> UInt64 {
+    func post(_ event: consuming Event) -> UInt64 {
         if let remote {
             // The host numbers it; a worker cannot know the number without a round trip.
             remote.post(event)
             return 0
         }
-        var event = event
-        let targets: Route? = state.withLock { state in
-            guard !state.finished else { return nil }
-            state.posted &+= 1
-            event.sequence = state.posted
-            if state.draining {
-                state.jobs.append(.event(event))
-                return nil
+        // The fast path: nobody is delivering and nothing waits, so this thread becomes the loop
+        // and delivers at once — the event never enters the queue.
+        var word = control.load(ordering: .relaxed)
+        while word & (Self.loopingBit | Self.finishedBit) == 0, queued.load(ordering: .sequentiallyConsistent) == 0 {
+            let taken = (word &+ Self.oneSequence) | Self.loopingBit
+            let (exchanged, seen) = control.compareExchange(
+                expected: word, desired: taken, ordering: .sequentiallyConsistent)
+            if exchanged {
+                event.sequence = taken >> 2
+                deliver(event)
+                leaveLoop(after: taken)
+                return event.sequence
             }
-            state.draining = true
-            return state.route(event.name)
+            word = seen
         }
-        if let targets {
-            deliver(event, to: targets)
-            drain()
+        return withUnsafePointer(to: event) { enqueue(UnsafeBufferPointer(start: $0, count: 1)).last ?? 0 }
+    }
+
+    /// Posts `events` in order, with contiguous sequence numbers; returns them (empty: the bus
+    /// has finished, or this is a module worker's bus). One compare-and-swap — or one lock — for
+    /// the whole batch, and when the bus is idle the events go straight from `events` to the
+    /// subscribers, in one run of the loop.
+    @usableFromInline
+    func post(contentsOf events: UnsafeBufferPointer<Event>) -> Range<UInt64> {
+        if let remote {
+            for event in events { remote.post(event) }
+            return 0..<0
         }
-        return event.sequence
+        let count = UInt64(events.count)
+        guard count > 0 else { return 0..<0 }
+        var word = control.load(ordering: .relaxed)
+        while word & (Self.loopingBit | Self.finishedBit) == 0, queued.load(ordering: .sequentiallyConsistent) == 0 {
+            let taken = (word &+ count &* Self.oneSequence) | Self.loopingBit
+            let (exchanged, seen) = control.compareExchange(
+                expected: word, desired: taken, ordering: .sequentiallyConsistent)
+            if exchanged {
+                let first = (word >> 2) &+ 1
+                var sequence = first
+                for index in events.indices {
+                    var event = events[index]  // the one copy: it gets its number
+                    event.sequence = sequence
+                    deliver(event)
+                    sequence &+= 1
+                }
+                leaveLoop(after: taken)
+                return first..<sequence
+            }
+            word = seen
+        }
+        return enqueue(events)
     }
 
     func finish() {
@@ -52,7 +117,8 @@ final class BusCore: Sendable {
     // MARK: Subscribing
 
     var statistics: Bus.Statistics {
-        let (posted, count) = state.withLock { ($0.posted, $0.subscriptions.count) }
+        let count = state.withLock { $0.subscriptions.count }
+        let posted = control.load(ordering: .relaxed) >> 2
         return Bus.Statistics(posted: posted, subscriptions: count, sources: sources.snapshot)
     }
 
@@ -99,7 +165,8 @@ final class BusCore: Sendable {
             guard !state.finished else { return nil }
             state.lastSubscriptionID += 1
             let subscription = make(state.lastSubscriptionID, shared?.lease)
-            state.add(subscription)
+            state.subscriptions[subscription.id] = subscription
+            subscriptionsVersion.wrappingAdd(1, ordering: .releasing)
             return subscription
         }
         guard let subscription else {
@@ -146,148 +213,233 @@ final class BusCore: Sendable {
             mailbox.submit(run)
             return
         }
-        let becameLoop = state.withLock { state -> Bool in
-            for item in batch { state.jobs.append(.direct(item.subscription, item.event)) }
-            if state.draining { return false }
-            state.draining = true
-            return true
+        enqueue { state in
+            for item in batch {
+                // Retained by the job: a cancel before it runs is seen by `deliver`.
+                if let target = state.subscriptions[item.subscription] { state.jobs.append(.direct(target, item.event)) }
+            }
         }
-        if becameLoop { drain() }
     }
 
     // MARK: The delivery loop
 
     private enum Job {
+        /// A posted event, numbered.
         case event(Event)
         /// An event the host routed to one subscription of this (worker) process.
-        case direct(UInt64, Event)
+        case direct(SubscriptionCore, Event)
         case request(SubscriptionCore, Int)
         case release(SubscriptionCore)
         case finish
     }
 
-    private enum Step {
-        case deliver(Event, Route)
-        case request(SubscriptionCore, Int)
-        case release(SubscriptionCore)
-        case finish([SubscriptionCore])
-    }
-
     private typealias Route = [Unmanaged<SubscriptionCore>]
 
+    /// Guarded by the lock.
     private struct State {
-        let routeCacheLimit: Int
-        var posted: UInt64 = 0
         var lastSubscriptionID: UInt64 = 0
         var jobs = RingBuffer<Job>()
-        var draining = false
         var finished = false
         var subscriptions: [UInt64: SubscriptionCore] = [:]
+    }
+
+    /// The loop's own state: its route cache and the jobs it is working through.
+    private struct Loop {
+        let routeCacheLimit: Int
+        /// The `subscriptionsVersion` the cached routes were built at.
+        var version: UInt64 = .max
         var routes: [String: Route] = [:]
+        /// The last route used: most traffic is runs of one event name. (Only valid at `version`,
+        /// which starts out matching nothing.)
+        var lastName = ""
+        /// That route's subscriptions, copied into storage the loop keeps (grown, never shrunk):
+        /// iterating a `Route` array held here would retain and release its buffer on every
+        /// post — two atomic operations, a tenth of a post's instructions.
+        var lastTargets = UnsafeMutableBufferPointer<Unmanaged<SubscriptionCore>>(start: nil, count: 0)
+        var lastTargetsStorage = UnsafeMutableBufferPointer<Unmanaged<SubscriptionCore>>(start: nil, count: 0)
+        /// Jobs taken from the queue under one lock, run in order.
+        var taken: [Job] = []
 
         init(routeCacheLimit: Int) { self.routeCacheLimit = routeCacheLimit }
+    }
 
-        /// The last route looked up: most traffic is runs of one event name.
-        var lastRoute: (name: String, targets: Route)?
-
-        mutating func route(_ name: String) -> Route {
-            if let lastRoute, lastRoute.name == name { return lastRoute.targets }
-            let targets = lookUpRoute(name)
-            lastRoute = (name, targets)
-            return targets
-        }
-
-        private mutating func lookUpRoute(_ name: String) -> Route {
-            if let cached = routes[name] { return cached }
-            let matching = subscriptions.values.filter { $0.matches(name: name) }.sorted { $0.id < $1.id }
-                .map(Unmanaged.passUnretained)
-            if routes.count >= routeCacheLimit { routes.removeAll(keepingCapacity: true) }
-            routes[name] = matching
-            return matching
-        }
-
-        mutating func add(_ subscription: SubscriptionCore) {
-            subscriptions[subscription.id] = subscription
-            invalidateRoutes()
-        }
-
-        mutating func remove(_ subscription: SubscriptionCore) {
-            subscriptions[subscription.id] = nil
-            invalidateRoutes()
-        }
-
-        mutating func invalidateRoutes() {
-            routes.removeAll(keepingCapacity: true)
-            lastRoute = nil
-        }
-
-        /// The next thing the loop must do, or nil (and the loop ends) when the queue is empty.
-        mutating func nextStep() -> Step? {
-            guard let job = jobs.popFirst() else {
-                draining = false
-                return nil
+    /// Queues `events` after everything queued so far, numbering them under the queue's lock;
+    /// the caller becomes the loop if none runs. Returns their sequence numbers (empty: finished).
+    private func enqueue(_ events: UnsafeBufferPointer<Event>) -> Range<UInt64> {
+        let count = UInt64(events.count)
+        var numbers: Range<UInt64> = 0..<0
+        let becameLoop = state.withLock { state -> Bool in
+            var word = control.load(ordering: .sequentiallyConsistent)
+            while true {
+                if word & Self.finishedBit != 0 { return false }
+                let (exchanged, seen) = control.compareExchange(
+                    expected: word, desired: (word &+ count &* Self.oneSequence) | Self.loopingBit,
+                    ordering: .sequentiallyConsistent)
+                if exchanged { break }
+                word = seen
             }
-            switch job {
-            case .event(let event): return .deliver(event, route(event.name))
-            case .direct(let id, let event):
-                return .deliver(event, subscriptions[id].map { [Unmanaged.passUnretained($0)] } ?? [])
-            case .request(let subscription, let demand): return .request(subscription, demand)
-            case .release(let subscription):
-                remove(subscription)
-                return .release(subscription)
-            case .finish:
-                finished = true
-                let all = subscriptions.values.sorted { $0.id < $1.id }
-                subscriptions.removeAll()
-                invalidateRoutes()
-                return .finish(all)
+            var sequence = (word >> 2) &+ 1
+            numbers = sequence..<(sequence &+ count)
+            for index in events.indices {
+                var event = events[index]
+                event.sequence = sequence
+                sequence &+= 1
+                state.jobs.append(.event(event))
             }
+            queued.wrappingAdd(events.count, ordering: .sequentiallyConsistent)
+            return word & Self.loopingBit == 0
         }
+        if becameLoop { drain() }
+        return numbers
     }
 
     private func enqueue(_ job: Job) {
+        enqueue { $0.jobs.append(job) }
+    }
+
+    /// Appends jobs under the lock; the caller becomes the loop if none runs.
+    private func enqueue(_ append: (inout State) -> Void) {
         let becameLoop = state.withLock { state -> Bool in
-            state.jobs.append(job)
-            if state.draining { return false }
-            state.draining = true
-            return true
+            let before = state.jobs.count
+            append(&state)
+            queued.wrappingAdd(state.jobs.count - before, ordering: .sequentiallyConsistent)
+            var word = control.load(ordering: .sequentiallyConsistent)
+            while word & Self.loopingBit == 0 {
+                let (exchanged, seen) = control.compareExchange(
+                    expected: word, desired: word | Self.loopingBit, ordering: .sequentiallyConsistent)
+                if exchanged { return true }
+                word = seen
+            }
+            return false
         }
         if becameLoop { drain() }
+    }
+
+    /// Ends a fast-path delivery: lets go of the loop if nobody queued anything meanwhile,
+    /// otherwise works through the queue.
+    private func leaveLoop(after taken: UInt64) {
+        // A post that came meanwhile took the next number (the word changed): it is queued.
+        let (released, _) = control.compareExchange(
+            expected: taken, desired: taken & ~Self.loopingBit, ordering: .sequentiallyConsistent)
+        guard released else { return drain() }
+        // A request, cancel or finish queued meanwhile saw the loop running and left its job to
+        // it. (Both sides write, then read the other's word: one of them sees the other.)
+        guard queued.load(ordering: .sequentiallyConsistent) > 0 else { return }
+        var word = control.load(ordering: .sequentiallyConsistent)
+        while word & Self.loopingBit == 0 {
+            let (exchanged, seen) = control.compareExchange(
+                expected: word, desired: word | Self.loopingBit, ordering: .sequentiallyConsistent)
+            if exchanged { return drain() }
+            word = seen
+        }
     }
 
     /// The hot path: no lock, no retain. Routes hold subscriptions unretained; that is safe
     /// because only the delivery loop removes a subscription from `subscriptions` (which owns
     /// them), and the loop is where this runs.
     @inline(__always)
-    private func deliver(_ event: Event, to targets: Route) {
-        for target in targets {
+    private func deliver(_ event: Event) {
+        route(event.name)
+        for target in loop.pointee.lastTargets {
             target._withUnsafeGuaranteedRef { $0.deliver(event) }
         }
     }
 
+    /// Makes `loop.lastTargets` the subscriptions `name` reaches.
+    @inline(__always)
+    private func route(_ name: String) {
+        let version = subscriptionsVersion.load(ordering: .acquiring)
+        if version == loop.pointee.version, loop.pointee.lastName == name { return }
+        lookUpRoute(name, version: version)
+    }
+
+    private func lookUpRoute(_ name: String, version: UInt64) {
+        if version != loop.pointee.version {
+            loop.pointee.routes.removeAll(keepingCapacity: true)
+            loop.pointee.version = version
+        }
+        let targets: Route
+        if let cached = loop.pointee.routes[name] {
+            targets = cached
+        } else {
+            targets = state.withLock { state in
+                state.subscriptions.values.filter { $0.matches(name: name) }.sorted { $0.id < $1.id }
+                    .map(Unmanaged.passUnretained)
+            }
+            if loop.pointee.routes.count >= loop.pointee.routeCacheLimit {
+                loop.pointee.routes.removeAll(keepingCapacity: true)
+            }
+            loop.pointee.routes[name] = targets
+        }
+        loop.pointee.lastName = name
+        if targets.count > loop.pointee.lastTargetsStorage.count {
+            loop.pointee.lastTargetsStorage.deallocate()
+            loop.pointee.lastTargetsStorage = .allocate(capacity: max(targets.count, 2 * loop.pointee.lastTargetsStorage.count))
+        }
+        let (_, copied) = loop.pointee.lastTargetsStorage.initialize(from: targets)
+        loop.pointee.lastTargets = UnsafeMutableBufferPointer(rebasing: loop.pointee.lastTargetsStorage[..<copied])
+    }
+
+    /// Runs the queue until it is empty, then lets go of the loop (under the lock, so a job
+    /// queued after that finds no loop and starts one). Called only by the thread that is the loop.
     private func drain() {
-        while let step = state.withLock({ $0.nextStep() }) {
-            switch step {
-            case .deliver(let event, let targets):
-                deliver(event, to: targets)
-            case .request(let subscription, let demand):
-                subscription.addDemand(demand)
-            case .release(let subscription):
+        var taken: [Job] = []
+        swap(&taken, &loop.pointee.taken)  // its storage, kept from one drain to the next
+        while true {
+            let more = state.withLock { state -> Bool in
+                while taken.count < Self.jobsPerLock, let job = state.jobs.popFirst() { taken.append(job) }
+                if taken.isEmpty {
+                    swap(&taken, &loop.pointee.taken)  // before letting go: the next loop uses it
+                    control.wrappingSubtract(Self.loopingBit, ordering: .sequentiallyConsistent)
+                    return false
+                }
+                queued.wrappingSubtract(taken.count, ordering: .sequentiallyConsistent)
+                return true
+            }
+            guard more else { return }
+            for job in taken { run(job) }
+            taken.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Jobs the loop takes from the queue per lock.
+    private static let jobsPerLock = 256
+
+    private func run(_ job: Job) {
+        switch job {
+        case .event(let event):
+            deliver(event)
+        case .direct(let subscription, let event):
+            subscription.deliver(event)
+        case .request(let subscription, let demand):
+            subscription.addDemand(demand)
+        case .release(let subscription):
+            state.withLock { state in
+                state.subscriptions[subscription.id] = nil
+                subscriptionsVersion.wrappingAdd(1, ordering: .releasing)
+            }
+            if let mailbox = subscription.mailbox {
+                mailbox.submit(.release(subscription))
+            } else {
+                subscription.release()
+            }
+        case .finish:
+            let subscriptions = state.withLock { state in
+                state.finished = true
+                control.bitwiseOr(Self.finishedBit, ordering: .sequentiallyConsistent)
+                let all = state.subscriptions.values.sorted { $0.id < $1.id }
+                state.subscriptions.removeAll()
+                subscriptionsVersion.wrappingAdd(1, ordering: .releasing)
+                return all
+            }
+            for subscription in subscriptions {
+                remote?.cancel(subscription.id)
                 if let mailbox = subscription.mailbox {
-                    mailbox.submit(.release(subscription))
+                    mailbox.submit(.finish(subscription))
                 } else {
-                    subscription.release()
+                    subscription.finish()
                 }
-            case .finish(let subscriptions):
-                for subscription in subscriptions {
-                    remote?.cancel(subscription.id)
-                    if let mailbox = subscription.mailbox {
-                        mailbox.submit(.finish(subscription))
-                    } else {
-                        subscription.finish()
-                    }
-                    subscription.lease?.release()
-                }
+                subscription.lease?.release()
             }
         }
     }

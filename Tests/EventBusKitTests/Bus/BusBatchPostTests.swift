@@ -1,0 +1,181 @@
+import EventBusKit
+import Foundation
+import Testing
+
+/// `Bus.post(contentsOf:)`: a batch keeps every rule of single posts — order, contiguous
+/// sequence numbers, demand, gap notices, re-entrant posts queued, cancel seen at once.
+@Suite struct BusBatchPostTests {
+    private static func events(_ prefix: String, _ range: ClosedRange<Int>) -> [Event] {
+        range.map { Event(name: "\(prefix).\($0)", fields: ["i": .int(Int64($0))]) }
+    }
+
+    @Test func aBatchIsDeliveredInOrderWithContiguousSequenceNumbers() throws {
+        let bus = Bus()
+        let all = RecordingSubscriber()
+        let some = RecordingSubscriber()
+        try bus.publisher(for: ">").subscribe(all)
+        try bus.publisher(for: "b.2", "b.4").subscribe(some)
+
+        #expect(bus.post("a.0") == 1)
+        let numbers = bus.post(contentsOf: Self.events("b", 1...5))
+        #expect(bus.post("c.0") == 7)
+
+        #expect(numbers == 2..<7)
+        #expect(all.names == ["a.0", "b.1", "b.2", "b.3", "b.4", "b.5", "c.0"])
+        #expect(all.events.map(\.sequence) == Array(1...7))
+        #expect(all.events[1...5].map { $0["i"]?.intValue } == [1, 2, 3, 4, 5])
+        #expect(some.names == ["b.2", "b.4"])
+        #expect(some.events.map(\.sequence) == [3, 5])
+        #expect(bus.statistics.posted == 7)
+        #expect(all.violations.isEmpty && some.violations.isEmpty)
+    }
+
+    @Test func aBatchFromANonContiguousCollectionAndAnEmptyBatch() throws {
+        let bus = Bus()
+        let all = RecordingSubscriber()
+        try bus.publisher(for: ">").subscribe(all)
+        #expect(bus.post(contentsOf: [Event]()).isEmpty)
+        #expect(bus.post(contentsOf: (1...3).lazy.map { Event(name: "lazy.\($0)") }) == 1..<4)
+        #expect(all.names == ["lazy.1", "lazy.2", "lazy.3"])
+        #expect(bus.statistics.posted == 3, "an empty batch takes no number")
+    }
+
+    @Test func aBatchNeverExceedsDemandHoldsTheRestAndAnnouncesWhatItDrops() throws {
+        let bus = Bus()
+        let subscriber = RecordingSubscriber(initialDemand: .max(2))
+        try bus.publisher(for: "e.*").bufferLimit(3).subscribe(subscriber)
+        bus.post(contentsOf: Self.events("e", 1...10))  // 1, 2 delivered; 3...5 held; 6...10 dropped
+        #expect(subscriber.names == ["e.1", "e.2"])
+
+        subscriber.request(.unlimited)
+        #expect(subscriber.names == ["e.1", "e.2", "e.3", "e.4", "e.5", "bus.gap"])
+        #expect(subscriber.events[5].gap == Gap(dropped: 5, firstSequence: 6, lastSequence: 10))
+        bus.post(contentsOf: Self.events("e", 11...12))
+        #expect(subscriber.names.suffix(2) == ["e.11", "e.12"])
+        #expect(subscriber.violations.isEmpty)
+    }
+
+    @Test func demandReturnedFromReceiveCountsWithinTheBatch() throws {
+        let bus = Bus()
+        let subscriber = RecordingSubscriber(initialDemand: .max(1))
+        subscriber.onValue = { event in event.name == "e.1" ? .max(2) : .none }
+        try bus.publisher(for: "e.*").subscribe(subscriber)
+        bus.post(contentsOf: Self.events("e", 1...6))
+        #expect(subscriber.names == ["e.1", "e.2", "e.3"])
+        #expect(subscriber.violations.isEmpty)
+    }
+
+    @Test func aPostFromInsideASubscriberDuringABatchComesAfterTheBatch() throws {
+        let bus = Bus()
+        let order = Collected<[String]>([])
+        let first = try bus.publisher(for: ">").sink { event in
+            order.update { $0.append("first:\(event.name)") }
+            if event.name == "b.1" { bus.post("inner") }
+            if event.name == "inner" { bus.post(contentsOf: Self.events("nested", 1...2)) }
+        }
+        let second = try bus.publisher(for: ">").sink { event in order.update { $0.append("second:\(event.name):\(event.sequence)") } }
+        let numbers = bus.post(contentsOf: Self.events("b", 1...2))
+        #expect(numbers == 1..<3)
+        #expect(order.value == [
+            "first:b.1", "second:b.1:1", "first:b.2", "second:b.2:2",
+            "first:inner", "second:inner:3",
+            "first:nested.1", "second:nested.1:4", "first:nested.2", "second:nested.2:5",
+        ])
+        withExtendedLifetime((first, second)) {}
+    }
+
+    @Test func aSubscriberCancelledDuringABatchGetsNothingMore() throws {
+        let bus = Bus()
+        let quitter = RecordingSubscriber()
+        quitter.onValue = { [unowned quitter] event in
+            if event.name == "e.2" { quitter.cancel() }
+            return .none
+        }
+        let stayer = RecordingSubscriber()
+        try bus.publisher(for: "e.*").subscribe(quitter)
+        try bus.publisher(for: "e.*").subscribe(stayer)
+        bus.post(contentsOf: Self.events("e", 1...5))
+        #expect(quitter.names == ["e.1", "e.2"])
+        #expect(stayer.names == ["e.1", "e.2", "e.3", "e.4", "e.5"])
+        #expect(bus.statistics.subscriptions == 1)
+        #expect(quitter.completions == 0)
+    }
+
+    @Test func aFinishedBusTakesNoBatch() throws {
+        let bus = Bus()
+        let subscriber = RecordingSubscriber()
+        try bus.publisher(for: ">").subscribe(subscriber)
+        bus.post(contentsOf: Self.events("e", 1...2))
+        bus.finish()
+        #expect(bus.post(contentsOf: Self.events("e", 3...4)).isEmpty)
+        #expect(subscriber.names == ["e.1", "e.2"])
+        #expect(subscriber.completions == 1)
+        #expect(bus.statistics.posted == 2)
+    }
+
+    @Test func aMailboxSubscriberGetsTheBatchInOrderOnItsQueue() async throws {
+        let bus = Bus()
+        let mailbox = Mailbox(label: "batch")
+        let subscriber = RecordingSubscriber()
+        try bus.scoped(to: mailbox).publisher(for: "e.*").subscribe(subscriber)
+        bus.post(contentsOf: Self.events("e", 1...300))
+        #expect(await eventually { subscriber.events.count == 300 })
+        #expect(subscriber.events.map(\.sequence) == Array(1...300))
+        #expect(subscriber.violations.isEmpty)
+    }
+
+    /// Batches and single posts from several threads at once, while subscriptions come and go:
+    /// every subscriber sees one total order — sequence numbers strictly increasing — each batch
+    /// as one contiguous run, and each poster's own order.
+    @Test func concurrentBatchAndSinglePostersKeepOneTotalOrder() async throws {
+        let bus = Bus()
+        let subscribers = (0..<3).map { _ in RecordingSubscriber() }
+        for subscriber in subscribers { try bus.publisher(for: "load.>").subscribe(subscriber) }
+        let threads = 4, batches = 300, batchSize = 7
+        let returned = Collected<[Range<UInt64>]>([])
+        await withTaskGroup(of: Void.self) { group in
+            for thread in 0..<threads {
+                group.addTask {
+                    var mine: [Range<UInt64>] = []
+                    for batch in 0..<batches {
+                        let events = (0..<batchSize).map { i in
+                            Event(name: "load.t\(thread)", fields: ["i": .int(Int64(batch * (batchSize + 1) + i))])
+                        }
+                        mine.append(bus.post(contentsOf: events))
+                        let single = bus.post("load.t\(thread)", fields: ["i": .int(Int64(batch * (batchSize + 1) + batchSize))])
+                        mine.append(single..<(single + 1))
+                    }
+                    returned.update { $0.append(contentsOf: mine) }
+                }
+            }
+            group.addTask {  // subscriptions made and cancelled meanwhile change the routes
+                for _ in 0..<200 {
+                    let passer = RecordingSubscriber()
+                    try? bus.publisher(for: "load.t0").subscribe(passer)
+                    passer.cancel()
+                    #expect(passer.violations.isEmpty)
+                }
+            }
+        }
+        let total = threads * batches * (batchSize + 1)
+        let ranges = returned.value
+        #expect(ranges.reduce(0) { $0 + $1.count } == total)
+        #expect(ranges.allSatisfy { $0.count == batchSize || $0.count == 1 })
+        #expect(Set(ranges.flatMap { Array($0) }) == Set(1...UInt64(total)), "numbers unique and contiguous")
+        for subscriber in subscribers {
+            let events = subscriber.events
+            #expect(events.map(\.sequence) == Array(1...UInt64(total)))
+            for thread in 0..<threads {
+                let mine = events.filter { $0.name == "load.t\(thread)" }.compactMap { $0["i"]?.intValue }
+                #expect(mine == (0..<Int64(batches * (batchSize + 1))).map { $0 })
+            }
+            #expect(subscriber.violations.isEmpty)
+        }
+        // Each batch reached the subscribers as the run of numbers it was given.
+        let bySequence = Dictionary(uniqueKeysWithValues: subscribers[0].events.map { ($0.sequence, $0) })
+        for range in ranges where range.count == batchSize {
+            let names = Set(range.map { bySequence[$0]!.name })
+            #expect(names.count == 1)
+        }
+    }
+}
