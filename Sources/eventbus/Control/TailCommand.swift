@@ -140,12 +140,15 @@ struct TailCommand: ParsableCommand {
         let format = json ? .json : (output ?? .short)
         var output = StandardOutput()
         let formatter = EventFormatter(colour: format == .short && EventFormatter.wantsColour(), utc: utc)
+        var short = ShortLineWriter(formatter: formatter)
         var ending: String?
         try connection.forEachLine(beforeWaiting: { output.flush() }) { line in
             if line.starts(with: Self.eventPrefix) || line.starts(with: Self.gapPrefix) {
                 if format == .json {
                     output.append(line)
                     output.append(0x0A)
+                } else if format == .short, short.write(line, into: &output) {
+                    // written from the line's bytes
                 } else if let value = try? JSON.parse(line) {
                     output.append(format.render(value, with: formatter))
                 }
