@@ -143,7 +143,7 @@ struct TailCommand: ParsableCommand {
         var short = ShortLineWriter(formatter: formatter)
         var ending: String?
         try connection.forEachLine(beforeWaiting: { output.flush() }) { line in
-            if line.starts(with: Self.eventPrefix) || line.starts(with: Self.gapPrefix) {
+            if Self.starts(line, Self.eventPrefix) || Self.starts(line, Self.gapPrefix) {
                 if format == .json {
                     output.append(line)
                     output.append(0x0A)
@@ -177,8 +177,13 @@ struct TailCommand: ParsableCommand {
         }
     }
 
-    private static let eventPrefix = Array(#"{"type":"event""#.utf8)
-    private static let gapPrefix = Array(#"{"type":"gap""#.utf8)
+    private static let eventPrefix: StaticString = #"{"type":"event""#
+    private static let gapPrefix: StaticString = #"{"type":"gap""#
+
+    @inline(__always)
+    private static func starts(_ line: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
+        line.count >= prefix.utf8CodeUnitCount && memcmp(line.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
+    }
 }
 
 /// Standard output, buffered by hand: one `write` per batch of lines.
