@@ -189,7 +189,7 @@ private struct Scanner {
     var position = 0
 
     /// A value's place in the line: `whole` with its quotes, `inner` without. `plain`: a string
-    /// of printable ASCII with no escape; `verbatim`: an integer or boolean whose text is how the
+    /// of printable ASCII with no escape; `verbatim`: a number or boolean whose text is how the
     /// formatter shows it.
     struct Token {
         var whole: Range<Int>
@@ -256,11 +256,35 @@ private struct Scanner {
             let digits = (negative ? start + 1 : start)..<position
             token.verbatim = (1...18).contains(digits.count) && bytes[digits].allSatisfy { $0 &- UInt8(ascii: "0") < 10 }
                 && (digits.count == 1 ? !(negative && bytes[digits.lowerBound] == UInt8(ascii: "0")) : bytes[digits.lowerBound] != UInt8(ascii: "0"))
+                || Self.isShortestDecimal(bytes, digits)
                 || Self.same(bytes, range, "true") || Self.same(bytes, range, "false")
             return token
         default:
             return nil
         }
+    }
+
+    /// Whether a fraction's text is how Swift writes its value (`Double.description`, which
+    /// the formatter shows, and which the host writes): `I.F` with no leading zero in `I`, no
+    /// trailing zero in `F` (except `.0`), at most 15 significant digits (so no shorter text
+    /// reads back as the same double), from 0.0001 to below 10^15 (where Swift switches to an
+    /// exponent). Anything else is parsed and shown as Swift writes it.
+    private static func isShortestDecimal(_ bytes: UnsafeBufferPointer<UInt8>, _ number: Range<Int>) -> Bool {
+        guard let dot = number.firstIndex(where: { bytes[$0] == UInt8(ascii: ".") }) else { return false }
+        let whole = number.lowerBound..<dot
+        let fraction = (dot + 1)..<number.upperBound
+        func isDigit(_ index: Int) -> Bool { bytes[index] &- UInt8(ascii: "0") < 10 }
+        guard (1...15).contains(whole.count), !fraction.isEmpty, whole.allSatisfy(isDigit), fraction.allSatisfy(isDigit),
+              whole.count == 1 || bytes[whole.lowerBound] != UInt8(ascii: "0"),
+              fraction.count == 1 || bytes[fraction.upperBound - 1] != UInt8(ascii: "0")
+        else { return false }
+        let fractionIsZero = fraction.count == 1 && bytes[fraction.lowerBound] == UInt8(ascii: "0")
+        if whole.count == 1 && bytes[whole.lowerBound] == UInt8(ascii: "0") {
+            if fractionIsZero { return true }
+            let leadingZeros = fraction.prefix { bytes[$0] == UInt8(ascii: "0") }.count
+            return leadingZeros <= 3 && fraction.count - leadingZeros <= 15
+        }
+        return whole.count + (fractionIsZero ? 0 : fraction.count) <= 15
     }
 
     private static func same(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ word: StaticString) -> Bool {
