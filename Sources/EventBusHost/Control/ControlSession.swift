@@ -445,7 +445,9 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
                 refusals[index] = Refusal(code: "bad_request", message: "an event is an object with \"name\" and \"fields\", found \(item.kindName)")
                 continue
             }
-            if let unknown = members.keys.sorted().first(where: { $0 != "name" && $0 != "fields" }) {
+            // Looked for (and sorted, for a stable message) only when there is one.
+            if members.count > (members["name"] == nil ? 0 : 1) + (members["fields"] == nil ? 0 : 1),
+               let unknown = members.keys.sorted().first(where: { $0 != "name" && $0 != "fields" }) {
                 refusals[index] = Refusal(code: "bad_request", message: "unknown member \"\(unknown)\": an event has \"name\" and \"fields\"")
                 continue
             }

@@ -102,7 +102,8 @@ struct StdinPoster {
         let value: JSON
         do { value = try JSON.parse(line) } catch { return "\(error)" }
         guard case .object(let members) = value else { return "a line is a JSON object, found \(value.kindName)" }
-        if members.count > (members["fields"] == nil ? 1 : 2) || (members.count == 2 && members["name"] == nil),
+        // Looked for (and sorted, for a stable message) only when there is one.
+        if members.count > (members["name"] == nil ? 0 : 1) + (members["fields"] == nil ? 0 : 1),
            let unknown = members.keys.sorted().first(where: { $0 != "name" && $0 != "fields" }) {
             return "unknown member \"\(unknown)\": a line has \"name\" and \"fields\""
         }
