@@ -45,6 +45,10 @@ public enum ControlProtocol {
     /// must not buffer without bound for one client.
     public static let maximumLineLength = 1 << 20
 
+    /// The most events one `post` request may carry in `events`: a batch is handled in one turn
+    /// of the host's control loop, so its size bounds how long other clients wait.
+    public static let maximumPostBatch = 1024
+
     public static func environment(_ name: String) -> String? {
         getenv(name).map { String(cString: $0) }
     }

@@ -131,6 +131,7 @@ private struct JSONParser {
         guard depth <= Self.maximumDepth else { throw error("nested more than \(Self.maximumDepth) levels") }
         position += 1  // {
         var members: [String: JSON] = [:]
+        members.reserveCapacity(4)  // one allocation for a small object, not three growths
         skipWhitespace()
         if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -180,15 +181,19 @@ private struct JSONParser {
     private mutating func string() throws(JSONParseError) -> String {
         position += 1  // opening quote
         let start = position
-        // Fast path: no escapes — the bytes between the quotes are the string.
+        // Fast path: no escapes — the bytes between the quotes are the string. ASCII needs no
+        // validation (and `String(validating:)` costs a generic metadata lookup per call).
+        var ascii = true
         while position < bytes.count {
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[start..<position])
                 position += 1
+                if ascii { return String(decoding: slice, as: UTF8.self) }
                 guard let text = String(validating: slice, as: UTF8.self) else { throw error("invalid UTF-8 in a string") }
                 return text
             }
+            ascii = ascii && byte < 0x80
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw error("control character in a string") }
             position += 1
@@ -281,13 +286,22 @@ private struct JSONParser {
             guard position < bytes.count, isDigit(bytes[position]) else { throw error("invalid number: digits must follow the exponent") }
             while position < bytes.count, isDigit(bytes[position]) { position += 1 }
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
         if isInteger {
-            guard let value = Int64(text) else {
-                throw error("integer out of range (a field holds -9223372036854775808...9223372036854775807); quote it to keep it as a string")
+            // Digit by digit with overflow checks: no String on the way.
+            let negative = bytes[start] == UInt8(ascii: "-")
+            var value: Int64 = 0
+            for index in (negative ? start + 1 : start)..<position {
+                let digit = Int64(bytes[index] &- UInt8(ascii: "0"))
+                let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+                let (next, overflow2) = negative ? times10.subtractingReportingOverflow(digit) : times10.addingReportingOverflow(digit)
+                guard !overflow1, !overflow2 else {
+                    throw error("integer out of range (a field holds -9223372036854775808...9223372036854775807); quote it to keep it as a string")
+                }
+                value = next
             }
             return .int(value)
         }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
         guard let value = Double(text), value.isFinite else { throw error("number out of range") }
         return .double(value)
     }

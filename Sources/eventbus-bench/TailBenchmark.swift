@@ -21,6 +21,19 @@ private struct TailRun {
     var events: Int
     var seconds: Double
     var dropped: Int64
+    /// CPU time of this process (the host, and the in-process poster) and of the CLI child, per
+    /// event: what the run costs, which a loaded machine stretches less than the wall time.
+    var cpu: (host: Double, cli: Double)
+}
+
+/// CPU seconds (user + system) of this process and of its waited-for children so far.
+private func cpuSeconds() -> (host: Double, cli: Double) {
+    func seconds(_ who: __rusage_who) -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(who.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+    return (seconds(RUSAGE_SELF), seconds(RUSAGE_CHILDREN))
 }
 
 func tailBenchmark(events: Int) async {
@@ -64,11 +77,11 @@ func tailBenchmark(events: Int) async {
     _ = await host.shutdown()
 
     print("")
-    print("| run | events | seconds | events/s | MB/s of JSON lines | dropped |")
-    print("|---|---|---|---|---|---|")
+    print("| run | events | seconds | events/s | MB/s of JSON lines | dropped | CPU µs/event: host, CLI |")
+    print("|---|---|---|---|---|---|---|")
     for run in runs {
         let rate = Double(run.events) / run.seconds
-        print("| \(run.label) | \(run.events) | \(String(format: "%.3f", run.seconds)) | \(String(format: "%.0f", rate)) | \(String(format: "%.1f", rate * Double(lineBytes + 1) / 1e6)) | \(run.dropped) |")
+        print("| \(run.label) | \(run.events) | \(String(format: "%.3f", run.seconds)) | \(String(format: "%.0f", rate)) | \(String(format: "%.1f", rate * Double(lineBytes + 1) / 1e6)) | \(run.dropped) | \(String(format: "%.2f, %.2f", run.cpu.host * 1e6 / Double(run.events), run.cpu.cli * 1e6 / Double(run.events))) |")
     }
     print("(an event line is \(lineBytes + 1) bytes)")
 }
@@ -88,6 +101,7 @@ private func postStdinRun(cli: String, socket: String, directory: String, events
     poster.arguments = ["post", "--stdin", "--socket", socket]
     poster.standardInput = handle
     let start = ContinuousClock.now
+    let cpuBefore = cpuSeconds()
     do { try poster.run() } catch {
         print("cannot run \(cli): \(error)")
         return nil
@@ -99,7 +113,9 @@ private func postStdinRun(cli: String, socket: String, directory: String, events
         return nil
     }
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    return TailRun(label: "eventbus post --stdin (JSON lines, no tail)", events: events, seconds: seconds, dropped: 0)
+    let cpuAfter = cpuSeconds()
+    return TailRun(label: "eventbus post --stdin (JSON lines, no tail)", events: events, seconds: seconds, dropped: 0,
+                   cpu: (cpuAfter.host - cpuBefore.host, cpuAfter.cli - cpuBefore.cli))
 }
 
 /// The protocol line of the newest event, as a tail receives it.
@@ -126,12 +142,21 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
     // Wait for its subscription, and for the previous run's tail to be gone from the stats.
     while stats(socket)?["tailing"]?.arrayValue?.count != 1 { usleep(1_000) }
 
+    // One connection for the pacing's `stats` requests (not one per look), so the benchmark
+    // adds little to the loop it measures.
+    guard let statistics = try? ControlConnection(path: socket) else { return nil }
+    _ = try? statistics.readLine()  // hello
+    func tailing(_ name: String) -> Int64? {
+        try? statistics.send(["op": "stats"])
+        return (try? statistics.readJSON())??["tailing"]?.arrayValue?.first?[name]?.intValue
+    }
     let start = ContinuousClock.now
+    let cpuBefore = cpuSeconds()
     let poster: ControlConnection? = viaSocket ? try? ControlConnection(path: socket) : nil
     if viaSocket { _ = try? poster?.readLine() }  // hello
     var posted = 0
     while posted < events {
-        let delivered = Int(tailingStatistic(socket, "delivered") ?? 0)
+        let delivered = Int(tailing("delivered") ?? 0)
         let chunk = min(events - posted, max(0, delivered + window - posted), 20_000)
         if chunk == 0 {
             usleep(200)
@@ -158,7 +183,7 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
         }
         posted += chunk
     }
-    let dropped = tailingStatistic(socket, "dropped") ?? 0
+    let dropped = tailing("dropped") ?? 0
     tail.waitUntilExit()
     let elapsed = ContinuousClock.now - start
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -166,7 +191,9 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
         print("\(label): the tail exited with status \(tail.terminationStatus)")
         return nil
     }
-    return TailRun(label: label, events: events, seconds: seconds, dropped: dropped)
+    let cpuAfter = cpuSeconds()
+    return TailRun(label: label, events: events, seconds: seconds, dropped: dropped,
+                   cpu: (cpuAfter.host - cpuBefore.host, cpuAfter.cli - cpuBefore.cli))
 }
 
 private func stats(_ socket: String) -> JSON? {
@@ -174,8 +201,4 @@ private func stats(_ socket: String) -> JSON? {
     _ = try? connection.readLine()
     try? connection.send(["op": "stats"])
     return try? connection.readJSON()
-}
-
-private func tailingStatistic(_ socket: String, _ name: String) -> Int64? {
-    stats(socket)?["tailing"]?.arrayValue?.first?[name]?.intValue
 }

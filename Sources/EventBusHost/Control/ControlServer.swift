@@ -245,6 +245,24 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         }
     }
 
+    /// Posts a client's batch in order, one bus post each, under one hold of the gate; returns
+    /// the sequence numbers of those posted — all of them, or the ones before the shutdown
+    /// began refusing. (Where `bus.post(contentsOf:)` goes once the bus has it: one call, one
+    /// wake-up of the delivery loop per batch.) Any thread.
+    func post(contentsOf events: [Event]) -> [UInt64] {
+        postGate.withLock { () -> [UInt64] in
+            var sequences: [UInt64] = []
+            sequences.reserveCapacity(events.count)
+            guard !postsRefused else { return sequences }
+            for event in events {
+                let sequence = bus.post(event)
+                guard sequence > 0 else { break }
+                sequences.append(sequence)
+            }
+            return sequences
+        }
+    }
+
     /// Waits until the bus's delivery loop has handed every event up to `sequence` to its
     /// subscribers (the fan-out to tails is one of them), or `deadline` passed. Returns whether
     /// it got there. On the host's control queue.

@@ -32,10 +32,25 @@ struct EventJSON {
         let fields = event.fields
         if fields.count == 1, let (key, value) = fields.first {
             field(key, value, into: &writer)
-        } else if !fields.isEmpty {
-            for (index, key) in fields.keys.sorted().enumerated() {
-                if index > 0 { writer.byte(UInt8(ascii: ",")) }
-                field(key, fields[key]!, into: &writer)
+        } else if fields.count > 1 {
+            // Sorted on the stack, by insertion (an event has a handful of fields): no array of
+            // keys to allocate and no hashing to look each one up again.
+            withUnsafeTemporaryAllocation(of: (key: String, value: FieldValue).self, capacity: fields.count) { sorted in
+                var count = 0
+                for member in fields {
+                    var slot = count
+                    while slot > 0, member.key < sorted[slot - 1].key { slot -= 1 }
+                    if slot < count {
+                        (sorted.baseAddress! + slot + 1).moveInitialize(from: sorted.baseAddress! + slot, count: count - slot)
+                    }
+                    (sorted.baseAddress! + slot).initialize(to: member)
+                    count += 1
+                }
+                for index in 0..<count {
+                    if index > 0 { writer.byte(UInt8(ascii: ",")) }
+                    field(sorted[index].key, sorted[index].value, into: &writer)
+                }
+                _ = sorted.baseAddress!.deinitialize(count: count)
             }
         }
         writer.raw("}}\n")

@@ -77,7 +77,7 @@ struct EventFormatter {
     }
 
     /// Journal priorities 0-3 (emerg … err) in red, 4 (warning) in yellow, as journalctl does.
-    private static func priorityColour(_ priority: Int64?) -> String {
+    static func priorityColour(_ priority: Int64?) -> String {
         guard let priority else { return "" }
         if priority <= 3 { return "1;31" }
         if priority == 4 { return "33" }
@@ -85,7 +85,7 @@ struct EventFormatter {
     }
 
     /// A field value: strings bare unless they hold spaces, `=` or quotes (then quoted).
-    private static func show(_ value: JSON) -> String {
+    static func show(_ value: JSON) -> String {
         switch value {
         case .string(let text):
             if text.isEmpty || text.contains(where: { $0 == " " || $0 == "=" || $0 == "\"" || $0.isNewline }) {
@@ -134,8 +134,15 @@ struct EventFormatter {
     static func localTime(_ text: String, utc: Bool = false) -> String {
         let bytes = Array(text.utf8)
         guard bytes.count >= 23 else { return text }
+        return clock(bytes[0..<19], utc: utc) + "." + String(decoding: bytes[20..<23], as: UTF8.self)
+    }
+
+    /// `2025-03-05T14:02:11` → `Mar 05 14:02:11`: the part of ``localTime(_:utc:)`` that a
+    /// burst of events shares (``ShortLineWriter`` keeps the last one).
+    static func clock(_ bytes: ArraySlice<UInt8>, utc: Bool) -> String {
+        let base = bytes.startIndex
         func number(_ range: Range<Int>) -> Int32 {
-            Int32(String(decoding: bytes[range], as: UTF8.self)) ?? 0
+            Int32(String(decoding: bytes[(base + range.lowerBound)..<(base + range.upperBound)], as: UTF8.self)) ?? 0
         }
         var parts = tm()
         parts.tm_year = number(0..<4) - 1900
@@ -149,6 +156,6 @@ struct EventFormatter {
         if utc { gmtime_r(&seconds, &local) } else { localtime_r(&seconds, &local) }
         var text = [CChar](repeating: 0, count: 32)
         let length = strftime(&text, text.count, "%b %d %H:%M:%S", &local)
-        return String(decoding: text[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) + "." + String(decoding: bytes[20..<23], as: UTF8.self)
+        return String(decoding: text[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

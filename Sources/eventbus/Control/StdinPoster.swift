@@ -3,75 +3,111 @@ import Glibc
 
 /// `eventbus post --stdin`: posts one event per input line over one connection.
 ///
-/// Requests go out in windows: a window of lines becomes one `write` of `post` requests, then
-/// its answers are read, so the round trip is paid once per window rather than once per event.
-/// Each request carries its line number as `id`; an answer that is an error is reported with
-/// that line, and the other lines are posted all the same.
+/// Lines go out in batches: up to ``ControlProtocol/maximumPostBatch`` lines become one `post`
+/// request with `events`, each line's bytes copied in as they are once it parsed here — so a
+/// line that is not a `{"name", "fields"}` object is reported with its number and never spoils
+/// its batch. The host parses a batch once and answers with one sequence number per line, or
+/// an error by index, which is reported with that line; the other lines are posted all the
+/// same. One batch is in flight while the next is read and checked, so the parsing here and
+/// the posting there overlap; the answers in flight (a few KiB) always fit the socket's buffer,
+/// so neither side waits for the other to read.
 struct StdinPoster {
     let connection: ControlConnection
     let printSequences: Bool
-    static let window = 1024
+
+    /// Lines sent together, and the complaints about lines among them that were not sent.
+    private struct Batch {
+        var lines: [Int] = []
+        var request: [UInt8] = []
+        var refused: [(line: Int, message: String)] = []
+    }
 
     /// Posts everything on standard input; returns how many lines failed.
     func run() throws -> Int {
+        var input = InputLines()
         var failed = 0
         var lineNumber = 0
-        var requests: [UInt8] = []
-        var pending = 0
+        var building = Batch()
+        var inFlight: Batch?
         var output = StandardOutput()
-        var errors = ""
 
+        /// Reads the answer to the batch in flight and reports it: sequence numbers to standard
+        /// output, refused lines (here and by the host) to standard error in line order.
         func settle() throws {
-            guard pending > 0 else { return }
-            try connection.send(requests)
-            requests.removeAll(keepingCapacity: true)
-            for _ in 0..<pending {
+            guard var batch = inFlight else { return }
+            inFlight = nil
+            if !batch.lines.isEmpty {
                 guard let answer = try connection.readJSON() else {
                     throw CommandError("eventbusd closed the connection before answering every post")
                 }
-                if answer["type"]?.stringValue == "posted", let sequence = answer["seq"]?.intValue {
-                    if printSequences { output.append(String(sequence) + "\n") }
-                } else {
-                    failed += 1
-                    errors += "stdin:\(answer["id"]?.intValue ?? 0): \(answer["message"]?.stringValue ?? "not posted")\n"
+                try HostConnection.throwIfError(answer)  // the whole batch refused: forbidden, say
+                guard let sequences = answer["seqs"]?.arrayValue, sequences.count == batch.lines.count else {
+                    throw CommandError("eventbusd answered a batch of \(batch.lines.count) posts without a sequence number for each")
+                }
+                let messages = answer["errors"]?.arrayValue ?? []
+                var next = 0
+                for (index, sequence) in sequences.enumerated() {
+                    if let sequence = sequence.intValue {
+                        if printSequences { output.append(String(sequence) + "\n") }
+                        continue
+                    }
+                    while next < messages.count, (messages[next]["index"]?.intValue ?? 0) < index { next += 1 }
+                    let message = next < messages.count && messages[next]["index"]?.intValue == Int64(index)
+                        ? messages[next]["message"]?.stringValue : nil
+                    batch.refused.append((batch.lines[index], message ?? "not posted"))
                 }
             }
-            pending = 0
             output.flush()
-            if !errors.isEmpty { printError(String(errors.dropLast())); errors = "" }
-        }
-
-        while let line = readLine(strippingNewline: true) {
-            lineNumber += 1
-            if line.allSatisfy(\.isWhitespace) { continue }
-            switch Self.request(line, id: lineNumber) {
-            case .success(let request):
-                requests += JSONWriter.line(request)
-                pending += 1
-                if pending == Self.window { try settle() }
-            case .failure(let message):
-                failed += 1
-                errors += "stdin:\(lineNumber): \(message)\n"
+            failed += batch.refused.count
+            if !batch.refused.isEmpty {
+                printError(batch.refused.sorted { $0.line < $1.line }.map { "stdin:\($0.line): \($0.message)" }.joined(separator: "\n"))
             }
         }
+
+        func send() throws {
+            if !building.lines.isEmpty {
+                building.request.append(contentsOf: "]}\n".utf8)
+                try connection.send(building.request)
+            }
+            try settle()  // the previous batch, while the host works on this one
+            inFlight = building
+            building = Batch()
+        }
+
+        while try input.next({ line in
+            lineNumber += 1
+            guard line.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { return }
+            if let problem = Self.problem(line) {
+                building.refused.append((lineNumber, problem))
+                return
+            }
+            if building.lines.isEmpty {
+                building.request.append(contentsOf: #"{"op":"post","events":["#.utf8)
+            } else {
+                building.request.append(UInt8(ascii: ","))
+            }
+            building.request.append(contentsOf: line)
+            building.lines.append(lineNumber)
+        }) {
+            if building.lines.count == ControlProtocol.maximumPostBatch { try send() }
+        }
+        try send()
         try settle()
-        if !errors.isEmpty { printError(String(errors.dropLast())) }
         return failed
     }
 
-    private enum Parsed { case success(JSON), failure(String) }
-
-    /// `{"name": …, "fields": {…}}` → a `post` request; the host checks the name and fields.
-    private static func request(_ line: String, id: Int) -> Parsed {
+    /// Why `line` is not a `{"name": …, "fields": {…}}` object, or nil; the host checks the
+    /// name and the fields' values.
+    private static func problem(_ line: UnsafeBufferPointer<UInt8>) -> String? {
         let value: JSON
-        do { value = try JSON.parse(line) } catch { return .failure("\(error)") }
-        guard case .object(let members) = value else { return .failure("a line is a JSON object, found \(value.kindName)") }
-        if let unknown = members.keys.sorted().first(where: { $0 != "name" && $0 != "fields" }) {
-            return .failure("unknown member \"\(unknown)\": a line has \"name\" and \"fields\"")
+        do { value = try JSON.parse(line) } catch { return "\(error)" }
+        guard case .object(let members) = value else { return "a line is a JSON object, found \(value.kindName)" }
+        // Looked for (and sorted, for a stable message) only when there is one.
+        if members.count > (members["name"] == nil ? 0 : 1) + (members["fields"] == nil ? 0 : 1),
+           let unknown = members.keys.sorted().first(where: { $0 != "name" && $0 != "fields" }) {
+            return "unknown member \"\(unknown)\": a line has \"name\" and \"fields\""
         }
-        guard let name = members["name"]?.stringValue else { return .failure("\"name\" (a string) is missing") }
-        var request: [String: JSON] = ["op": "post", "id": .int(Int64(id)), "name": .string(name)]
-        if let fields = members["fields"] { request["fields"] = fields }
-        return .success(.object(request))
+        guard members["name"]?.stringValue != nil else { return "\"name\" (a string) is missing" }
+        return nil
     }
 }

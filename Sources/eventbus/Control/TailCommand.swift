@@ -140,12 +140,15 @@ struct TailCommand: ParsableCommand {
         let format = json ? .json : (output ?? .short)
         var output = StandardOutput()
         let formatter = EventFormatter(colour: format == .short && EventFormatter.wantsColour(), utc: utc)
+        var short = ShortLineWriter(formatter: formatter)
         var ending: String?
         try connection.forEachLine(beforeWaiting: { output.flush() }) { line in
-            if line.starts(with: Self.eventPrefix) || line.starts(with: Self.gapPrefix) {
+            if Self.starts(line, Self.eventPrefix) || Self.starts(line, Self.gapPrefix) {
                 if format == .json {
                     output.append(line)
                     output.append(0x0A)
+                } else if format == .short, short.write(line, into: &output) {
+                    // written from the line's bytes
                 } else if let value = try? JSON.parse(line) {
                     output.append(format.render(value, with: formatter))
                 }
@@ -174,8 +177,13 @@ struct TailCommand: ParsableCommand {
         }
     }
 
-    private static let eventPrefix = Array(#"{"type":"event""#.utf8)
-    private static let gapPrefix = Array(#"{"type":"gap""#.utf8)
+    private static let eventPrefix: StaticString = #"{"type":"event""#
+    private static let gapPrefix: StaticString = #"{"type":"gap""#
+
+    @inline(__always)
+    private static func starts(_ line: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {
+        line.count >= prefix.utf8CodeUnitCount && memcmp(line.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
+    }
 }
 
 /// Standard output, buffered by hand: one `write` per batch of lines.

@@ -35,6 +35,7 @@ import Testing
         lines.insert(#"{"name":"bad..name"}"#, at: 20)
         lines.insert(#"{"fields":{}}"#, at: 30)
         lines.insert("", at: 40)
+        lines.insert(#"{"name":"load.step","fields":{"v":null}}"#, at: 1500)  // refused by the host, inside a batch
         let input = try directory.write("events.jsonl", lines.joined(separator: "\n") + "\n")
 
         let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "3000", "load.>"], in: directory)
@@ -44,7 +45,8 @@ import Testing
         #expect(post.stderr.contains("stdin:11: invalid literal"), "\(post.stderr)")
         #expect(post.stderr.contains(#"stdin:21: event name "bad..name""#), "\(post.stderr)")
         #expect(post.stderr.contains(#"stdin:31: "name" (a string) is missing"#), "\(post.stderr)")
-        #expect(post.stderr.contains("3 line(s) of standard input were not posted"))
+        #expect(post.stderr.contains(#"stdin:1501: field "v": a value is a string, number or boolean, found null"#), "\(post.stderr)")
+        #expect(post.stderr.contains("4 line(s) of standard input were not posted"))
         let sequences = post.lines.compactMap { Int64($0) }
         #expect(sequences.count == 3000 && sequences == sequences.sorted(), "one sequence number per posted line, in order")
 

@@ -15,6 +15,10 @@ import Testing
                           "f": .bool(false), "s": "x", "null": .null, "a": [.int(1), "two", [.int(3)]], "o": .object([:])])
         #expect(try JSON.parse("9223372036854775807") == .int(.max))
         #expect(try JSON.parse("-9223372036854775808") == .int(.min))
+        #expect(try JSON.parse("[-0, 0, 10, -10]") == [.int(0), .int(0), .int(10), .int(-10)])
+        // Non-ASCII text is still validated as UTF-8 (ASCII needs no check).
+        let invalid: [UInt8] = [0x22, 0x61, 0xC3, 0x28, 0x22]
+        #expect(throws: JSONParseError.self) { try invalid.withUnsafeBufferPointer { try JSON.parse($0) } }
         #expect(try JSON.parse("9.3e18") == .double(9.3e18), "a fraction or exponent is a double, whatever its size")
         #expect(try JSON.parse(#""tab\there \"q\" \\ \/ \u00e9 \ud83d\ude00""#) == "tab\there \"q\" \\ / é 😀")
     }
@@ -72,6 +76,19 @@ import Testing
         #expect(parsed["mono"]?.intValue == Int64(event.monotonicNanoseconds))
         let time = try #require(parsed["time"]?.stringValue)
         #expect(time.count == 27 && time.hasSuffix("Z"), "\(time)")
+    }
+
+    @Test func encodesManyFieldsInSortedKeyOrderWhateverTheDictionarysOrder() throws {
+        let keys = (0..<40).map { "k\(($0 * 17) % 40)" } + ["Z", "a", "é", "_", "k"]
+        let event = postedEvents(1, fields: Dictionary(uniqueKeysWithValues: keys.enumerated().map { ($1, .int(Int64($0))) }))[0]
+        var encoder = EventJSON()
+        var writer = JSONWriter()
+        encoder.event(event, into: &writer)
+        let line = String(decoding: writer.bytes, as: UTF8.self)
+        let fieldsText = try #require(line.range(of: #""fields":{"#)).upperBound
+        let written = line[fieldsText...].split(separator: ",").map { $0.split(separator: ":")[0].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+        #expect(written == keys.sorted(), "\(line)")
+        #expect(try JSON.parse(line)["fields"]?.objectValue?.count == keys.count)
     }
 
     // MARK: Replay ring
