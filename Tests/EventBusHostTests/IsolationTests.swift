@@ -282,7 +282,9 @@ import Testing
             return sources.contains { $0["id"]?.stringValue == "timer:every 0.2 seconds" }
         }, "\(daemon.output)")
         // merge + scan in the worker: the window a tick closes counts the events posted before it.
-        let summaries = try await tail(["summary.rate"], count: 50, directory)
+        // A count no run reaches: at five summaries a second, a small one ended the tail by itself
+        // while a loaded test run had not yet posted (seen in a full run at load 8).
+        let summaries = try await tail(["summary.rate"], count: 1_000_000, directory)
         try postMany(socket(directory), name: "user.ping", count: 30)
         #expect(await eventually {
             summaries.stdout.split(separator: "\n").compactMap { try? JSON.parse(String($0)) }

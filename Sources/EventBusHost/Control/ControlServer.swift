@@ -245,21 +245,13 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         }
     }
 
-    /// Posts a client's batch in order, one bus post each, under one hold of the gate; returns
-    /// the sequence numbers of those posted — all of them, or the ones before the shutdown
-    /// began refusing. (Where `bus.post(contentsOf:)` goes once the bus has it: one call, one
-    /// wake-up of the delivery loop per batch.) Any thread.
+    /// Posts a client's batch in order as one bus batch (contiguous sequence numbers, one wake-up
+    /// of the delivery loop) under one hold of the gate; returns the sequence numbers — all of
+    /// them, or none when the shutdown has begun refusing (or the bus has finished). Any thread.
     func post(contentsOf events: [Event]) -> [UInt64] {
         postGate.withLock { () -> [UInt64] in
-            var sequences: [UInt64] = []
-            sequences.reserveCapacity(events.count)
-            guard !postsRefused else { return sequences }
-            for event in events {
-                let sequence = bus.post(event)
-                guard sequence > 0 else { break }
-                sequences.append(sequence)
-            }
-            return sequences
+            guard !postsRefused else { return [] }
+            return Array(bus.post(contentsOf: events))
         }
     }
 
