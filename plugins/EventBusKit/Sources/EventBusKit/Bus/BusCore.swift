@@ -124,29 +124,27 @@ final class BusCore: @unchecked Sendable {
 
     func subscribe<Downstream: Subscriber>(_ downstream: Downstream, to publisher: EventPublisher)
     where Downstream.Input == Event, Downstream.Failure == Never {
-        let added = register(publisher) { id, lease in
+        let added = register(publisher, make: { id, lease in
             BusSubscription(core: self, downstream: downstream, id: id, publisher: publisher, lease: lease)
-        }
-        guard let added else {
+        }, beforeSourceStarts: { downstream.receive(subscription: $0) })
+        guard added != nil else {
             downstream.receive(subscription: Subscriptions.empty)
             downstream.receive(completion: .finished)
             return
         }
-        downstream.receive(subscription: added)
     }
 
     func sink(_ publisher: EventPublisher,
               receiveCompletion: @escaping (Subscribers.Completion<Never>) -> Void,
               receiveValue: @escaping (Event) -> Void) -> AnyCancellable {
-        let added = register(publisher) { id, lease in
+        let added = register(publisher, make: { id, lease in
             ClosureSubscription(id: id, publisher: publisher, lease: lease,
                                 receiveCompletion: receiveCompletion, receiveValue: receiveValue)
-        }
+        }, beforeSourceStarts: { self.request($0, Int.max) })
         guard let added else {
             receiveCompletion(.finished)
             return AnyCancellable {}
         }
-        request(added, Int.max)
         // Weak, so a cancellable kept after cancel or completion does not keep the closures (and
         // what they capture) alive; the bus holds the subscription while it is active.
         return AnyCancellable { [weak self, weak added] in
@@ -154,10 +152,15 @@ final class BusCore: @unchecked Sendable {
         }
     }
 
-    /// Adds a subscription to the routing table, then starts its shared source if it is the first
-    /// one (after, so the source's first events reach it). Nil when the bus has finished.
+    /// Adds a subscription to the routing table, hands it to `beforeSourceStarts` (where its
+    /// subscriber asks for its first demand), then starts its shared source if it is the first
+    /// one. In that order, so the source's first events reach it, and its demand is queued before
+    /// them: a source that posts a burst at once (a journal's backlog) would otherwise fill the
+    /// subscription's buffer before the demand arrives — and past its limit drop events.
+    /// Nil when the bus has finished (then `beforeSourceStarts` is not called).
     func register<Core: SubscriptionCore>(
-        _ publisher: EventPublisher, make: (UInt64, SourceLease?) -> Core
+        _ publisher: EventPublisher, make: (UInt64, SourceLease?) -> Core,
+        beforeSourceStarts: (Core) -> Void
     ) -> Core? {
         // In a worker the host runs the source: nothing to acquire here.
         let shared = remote == nil ? publisher.source.map { sources.acquire($0) } : nil
@@ -174,7 +177,8 @@ final class BusCore: @unchecked Sendable {
             return nil
         }
         remote?.subscribe(subscription.id, patterns: publisher.patterns, source: publisher.source)
-        if let shared, shared.isFirst { shared.source.start(posting: Bus(core: self, mailbox: nil)) }
+        beforeSourceStarts(subscription)
+        if let shared, shared.isFirst { sources.start(shared.source, id: shared.lease.id, posting: Bus(core: self, mailbox: nil)) }
         return subscription
     }
 

@@ -188,15 +188,14 @@ extension BusCore {
         _ downstream: Downstream, to publisher: EventPublisher,
         through stage: @escaping EventPipeline<Downstream.Input>.Stage
     ) where Downstream.Failure == Never {
-        let added = register(publisher) { id, lease in
+        let added = register(publisher, make: { id, lease in
             PipelineSubscription(core: self, downstream: downstream, stage: stage, id: id,
                                  publisher: publisher, lease: lease)
-        }
-        guard let added else {
+        }, beforeSourceStarts: { downstream.receive(subscription: $0) })
+        guard added != nil else {
             downstream.receive(subscription: Subscriptions.empty)
             downstream.receive(completion: .finished)
             return
         }
-        downstream.receive(subscription: added)
     }
 }

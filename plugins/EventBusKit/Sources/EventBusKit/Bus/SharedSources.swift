@@ -33,13 +33,15 @@ final class SharedSources: Sendable {
     private struct Entry {
         let source: any EventSource
         var leases: Int
+        /// Whether ``start(_:id:posting:)`` started it: one never started is never stopped.
+        var started = false
     }
 
     private let entries = Locked<[String: Entry]>([:])
 
     /// Takes a lease on the source, making it if nobody holds one. The caller starts the returned
-    /// source only when `isFirst` — after it has registered its subscription, so the first events
-    /// are not lost.
+    /// source (``start(_:id:posting:)``) only when `isFirst` — after it has registered its
+    /// subscription and that subscription's first demand, so the first events are not lost.
     func acquire(_ request: SourceRequest) -> (lease: SourceLease, source: any EventSource, isFirst: Bool) {
         let (source, isFirst) = entries.withLock { entries -> (any EventSource, Bool) in
             if var entry = entries[request.id] {
@@ -63,9 +65,21 @@ final class SharedSources: Sendable {
                 return nil
             }
             entries[id] = nil
-            return entry.source
+            return entry.started ? entry.source : nil
         }
         stopping?.stop()
+    }
+
+    /// Starts `source` unless every lease on it was released before (a first subscriber that
+    /// cancelled as soon as it got its subscription): then it is dropped without ever running.
+    func start(_ source: any EventSource, id: String, posting bus: Bus) {
+        let held = entries.withLock { entries -> Bool in
+            guard var entry = entries[id], entry.source === source else { return false }
+            entry.started = true
+            entries[id] = entry
+            return true
+        }
+        if held { source.start(posting: bus) }
     }
 
     /// Running sources and how many subscriptions hold each.
