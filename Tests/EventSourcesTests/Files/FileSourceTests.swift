@@ -170,6 +170,7 @@ import Glibc
         #expect(!fromRescan.isEmpty)
         #expect(created.filter { $0.origin == .event }.count + fromRescan.count == count)
         #expect(harness.monitor.statistics.overflows == 1)
+        #expect(harness.monitor.statistics.rescans == 1, "one watch, one walk of its tree")
 
         // Reconciled: changes after the rescan are reported as usual.
         unlink(files[0])
