@@ -35,6 +35,11 @@ import Synchronization
 /// is skipped; when not, the entry is gone (vacuumed) and a `journal.gap` precedes the entry
 /// found instead.
 ///
+/// ## Lag
+/// How far behind the journal's tail the source is (``JournalLag``, read by the host's
+/// metrics) is published per batch through atomics; while reading a backlog the reader looks the
+/// tail up on its own handle at most once a second (``lookAtTail(_:_:)``), never per entry.
+///
 /// ## Pace
 /// The reader reads as fast as the posting stage posts (at most a few batches ahead); neither
 /// sees subscribers' demand (the bus buffers per subscription and announces drops with
@@ -67,6 +72,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
     // Owned by the reader thread.
     private var lastPosted: String?
     private var lastStatus: JournalStatus?
+    /// The realtime of the entry at `lastPosted`: the tail, when the reader is at the end.
     private var lastPostedRealtime: UInt64?
     /// When a reader behind the tail next looks it up (``lookAtTail(_:_:)``).
     private var nextTailLook = ContinuousClock.now
