@@ -94,6 +94,11 @@ public final class BusHost: @unchecked Sendable {
         return config
     }
 
+    /// The `journal` source kind, its sources' lag listed for the metrics.
+    private func registerJournal(stateDirectory: String) {
+        JournalDriver.register(on: bus, configuration: .init(stateDirectory: stateDirectory, lags: metrics?.journalLags))
+    }
+
     /// Per-module state and counts; any thread.
     public var moduleStatistics: [ModuleStatistics] { modules.statistics }
 
@@ -124,7 +129,8 @@ public final class BusHost: @unchecked Sendable {
                 return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: error.description))
             }
             // Before the modules, so their activate can subscribe to the journal.
-            JournalDriver.register(on: bus, stateDirectory: config.stateDirectory)
+            registerJournal(stateDirectory: config.stateDirectory)
+            metrics?.name(journalWatches: config.watches)
             modules.apply(config.modules, defaultCapacity: config.moduleMailboxCapacity, progress: progress)
             timers.apply(config.timers)
             watches.apply(config.watches)
@@ -157,8 +163,9 @@ public final class BusHost: @unchecked Sendable {
             }
             if new.stateDirectory != config?.stateDirectory {
                 // Running journal watches keep their driver; new ones use the new directory.
-                JournalDriver.register(on: bus, stateDirectory: new.stateDirectory)
+                registerJournal(stateDirectory: new.stateDirectory)
             }
+            metrics?.name(journalWatches: new.watches)
             timers.apply(new.timers)
             watches.apply(new.watches)
             modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity, progress: progress)

@@ -22,6 +22,11 @@ final class HostMetrics: Sendable {
     let registry = MetricsRegistry()
     let handlerDurations: HandlerDurations
     let postCounts = PostCounts()
+    /// The running journal sources' lag (the host's journal driver lists them here).
+    let journalLags = JournalLags()
+    /// The configured name of each journal watch of `sources.journal`, by its options: the
+    /// `watch` label of the journal lag series (see ``collectJournal(_:into:)``).
+    private let journalNames = Mutex<[JournalWatch: String]>([:])
     private let bus: Bus
     private let bridge: @Sendable () -> BridgeStatistics?
     /// Set once by ``BusHost`` after it made the module host and the control server (which
@@ -53,6 +58,16 @@ final class HostMetrics: Sendable {
 
     func attach(modules: @escaping @Sendable () -> [ModuleStatistics]) {
         self.modules.withLock { $0 = modules }
+    }
+
+    /// Takes the names of `sources.journal`'s watches (at start and each reload).
+    func name(journalWatches watches: [WatchConfig]) {
+        var names: [JournalWatch: String] = [:]
+        for watch in watches {
+            // Watches with equal options share one source: the first name names it.
+            if case .journal(let options) = watch.source, names[options] == nil { names[options] = watch.name }
+        }
+        journalNames.withLock { $0 = names }
     }
 
     func attach(clients: @escaping @Sendable () -> ControlServer.ClientFigures?) {
@@ -116,6 +131,7 @@ final class HostMetrics: Sendable {
             self?.files.withLock { $0 = statistics }
         }
         let files = self.files.withLock { $0 }
+        let journal = journalLags.all.map { ($0.watch, $0.figures) }
         let process = ProcessFigures.read()
         let http = listener.withLock { $0?.statistics }
         let text = registry.render { scrape in
@@ -142,7 +158,10 @@ final class HostMetrics: Sendable {
                 scrape.gauge("eventbus_files_watches", help: "File watches (sources) running.", value: Double(files.sources))
                 scrape.counter("eventbus_files_overflows_total", help: "inotify queue overflows (each followed by a rescan).",
                                total: UInt64(files.overflows))
+                scrape.counter("eventbus_files_rescans_total", help: "Walks of a watched tree after an inotify queue overflow (one per overflow and watch).",
+                               total: UInt64(files.rescans))
             }
+            collectJournal(journal, into: &scrape)
             if let bridge { collectBridge(bridge, into: &scrape) }
             if let http {
                 for (outcome, count) in [("scrape", http.scrapes), ("rejected", http.rejected), ("timeout", http.timedOut)] {
@@ -196,6 +215,35 @@ final class HostMetrics: Sendable {
         for (reason, count) in [("limit", figures.refusedLimit), ("descriptors", figures.refusedDescriptors)] {
             scrape.counter("eventbus_control_clients_refused_total", help: "Control clients refused, by reason (client limits, out of descriptors).",
                            labels: [("reason", reason)], total: UInt64(count))
+        }
+    }
+
+    /// One series per configured journal watch running (`watch`: its name in `sources.journal`);
+    /// the sources modules and control clients start on their own (whose options are their own
+    /// text, unbounded) are folded into one series with `watch=""`: the largest lag, caught up
+    /// only when all are, their posts summed.
+    private func collectJournal(_ sources: [(JournalWatch, JournalLag.Figures)], into scrape: inout MetricsRegistry.Scrape) {
+        let names = journalNames.withLock { $0 }
+        var byName: [String: JournalLag.Figures] = [:]
+        for (watch, figures) in sources {
+            let name = names[watch] ?? ""
+            guard var folded = byName[name] else {
+                byName[name] = figures
+                continue
+            }
+            folded.seconds = max(folded.seconds, figures.seconds)
+            folded.caughtUp = folded.caughtUp && figures.caughtUp
+            folded.posted += figures.posted
+            byName[name] = folded
+        }
+        for (name, figures) in byName.sorted(by: { $0.key < $1.key }) {
+            let labels = [("watch", name)]
+            scrape.gauge("eventbus_journal_lag_seconds", help: "Realtime of the newest journal entry the watch matches minus that of the last one posted on the bus (0 when caught up).",
+                         labels: labels, value: figures.seconds)
+            scrape.gauge("eventbus_journal_caught_up", help: "1 when the watch's reader is at the end of the journal and has posted every entry it read, else 0.",
+                         labels: labels, value: figures.caughtUp ? 1 : 0)
+            scrape.counter("eventbus_journal_entries_posted_total", help: "Journal entries the watch posted on the bus since its source started.",
+                           labels: labels, total: figures.posted)
         }
     }
 

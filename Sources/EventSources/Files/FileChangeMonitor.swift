@@ -38,6 +38,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private var holders: [Int32: [FileWatchSource]] = [:]
     private var sources: [ObjectIdentifier: FileWatchSource] = [:]
     private var overflows = 0
+    private var rescans = 0
     /// `CLOCK_REALTIME` just before the last read: when the events being handled were (at the
     /// latest) queued, which sources note for paths to verify — one clock read per buffer, not
     /// per event.
@@ -58,6 +59,9 @@ public final class FileChangeMonitor: @unchecked Sendable {
         public var sources: Int
         /// Kernel queue overflows seen since the monitor was made.
         public var overflows: Int
+        /// Walks of a source's tree after an overflow, since the monitor was made: one per
+        /// overflow and source whose root was there to walk.
+        public var rescans: Int
         /// Whether the inotify instance is open.
         public var isOpen: Bool
     }
@@ -66,7 +70,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     public var statistics: Statistics {
         queue.sync {
             Statistics(kernelWatches: holders.count, sources: sources.count, overflows: overflows,
-                       isOpen: descriptor >= 0)
+                       rescans: rescans, isOpen: descriptor >= 0)
         }
     }
 
@@ -233,7 +237,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
             if event.mask == 0 { continue }  // the second half of a move, already handled
             if event.has(InotifyMask.overflow) {
                 overflows += 1
-                for source in sources.values.sorted(by: { $0.id < $1.id }) { source.overflowed() }
+                for source in sources.values.sorted(by: { $0.id < $1.id }) where source.overflowed() { rescans += 1 }
             } else if event.has(InotifyMask.ignored) {
                 for source in holders.removeValue(forKey: event.wd) ?? [] { source.watchRemoved(event.wd) }
             } else if event.has(InotifyMask.movedFrom) {

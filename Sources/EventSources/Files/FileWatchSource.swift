@@ -477,21 +477,25 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     // MARK: Overflow
 
-    /// The kernel dropped events: say so, then report what changed against the snapshot.
-    func overflowed() {
+    /// The kernel dropped events: say so, then report what changed against the snapshot. Returns
+    /// whether it walked the tree (not when the root is awaited: there is no tree to walk).
+    func overflowed() -> Bool {
         let limit = readProcInteger("/proc/sys/fs/inotify/max_queued_events").map(String.init) ?? "?"
         post(FileChange(kind: .overflow, path: root, isDirectory: rootIsDirectory, message:
             "the kernel's inotify queue overflowed (fs.inotify.max_queued_events = \(limit)) and events were lost; "
             + "rescanning \(root): what changed follows, then fs.rescanned"))
         var counts = (created: 0, deleted: 0, modified: 0)
+        var rescanned = false
         if awaiting != nil {
             checkAwaitedRoot()
         } else if rootWatch != nil {
             counts = rescan()
+            rescanned = true
         }
         post(FileChange(kind: .rescanned, path: root, isDirectory: rootIsDirectory, origin: .rescan, message:
             "rescan of \(root) after overflow: \(counts.created) created, \(counts.deleted) deleted, \(counts.modified) modified; "
             + "a subscriber that lost events can fetch the watch's listing (eventbus files\(options.recursive ? " --recursive" : "") \(root))"))
+        return rescanned
     }
 
     /// Walks the tree again (re-adding watches: the kernel hands back the same watch for a

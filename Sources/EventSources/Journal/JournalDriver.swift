@@ -19,12 +19,16 @@ public final class JournalDriver: Sendable {
         /// How long a reader waits before trying again when there is no journal or reading it
         /// failed.
         public var retryInterval: Duration
+        /// Where the sources list their lag while they run (the host's metrics read it); nil:
+        /// nowhere.
+        public var lags: JournalLags?
 
         public init(stateDirectory: String, pollInterval: Duration = .milliseconds(2),
-                    retryInterval: Duration = .seconds(5)) {
+                    retryInterval: Duration = .seconds(5), lags: JournalLags? = nil) {
             self.stateDirectory = stateDirectory
             self.pollInterval = pollInterval
             self.retryInterval = retryInterval
+            self.lags = lags
         }
     }
 

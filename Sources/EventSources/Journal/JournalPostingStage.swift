@@ -21,6 +21,7 @@ final class JournalPostingStage: @unchecked Sendable {
     static let inFlightLimit = 4
 
     private let bus: Bus
+    private let lag: JournalLag
     private let queue: DispatchQueue
     private let stopped = Atomic<Bool>(false)
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
@@ -38,8 +39,9 @@ final class JournalPostingStage: @unchecked Sendable {
     /// instead of per entry, while a stop still takes effect within a run this long.
     static let eventsPerPost = 128
 
-    init(source: String, bus: Bus) {
+    init(source: String, bus: Bus, lag: JournalLag) {
         self.bus = bus
+        self.lag = lag
         self.decoder = JournalEventDecoder(source: source)
         queue = DispatchQueue(label: "eventbus.journal.posting")
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
@@ -73,6 +75,7 @@ final class JournalPostingStage: @unchecked Sendable {
                 if events.count == Self.eventsPerPost { postEvents() }
             }
             postEvents()
+            if let last = batch.entries.last { lag.posted(batch.entries.count, lastRealtime: last.realtime) }
             batch.removeAll()
             condition.lock()
             inFlight -= 1

@@ -35,6 +35,11 @@ import Synchronization
 /// is skipped; when not, the entry is gone (vacuumed) and a `journal.gap` precedes the entry
 /// found instead.
 ///
+/// ## Lag
+/// How far behind the journal's tail the source is (``JournalLag``, read by the host's
+/// metrics) is published per batch through atomics; while reading a backlog the reader looks the
+/// tail up on its own handle at most once a second (``lookAtTail(_:_:)``), never per entry.
+///
 /// ## Pace
 /// The reader reads as fast as the posting stage posts (at most a few batches ahead); neither
 /// sees subscribers' demand (the bus buffers per subscription and announces drops with
@@ -46,6 +51,9 @@ final class JournalSource: EventSource, @unchecked Sendable {
     private let watch: JournalWatch
     private let configuration: JournalDriver.Configuration
     private let claims: JournalConsumerClaims
+    /// How far behind the tail it is (see ``JournalLag``), listed in the configuration's
+    /// ``JournalLags`` while the source runs.
+    let lag: JournalLag
 
     private let stopping = Atomic<Bool>(false)
     /// Signalled by `stop` to cut a retry pause short.
@@ -64,12 +72,17 @@ final class JournalSource: EventSource, @unchecked Sendable {
     // Owned by the reader thread.
     private var lastPosted: String?
     private var lastStatus: JournalStatus?
+    /// The realtime of the entry at `lastPosted`: the tail, when the reader is at the end.
+    private var lastPostedRealtime: UInt64?
+    /// When a reader behind the tail next looks it up (``lookAtTail(_:_:)``).
+    private var nextTailLook = ContinuousClock.now
 
     init(id: String, watch: JournalWatch, configuration: JournalDriver.Configuration, claims: JournalConsumerClaims) {
         self.id = id
         self.watch = watch
         self.configuration = configuration
         self.claims = claims
+        self.lag = JournalLag(watch: watch)
     }
 
     func start(posting bus: Bus) {
@@ -77,7 +90,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
             // The bus may stop a source before starting it when its only subscriber cancels at once.
             guard case .idle = state else { return }
             var thread = pthread_t()
-            let stage = JournalPostingStage(source: id, bus: bus)
+            let stage = JournalPostingStage(source: id, bus: bus, lag: lag)
             let context = Unmanaged.passRetained(ReaderStart(source: self, bus: bus, stage: stage))
             let result = pthread_create(&thread, nil, { raw in
                 let start = Unmanaged<ReaderStart>.fromOpaque(raw!).takeRetainedValue()
@@ -93,6 +106,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
             }
             pthread_detach(thread)
             state = .running(stage)
+            configuration.lags?.add(lag)
         }
     }
 
@@ -103,6 +117,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
     func stop() {
         let stage: JournalPostingStage? = stateLock.withLock {
             defer { state = .stopped }
+            configuration.lags?.remove(lag)
             if case .running(let stage) = state { return stage }
             return nil
         }
@@ -157,6 +172,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
         let reader = JournalEntryReader(fields: watch.fields)
         let poll = UInt64(configuration.pollInterval.clampedNanoseconds / 1000)
         var batch = JournalEntryBatch()
+        var atEnd = false
         while !isStopping {
             do throws(SDJournal.OpenFailure) {
                 let journal = try SDJournal(watch.location)
@@ -167,14 +183,29 @@ final class JournalSource: EventSource, @unchecked Sendable {
                     if !found { found = try journal.next() }
                     deliverCurrent = false
                     if found {
-                        if reader.read(journal, into: &batch) && batch.isFull { handOver(&batch, to: stage) }
+                        if atEnd {
+                            atEnd = false
+                            lag.leftEnd()
+                        }
+                        if reader.read(journal, into: &batch) && batch.isFull {
+                            handOver(&batch, to: stage)
+                            if ContinuousClock.now >= nextTailLook { deliverCurrent = try lookAtTail(journal, stage) }
+                        }
                     } else {
                         handOver(&batch, to: stage)  // at the end: nothing waits behind a part-filled batch
+                        if !atEnd {
+                            atEnd = true
+                            lag.reachedEnd(lastRealtime: lastPostedRealtime)
+                        }
                         try journal.wait(microseconds: poll)
                     }
                 }
             } catch {
                 handOver(&batch, to: stage)  // what was read before the failure, then the notice
+                if atEnd {
+                    atEnd = false
+                    lag.leftEnd()
+                }
                 let retry = configuration.retryInterval
                 post(JournalStatus(state: .unavailable, reason: error.description, retryAfterSeconds: retry.secondsValue),
                      stage)
@@ -188,7 +219,21 @@ final class JournalSource: EventSource, @unchecked Sendable {
     private func handOver(_ batch: inout JournalEntryBatch, to stage: JournalPostingStage) {
         guard !batch.isEmpty else { return }
         lastPosted = batch.lastCursor
+        lastPostedRealtime = batch.entries.last?.realtime
+        lag.handedOver(batch.entries.count, firstRealtime: batch.entries[0].realtime)
         stage.handOver(&batch)
+    }
+
+    /// Reads the realtime of the newest entry the match selects into ``lag`` — the handle's one
+    /// user is this thread, so it moves there and back — and returns to right after the last
+    /// entry handed over (see ``resume(_:after:gapsTo:)``, whose result it returns). Called at
+    /// most once per ``JournalLag/lookInterval``, after a full batch: a few bisections of the
+    /// journal's files.
+    private func lookAtTail(_ journal: SDJournal, _ stage: JournalPostingStage) throws(SDJournal.OpenFailure) -> Bool {
+        nextTailLook = ContinuousClock.now.advanced(by: JournalLag.lookInterval)
+        guard let cursor = lastPosted else { return false }
+        if let realtime = try journal.lastRealtime() { lag.tail(realtime: realtime) }
+        return try resume(journal, after: cursor, gapsTo: stage)
     }
 
     /// Adds the watch's match to `journal` and positions it for the first `next`. Returns true

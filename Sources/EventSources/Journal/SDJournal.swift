@@ -77,6 +77,17 @@ final class SDJournal {
         return result > 0 ? cursor() : nil
     }
 
+    /// The realtime (µs since the epoch) of the last entry the current match selects, or nil when
+    /// there is none. Leaves the handle there: the caller moves it back.
+    func lastRealtime() throws(OpenFailure) -> UInt64? {
+        try check(sd_journal_seek_tail(handle), "seek to the tail")
+        let result = sd_journal_previous(handle)
+        try check(result, "step back from the tail")
+        var realtime: UInt64 = 0
+        guard result > 0, sd_journal_get_realtime_usec(handle, &realtime) >= 0 else { return nil }
+        return realtime
+    }
+
     func seek(realtimeMicroseconds: UInt64) throws(OpenFailure) {
         try check(sd_journal_seek_realtime_usec(handle, realtimeMicroseconds), "seek to a time")
     }

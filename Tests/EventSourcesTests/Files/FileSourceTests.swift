@@ -170,10 +170,34 @@ import Glibc
         #expect(!fromRescan.isEmpty)
         #expect(created.filter { $0.origin == .event }.count + fromRescan.count == count)
         #expect(harness.monitor.statistics.overflows == 1)
+        #expect(harness.monitor.statistics.rescans == 1, "one watch, one walk of its tree")
 
         // Reconciled: changes after the rescan are reported as usual.
         unlink(files[0])
         #expect(await eventually { recorder.contains(.deleted, files[0]) })
+    }
+
+    @Test func anOverflowRescansEveryWatchedTreeButNotAnAwaitedRoot() async throws {
+        let scratch = try fileScratch()
+        let harness = FileWatchHarness()
+        fileMkdir(scratch.at("a"))
+        fileMkdir(scratch.at("b"))
+        let first = try harness.subscribe(FileWatch(path: scratch.at("a")))
+        let second = try harness.subscribe(FileWatch(path: scratch.at("b")))
+        let awaiting = try harness.subscribe(FileWatch(path: scratch.at("later"), rearmWhenRecreated: true))
+        let queued = try #require(readProcInteger("/proc/sys/fs/inotify/max_queued_events"))
+
+        harness.monitor.pauseReading()
+        for index in 0..<(queued + 1000) { fileTouch(scratch.at("a/f\(index)")) }
+        harness.monitor.resumeReading()
+
+        #expect(await eventually {
+            first.contains(.rescanned, scratch.at("a")) && second.contains(.rescanned, scratch.at("b"))
+                && awaiting.contains(.rescanned, scratch.at("later"))
+        })
+        let statistics = harness.monitor.statistics
+        #expect(statistics.overflows == 1)
+        #expect(statistics.rescans == 2, "a and b walked; the awaited root has no tree to walk")
     }
 
     @Test func rescanReportsDeletionsAndModificationsAgainstTheSnapshot() async throws {

@@ -185,12 +185,14 @@ final class JournalWriter: @unchecked Sendable {
 }
 
 /// Writes journal files without a daemon: Journal Export Format piped into
-/// systemd-journal-remote, which needs `__REALTIME_TIMESTAMP` per entry.
-func journalWriteFile(_ path: String, messages: [String], identifier: String) throws {
+/// systemd-journal-remote, which needs `__REALTIME_TIMESTAMP` per entry: from
+/// `firstRealtime` (µs since the epoch; now unless given), `spacing` µs apart.
+func journalWriteFile(_ path: String, messages: [String], identifier: String,
+                      firstRealtime: UInt64? = nil, spacing: UInt64 = 1) throws {
     var export = ""
-    let base = UInt64(Date().timeIntervalSince1970 * 1e6)
+    let base = firstRealtime ?? UInt64(Date().timeIntervalSince1970 * 1e6)
     for (index, message) in messages.enumerated() {
-        export += "__REALTIME_TIMESTAMP=\(base + UInt64(index))\n__MONOTONIC_TIMESTAMP=\(index + 1)\n"
+        export += "__REALTIME_TIMESTAMP=\(base + UInt64(index) * spacing)\n__MONOTONIC_TIMESTAMP=\(index + 1)\n"
         export += "_BOOT_ID=0123456789abcdef0123456789abcdef\nMESSAGE=\(message)\n"
         export += "SYSLOG_IDENTIFIER=\(identifier)\nPRIORITY=6\n\n"
     }
