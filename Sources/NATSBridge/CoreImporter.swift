@@ -1,10 +1,19 @@
 import CNATS
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
 /// Core-mode imports: one nats.c subscription per import pattern (`<prefix>.*.<pattern>`), so
-/// the server filters by name; each message is decoded and posted on the local bus by nats.c's
-/// delivery thread of that subscription — the thread that posts imports into the bus.
+/// the server filters by name; each message is decoded by nats.c's delivery thread of that
+/// subscription — the thread that posts imports into the bus.
+///
+/// Posting in batches: nats.c hands a subscription's messages over one per callback, but a
+/// burst arrives many at once. The callback appends the decoded event to the subscription's
+/// batch and posts the batch (`Bus.post(contentsOf:)`, one compare-and-swap or lock for all of
+/// it) when nats.c has no further message waiting for the subscription, or when the batch holds
+/// ``batchLimit`` events. An event alone — the paced case — is posted by its own callback, so
+/// batching adds no latency; in a burst the next callback follows at once. The batch keeps the
+/// order messages arrived in, and echoes and skipped names never enter it. When the
+/// subscription closes, nats.c's completion callback posts what is left on the same thread.
 ///
 /// Exactly once per host, in this mode's at-most-once terms:
 /// - the host's own events come back under `*` and are dropped here (counted as echoes): NATS
@@ -16,7 +25,8 @@ import Foundation
 /// (``pollDropped()``) and announced as `bridge.gap` (`slow_consumer`) with exact counts.
 final class CoreImporter: @unchecked Sendable {
     // @unchecked: `subscriptions` is set in `start` and cleared in `stop` (bridge control
-    // queue); the message callbacks only read immutable state and the Sendable bus/counters.
+    // queue); the message callbacks read immutable state and the Sendable bus/counters, and
+    // change only their own subscription's batch and routes (its delivery thread's alone).
 
     final class Subscription {
         let index: Int
@@ -24,6 +34,11 @@ final class CoreImporter: @unchecked Sendable {
         unowned let importer: CoreImporter
         var handle: OpaquePointer?
         var dropped: Int64 = 0
+        /// Decoded events not posted yet, in arrival order: touched only on this subscription's
+        /// delivery thread (nats.c runs the completion callback there too, after the last message).
+        var batch: [Event] = []
+        /// Signalled by nats.c's completion callback, once the last batch is posted.
+        let completed = DispatchSemaphore(value: 0)
         /// Routes by subject (FNV-1a of its bytes), touched only on this subscription's delivery
         /// thread: a message on a known subject costs no String and no pattern matching.
         private var routes: [UInt64: Route] = [:]
@@ -96,14 +111,21 @@ final class CoreImporter: @unchecked Sendable {
         for (index, pattern) in patterns.enumerated() {
             let subscription = Subscription(index: index, filter: subjects.filter(for: pattern), importer: self)
             var handle: OpaquePointer?
-            let status = natsConnection_Subscribe(&handle, client.connection, subscription.filter, { _, _, message, closure in
+            let closure = Unmanaged.passRetained(subscription).toOpaque()  // kept for good: a callback may run during stop
+            let status = natsConnection_Subscribe(&handle, client.connection, subscription.filter, { _, handle, message, closure in
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
                 subscription.importer.receive(message!, on: subscription)
                 // Freed here and now, not by `natsMsg_Destroy` (see shim.h): the message is
                 // ours, and nats.c's delivery loop does not touch it after this callback.
                 natsMsg_free(UnsafeMutableRawPointer(message))
-            }, Unmanaged.passRetained(subscription).toOpaque())  // kept for good: a callback may run during stop
+                subscription.importer.flush(subscription, unlessMoreWaitIn: handle)
+            }, closure)
             try BridgeError.check(status, .connection, "subscribe to \(subscription.filter)")
+            try BridgeError.check(natsSubscription_SetOnCompleteCB(handle, { closure in
+                let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
+                subscription.importer.flush(subscription, unlessMoreWaitIn: nil)
+                subscription.completed.signal()
+            }, closure), .connection, "completion callback")
             try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), -1), .connection, "pending limits")
             subscription.handle = handle
             subscriptions.append(subscription)
@@ -122,7 +144,11 @@ final class CoreImporter: @unchecked Sendable {
         let name: String
     }
 
-    /// nats.c's delivery thread of `subscription`.
+    /// The most events one batch holds: bounds the batch's memory and how long a burst's first
+    /// event waits for its post.
+    static let batchLimit = 256
+
+    /// nats.c's delivery thread of `subscription`: decodes a message into the batch.
     private func receive(_ message: OpaquePointer, on subscription: Subscription) {
         let route = subscription.route(natsMsg_GetSubject(message), importer: self)
         switch route.action {
@@ -142,11 +168,26 @@ final class CoreImporter: @unchecked Sendable {
         }
         do {
             let decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host)
-            bus.post(decoded.event)
-            counters.imported.add(1, ordering: .relaxed)
+            subscription.batch.append(decoded.event)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
         }
+    }
+
+    /// nats.c's delivery thread of `subscription`, after each message: posts the batch unless
+    /// nats.c holds another message for `handle` (whose callback follows at once) and the
+    /// batch has room. Without a handle (the subscription has completed) or when nats.c cannot
+    /// tell (a closed subscription), it posts.
+    private func flush(_ subscription: Subscription, unlessMoreWaitIn handle: OpaquePointer?) {
+        guard !subscription.batch.isEmpty else { return }
+        if let handle, subscription.batch.count < Self.batchLimit {
+            var messages: Int32 = 0
+            var bytes: Int32 = 0
+            if natsSubscription_GetPending(handle, &messages, &bytes) == NATS_OK, messages > 0 { return }
+        }
+        bus.post(contentsOf: subscription.batch)
+        counters.imported.add(UInt64(subscription.batch.count), ordering: .relaxed)
+        subscription.batch.removeAll(keepingCapacity: true)
     }
 
     /// The route for a subject not seen before (slow path).
@@ -183,11 +224,13 @@ final class CoreImporter: @unchecked Sendable {
         return waiting
     }
 
-    /// Unsubscribes; after this no callback runs (nats.c waits for a callback in progress).
-    func stop() {
+    /// Unsubscribes, and waits (at most `timeout` per subscription) until nats.c's completion
+    /// callback has posted the subscription's last batch: then no callback runs any more.
+    func stop(timeout: Duration = .seconds(2)) {
         for subscription in subscriptions {
             guard let handle = subscription.handle else { continue }
             natsSubscription_Unsubscribe(handle)
+            _ = subscription.completed.wait(timeout: .now() + DispatchTimeInterval(timeout))
             natsSubscription_Destroy(handle)
             subscription.handle = nil
         }

@@ -8,9 +8,10 @@ import Synchronization
 /// subscription on the importer's own thread — the thread that posts imports into the bus.
 ///
 /// Per batch (at most 256 messages): drop redeliveries (stream sequence ≤ the ledger's), echoes
-/// and names no import pattern wants; write the ledger (see ``ImportLedger``); post the events;
-/// acknowledge every message. At start and after every reconnect the consumer is re-created to
-/// deliver right after the ledger's position (``JetStreamSetup/bindConsumer(startSequence:filter:)``).
+/// and names no import pattern wants; write the ledger (see ``ImportLedger``); post the events
+/// as one batch (`Bus.post(contentsOf:)`); acknowledge every message. At start and after every
+/// reconnect the consumer is re-created to deliver right after the ledger's position
+/// (``JetStreamSetup/bindConsumer(startSequence:filter:)``).
 ///
 /// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
 /// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
@@ -189,7 +190,8 @@ final class DurableImporter: @unchecked Sendable {
             let snapshot = ledger.origins
             origins.withLock { $0 = snapshot }
         }
-        for event in events { bus.post(event) }
+        // One post for the batch (one compare-and-swap or lock), then the acknowledgements.
+        bus.post(contentsOf: events)
         counters.imported.add(UInt64(events.count), ordering: .relaxed)
         for index in 0..<Int(list.Count) {
             if let message = list.Msgs[index] { _ = natsMsg_Ack(message, nil) }

@@ -97,6 +97,49 @@ struct BridgeInProcessTests {
         #expect(a.statistics.imported == 0)
     }
 
+    /// Core imports are posted in batches of what nats.c holds for the subscription. A batch
+    /// that mixes the host's own echoes with another host's events posts exactly the others,
+    /// in their order. The batch is made for sure: alpha's delivery thread is held (its bus
+    /// delivers `app.hold` straight to the blocking subscriber) until nats.c holds every message.
+    @Test func aBatchWithEchoesAmongForeignEventsPostsOnlyTheForeignOnesInOrder() async throws {
+        let busA = Bus(), busB = Bus(), busC = Bus()
+        let a = try bridge("alpha", bus: busA, import: ["app.>"])
+        let b = try bridge("beta", bus: busB, export: ["app.>"])
+        // Another bridge under alpha's host id: what it exports comes back to alpha as echoes.
+        let echo = try bridge("alpha", bus: busC, export: ["app.>"])
+        defer { a.stop(); b.stop(); echo.stop() }
+        let received = Collected<[Event]>([])
+        let release = DispatchSemaphore(value: 0)
+        let subscription = try busA.publisher(for: "app.>").sink { event in
+            received.update { $0.append(event) }
+            if event.name == "app.hold" { _ = release.wait(timeout: .now() + 60) }
+        }
+        defer { subscription.cancel() }
+        var released = false
+        defer { if !released { release.signal() } }
+        await warmUp(busB, received)
+        #expect(await eventually { echo.statistics.state == "connected" })
+        busB.post("app.hold")
+        #expect(await eventually { received.value.contains { $0.name == "app.hold" } })
+        let count = 40
+        for index in 0..<count {
+            busB.post("app.tick", fields: ["n": .int(Int64(index))])
+            busC.post("app.tick", fields: ["n": .int(Int64(index))])
+        }
+        // Every message waits in nats.c behind the held one: they come as one burst.
+        #expect(await eventually { a.statistics.importLag == UInt64(2 * count) })
+        released = true
+        release.signal()
+        #expect(await eventually { a.statistics.echoesDropped == UInt64(count) && received.value.filter { $0.name == "app.tick" }.count == count })
+        try await Task.sleep(for: .milliseconds(300))
+        let ticks = received.value.filter { $0.name == "app.tick" }
+        #expect(ticks.count == count)
+        #expect(ticks.allSatisfy { $0.origin?.host == "beta" })
+        #expect(ticks.map { $0["n"]?.intValue } == (0..<count).map { Int64($0) })
+        #expect(a.statistics.echoesDropped == UInt64(count))
+        #expect(a.statistics.importLag == 0)
+    }
+
     @Test func twoOverlappingImportPatternsPostAnEventOnce() async throws {
         let busA = Bus(), busB = Bus()
         let a = try bridge("alpha", bus: busA, export: [">"])
