@@ -142,6 +142,8 @@ final class CoreImporter: @unchecked Sendable {
         let action: Action
         let host: String
         let name: String
+        /// The payload shape last seen on this subject (see ``WireFormat/ShapeCache``).
+        let shapes = WireFormat.ShapeCache()
     }
 
     /// The most events one batch holds: bounds the batch's memory and how long a burst's first
@@ -167,7 +169,8 @@ final class CoreImporter: @unchecked Sendable {
             return
         }
         do {
-            let decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host)
+            let decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host,
+                                                shapes: route.shapes)
             subscription.batch.append(decoded.event)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
