@@ -61,7 +61,7 @@ enum WireFormat {
         var description: String
     }
 
-    /// What ``decode(_:name:host:)`` makes of a payload. A struct, not a tuple: a tuple result
+    /// What ``decode(_:name:host:shapes:)`` makes of a payload. A struct, not a tuple: a tuple result
     /// of this throwing function had its metadata looked up at run time on every call.
     struct Decoded {
         var event: Event
