@@ -8,16 +8,23 @@ public struct ProcessResult: Sendable {
     public var seconds: Double
 }
 
-/// Runs a program to its end (shared by the module-package builds of EventBusModulesTests and the
-/// changed-SDK build of EventBusHostTests). The waiting happens on a Dispatch thread, not on one of Swift
-/// concurrency's few cooperative threads, so a minute-long `swift build` does not starve the
-/// tests running beside it.
-public func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
+/// Runs `body` — work that blocks: a child process, a socket read loop — on a Dispatch thread and
+/// waits for it there, not on one of Swift concurrency's cooperative threads. Swift Testing runs
+/// every test on those, two on a 2-core machine: a test blocking one for a minute (a `swift
+/// build`, a debootstrap, a poster that runs until the host stops) stalls the tests beside it,
+/// and with both taken, every `eventually` in the run waits — the run stalled ~60 s and tests
+/// whose own waits ran out failed.
+public func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(with: Result { try runBlocking(program, arguments, environment: environment) })
-        }
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
     }
+}
+
+/// Runs a program to its end (shared by the module-package builds of EventBusModulesTests, the
+/// changed-SDK build and the Debian package test of EventBusHostTests), off the cooperative
+/// threads (``blocking(_:)``).
+public func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ProcessResult {
+    try await blocking { try runBlocking(program, arguments, environment: environment) }
 }
 
 private func runBlocking(_ program: String, _ arguments: [String], environment: [String: String]?) throws -> ProcessResult {

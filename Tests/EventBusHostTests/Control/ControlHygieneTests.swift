@@ -195,7 +195,9 @@ import Testing
         #expect(await waitForTailing(socket, count: 1))
 
         struct Outcome: Sendable { var acknowledged: [Int64] = []; var refused = 0 }
-        let poster = Task.detached { () -> Outcome in
+        // It posts until the host stops: off the cooperative threads, which the test's own
+        // waits need meanwhile.
+        let poster = Task { try await blocking { () -> Outcome in
             var outcome = Outcome()
             guard let (connection, _) = try? rawConnection(socket) else { return outcome }
             var index: Int64 = 0
@@ -212,10 +214,10 @@ import Testing
                 }
             }
             return outcome
-        }
+        } }
         #expect(await eventually { (try? ask(socket, ["op": "stats"]))?["posted"]?.intValue ?? 0 >= 3000 })
         daemon.signal(SIGTERM)
-        let outcome = await poster.value
+        let outcome = try await poster.value
         let result = await tail.finish()
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
         #expect(result.stderr.contains("eventbusd is shutting down"), "\(result.stderr)")
@@ -254,16 +256,16 @@ import Testing
         // It reads a little at a time (about 5,000 lines a second) while the host shuts down.
         struct Handed<Value>: @unchecked Sendable { let value: Value }
         let reader = Handed(value: connection)
-        let reading = Task.detached { () -> [JSON] in
+        let reading = Task { try await blocking { () -> [JSON] in  // off the threads the shutdown needs
             var lines: [JSON] = []
             while let line = try? reader.value.readJSON() {
                 lines.append(line)
-                if lines.count % 50 == 0 { try? await Task.sleep(for: .milliseconds(10)) }
+                if lines.count % 50 == 0 { usleep(10_000) }
             }
             return lines
-        }
+        } }
         _ = await host.shutdown()
-        let lines = await reading.value
+        let lines = try await reading.value
         let announced = log.value.contains { $0.message.contains("announced as lost (gap line, reason shutdown)") }
         let forced = log.value.contains { $0.message.contains("did not take their last lines") }
         #expect(announced, "\(log.value.map(\.message).suffix(5))")

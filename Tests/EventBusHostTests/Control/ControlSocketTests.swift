@@ -351,19 +351,20 @@ import Testing
         for index in 0..<1_000 { host.bus.post("many.more", fields: ["n": .int(Int64(index))]) }
         // Each connection is read by one task only; the box only carries it there.
         struct Handed<Value>: @unchecked Sendable { let value: Value }
+        // Read until each stream ends, off the cooperative threads the shutdown needs.
         let endings = tails.map { Handed(value: $0) }.map { tail in
-            Task.detached { () -> JSON? in
+            Task { try await blocking { () -> JSON? in
                 var ending: JSON?
                 while let line = try? tail.value.readJSON() {
                     if line["type"] == "end" { ending = line }
                 }
                 return ending
-            }
+            } }
         }
         let report = await host.shutdown()
         #expect(report.isClean)
         for ending in endings {
-            #expect(await ending.value?["reason"] == "shutdown")
+            #expect(try await ending.value?["reason"] == "shutdown")
         }
         #expect(!FileManager.default.fileExists(atPath: socket))
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The `.deb` from `packaging/deb/build-deb.sh`, installed with apt into a clean Debian root
 /// made by debootstrap (minbase: no Swift, no systemd), where the packaged eventbusd must check
@@ -12,14 +13,14 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
     @Test(.timeLimit(.minutes(20)))
-    func installsChecksItsConfigAndRemovesCleanlyInAFreshDebianRoot() throws {
+    func installsChecksItsConfigAndRemovesCleanlyInAFreshDebianRoot() async throws {
         let directory = try TemporaryDirectory()
-        let built = try shell("bash \(Self.repository)/packaging/deb/build-deb.sh --products \(BuildProducts.directory) --output \(directory.path)/out")
+        let built = try await shell("bash \(Self.repository)/packaging/deb/build-deb.sh --products \(BuildProducts.directory) --output \(directory.path)/out")
         #expect(built.status == 0, "\(built.output)")
         let package = try #require(built.output.split(separator: "\n").last.map(String.init))
         #expect(package.hasSuffix(".deb"), "\(built.output)")
 
-        let contents = try shell("dpkg-deb --contents \(package)").output
+        let contents = try await shell("dpkg-deb --contents \(package)").output
         for path in ["./usr/bin/eventbusd -> ../lib/eventbus/eventbusd", "./usr/lib/eventbus/libEventBusKit.so",
                      "./usr/lib/eventbus/libswiftCore.so", "./usr/lib/eventbus/eventbus-module-worker", "./usr/lib/eventbus/modules/libHello.so",
                      "./usr/share/eventbus/EventBusKit/Package.swift", "./usr/lib/eventbus/sdk/Modules/EventBusKit.swiftmodule",
@@ -28,19 +29,19 @@ import Testing
                      "./usr/share/bash-completion/completions/eventbus", "./etc/eventbus/eventbus.yaml"] {
             #expect(contents.contains(path), "\(path) in the package")
         }
-        let depends = try shell("dpkg-deb --field \(package) Depends").output
+        let depends = try await shell("dpkg-deb --field \(package) Depends").output
         for library in ["libsystemd0", "libnats3.4", "libc6"] { #expect(depends.contains(library), "\(depends)") }
-        #expect(try shell("dpkg-deb --ctrl-tarfile \(package) | tar -xOf - ./conffiles").output == "/etc/eventbus/eventbus.yaml\n")
+        #expect(try await shell("dpkg-deb --ctrl-tarfile \(package) | tar -xOf - ./conffiles").output == "/etc/eventbus/eventbus.yaml\n")
 
         let root = directory.path + "/root"
-        let bootstrap = try shell("debootstrap --variant=minbase bookworm \(root) \(Self.debianMirror())")
+        let bootstrap = try await shell("debootstrap --variant=minbase bookworm \(root) \(Self.debianMirror())")
         try #require(bootstrap.status == 0, "debootstrap could not make a Debian root: \(bootstrap.output.suffix(2000))")
         #expect(!FileManager.default.fileExists(atPath: root + "/opt/swift"), "the root has no Swift toolchain")
         try FileManager.default.copyItem(atPath: package, toPath: root + "/tmp/eventbus.deb")
         // apt in the root fetches the package's dependencies (libnats3.4 is not in minbase).
         try? FileManager.default.copyItem(atPath: "/etc/resolv.conf", toPath: root + "/etc/resolv.conf.host")
 
-        let session = try shell("""
+        let session = try await shell("""
             unshare --mount --pid --fork --mount-proc=\(root)/proc chroot \(root) /bin/sh -c '
               set -e
               cp /etc/resolv.conf.host /etc/resolv.conf 2>/dev/null || true
@@ -85,17 +86,10 @@ import Testing
         return "http://deb.debian.org/debian"
     }
 
-    private func shell(_ command: String) throws -> (status: Int32, output: String) {
-        let process = Process()
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    /// `sh -c command` to its end, off Swift Testing's cooperative threads: the build and the
+    /// debootstrap take minutes.
+    private func shell(_ command: String) async throws -> (status: Int32, output: String) {
+        let result = try await run("/bin/sh", ["-c", command])
+        return (result.status, result.output)
     }
 }
