@@ -45,6 +45,13 @@ _ = fcntl(3, F_SETFD, FD_CLOEXEC)
 // A closed socket must be an error return, not a signal.
 signal(SIGPIPE, SIG_IGN)
 
+// The host owns this process's life: it asks the module to deactivate over the socket, kills a
+// hung worker with SIGKILL, and its own death kills this one (PDEATHSIG above). Signals meant
+// for the host that reach its whole process group or cgroup — Ctrl-C or a closed terminal,
+// `timeout`, `systemctl stop` under KillMode=control-group — must not end the module before
+// the host has deactivated it (they did: "worker crashed: killed by signal 15" at every stop).
+for ignored in [SIGINT, SIGTERM, SIGHUP] { signal(ignored, SIG_IGN) }
+
 // Resource limits, before any module code is loaded.
 @MainActor func limit(_ resource: __rlimit_resource, _ option: String) {
     guard let text = options[option] else { return }

@@ -159,6 +159,25 @@ import Testing
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
 
+    /// What `systemctl stop` (KillMode=control-group), Ctrl-C in a terminal or `timeout` do:
+    /// the signal reaches every process of the host's group at once. The worker ignores it, and
+    /// the module is deactivated by its host, not killed under it.
+    @Test func aStopSignalToTheWholeGroupLeavesTheModuleToItsHost() async throws {
+        let directory = try TemporaryDirectory()
+        let daemon = try await Daemon.running(config(directory, modules: """
+              counter:
+                path: \(BuildProducts.fixture("FixtureCounter"))
+            """), in: directory)
+        let pid = try #require(module("counter", directory)?["pid"]?.intValue).map { pid_t($0) }!
+        for signal in [SIGINT, SIGHUP, SIGTERM] { #expect(kill(pid, signal) == 0) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(module("counter", directory)?["pid"]?.intValue == Int64(pid), "the same worker, not a restarted one")
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+        #expect(daemon.output.contains("module counter deactivated (shutting down)"), "\(daemon.output)")
+        #expect(!daemon.output.contains("crashed"), "\(daemon.output)")
+    }
+
     @Test func aWorkerDiesWhenItsHostIsKilled() async throws {
         let directory = try TemporaryDirectory()
         let daemon = try await Daemon.running(config(directory, modules: """
