@@ -257,8 +257,8 @@ final class ModuleHost: Sendable {
 
     /// Calls the module's `deactivate`, cancels its subscriptions and drops the instance — on its
     /// queue, after what is already queued there. The library stays loaded (never `dlclose`).
-    /// Returns false when the module overran `timeout`; the deactivation still runs if it ever
-    /// gets its queue back.
+    /// Returns false when the module overran `timeout` (the deactivation still runs if it ever
+    /// gets its queue back) or its worker ended before it finished.
     @discardableResult
     private func deactivate(_ slot: ModuleSlot, reason: String, becoming status: ModuleState,
                             timeout: Duration? = nil, progress: (HostProgress) -> Void = { _ in }) -> Bool {
@@ -266,9 +266,12 @@ final class ModuleHost: Sendable {
         let logger = log(for: slot.name)
         progress(.callingModule(name: slot.name, call: .deactivate, timeLimit: timeout ?? callTimeout))
         let finished: Bool
+        var ended: WorkerProcess.Exit?
         switch running.instance {
         case .worker(let supervisor):
-            finished = supervisor.stop(timeout: timeout ?? callTimeout)
+            let outcome = supervisor.stop(timeout: timeout ?? callTimeout)
+            finished = outcome == .deactivated
+            if case .ended(let exit) = outcome { ended = exit }
         case .inProcess(let module, let context):
             finished = ModuleCall.run(on: slot.mailbox, timeout: timeout ?? callTimeout, {
                 module.module.deactivate()
@@ -279,6 +282,8 @@ final class ModuleHost: Sendable {
         slot.retire(as: status)
         if finished {
             logger.info("module \(slot.name) deactivated (\(reason))")
+        } else if let ended {
+            logger.warning("module \(slot.name)'s worker ended before it finished deactivating: \(ended) (\(reason))")
         } else {
             logger.warning("module \(slot.name) did not finish deactivating within \(timeout ?? callTimeout) (\(reason)); its subscriptions are cancelled when it returns")
         }

@@ -168,17 +168,25 @@ public final class WorkerSupervisor: @unchecked Sendable {
         }
     }
 
+    /// How ``stop(timeout:)`` went.
+    public enum StopOutcome: Sendable, Equatable {
+        case deactivated
+        /// No answer within the timeout: the worker was killed.
+        case timedOut
+        /// The worker ended by itself before it answered (a module that crashed in `deactivate`).
+        case ended(WorkerProcess.Exit)
+    }
+
     /// Lets the worker handle what was forwarded, deactivates the module, ends the worker. No
-    /// restart follows. Returns false when it did not finish within `timeout` (the worker is
-    /// killed then).
+    /// restart follows.
     @discardableResult
-    public func stop(timeout: Duration) -> Bool {
+    public func stop(timeout: Duration) -> StopOutcome {
         queue.sync {
             stopping = true
             generation += 1
             stopWatchdog()
             state.withLock { $0.restarting = false }
-            guard let session else { return true }
+            guard let session else { return .deactivated }
             let deadline = ContinuousClock.now + timeout
             // What waits in the host mailbox goes out before the deactivate frame: a drain whose
             // marker also sends the batch it ends (a drain's marker runs before the batch's flush).
@@ -187,14 +195,17 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 session.flush()
                 drained.signal()
             }
-            var finished = drained.wait(timeout: .now() + DispatchTimeInterval(max(.zero, deadline - .now))) == .success
-            if finished {
-                finished = session.call(.deactivate, [:], expecting: .deactivated, timeout: max(.zero, deadline - .now)) != nil
+            var answered = false
+            if drained.wait(timeout: .now() + DispatchTimeInterval(max(.zero, deadline - .now))) == .success {
+                answered = session.call(.deactivate, [:], expecting: .deactivated, timeout: max(.zero, deadline - .now)) != nil
             }
+            // No answer before the deadline: the channel closed, so the worker is gone or going.
+            let endedEarly = !answered && ContinuousClock.now < deadline
             end(session)
-            _ = session.process.reap(within: finished ? .seconds(2) : .zero)
+            let exit = session.process.reap(within: answered ? .seconds(2) : endedEarly ? .milliseconds(500) : .zero)
             session.channel.closeDescriptor()
-            return finished
+            if answered { return .deactivated }
+            return endedEarly && exit != .signaled(SIGKILL) ? .ended(exit) : .timedOut
         }
     }
 

@@ -178,6 +178,22 @@ import Testing
         #expect(!daemon.output.contains("crashed"), "\(daemon.output)")
     }
 
+    /// A module that crashes in `deactivate`: its worker's end is reported as that (with the
+    /// signal), not as a deactivation that overran the shutdown's budget.
+    @Test func aWorkerThatCrashesWhileDeactivatingIsReportedAsEnded() async throws {
+        let directory = try TemporaryDirectory()
+        let daemon = try await Daemon.running(config(directory, modules: """
+              crashing:
+                path: \(BuildProducts.fixture("FixtureCrashing"))
+            """), in: directory)
+        _ = try ask(socket(directory), ["op": "post", "name": "test.crash-at-stop"])
+        #expect(await eventually { module("crashing", directory)?["delivered"]?.intValue == 1 })
+        daemon.signal(SIGTERM)
+        _ = await daemon.exitStatus()
+        #expect(daemon.output.contains("module crashing's worker ended before it finished deactivating: killed by signal"), "\(daemon.output)")
+        #expect(!daemon.output.contains("did not finish deactivating within"), "\(daemon.output)")
+    }
+
     @Test func aWorkerDiesWhenItsHostIsKilled() async throws {
         let directory = try TemporaryDirectory()
         let daemon = try await Daemon.running(config(directory, modules: """
