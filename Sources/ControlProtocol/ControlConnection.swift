@@ -29,10 +29,7 @@ public final class ControlConnection {
 
     public let fd: Int32
     public let path: String
-    private var buffer: [UInt8]
-    private var start = 0
-    private var end = 0
-    private var atEnd = false
+    private var lines: LineReader
 
     /// Connects to the Unix stream socket at `path`.
     public init(path: String) throws(ConnectError) {
@@ -66,7 +63,7 @@ public final class ControlConnection {
             }
         }
         self.fd = fd
-        self.buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        lines = LineReader(fd: fd, capacity: 256 * 1024)
     }
 
     deinit { close(fd) }
@@ -119,32 +116,16 @@ public final class ControlConnection {
     public func forEachLine(beforeWaiting: () throws -> Void = {},
                             _ body: (UnsafeBufferPointer<UInt8>) throws -> Bool) throws -> Bool {
         while true {
-            while let newline = nextNewline() {
-                let keepGoing = try buffer.withUnsafeBufferPointer { all in
-                    try body(UnsafeBufferPointer(rebasing: all[start..<newline]))
-                }
-                start = newline + 1
+            while let keepGoing = try lines.nextBuffered(body) {
                 if !keepGoing { return true }
             }
             try beforeWaiting()
-            guard try fill() else {
-                if start < end {  // a last line without a newline
-                    let keepGoing = try buffer.withUnsafeBufferPointer { all in
-                        try body(UnsafeBufferPointer(rebasing: all[start..<end]))
-                    }
-                    start = end
-                    return !keepGoing
-                }
+            let more: Bool
+            do { more = try lines.fill() } catch { throw IOError(call: "read", errno: error.errno) }
+            if !more {
+                if let keepGoing = try lines.takeRest(body) { return !keepGoing }  // a last line without a newline
                 return false
             }
-        }
-    }
-
-    private func nextNewline() -> Int? {
-        guard start < end else { return nil }
-        return buffer.withUnsafeBufferPointer { all -> Int? in
-            guard let found = memchr(all.baseAddress! + start, 0x0A, end - start) else { return nil }
-            return UnsafeRawPointer(found) - UnsafeRawPointer(all.baseAddress!)
         }
     }
 
@@ -162,36 +143,5 @@ public final class ControlConnection {
     public func readJSON() throws -> JSON? {
         guard let line = try readLine() else { return nil }
         return try line.withUnsafeBufferPointer { try JSON.parse($0) }
-    }
-
-    /// Reads more bytes into the buffer (moving the unread ones to its front, growing it for a
-    /// line longer than the buffer). False at the end of input.
-    private func fill() throws(IOError) -> Bool {
-        if atEnd { return false }
-        if start > 0 {
-            let unread = end - start
-            if unread > 0 {
-                buffer.withUnsafeMutableBufferPointer { all in
-                    _ = memmove(all.baseAddress!, all.baseAddress! + start, unread)
-                }
-            }
-            start = 0
-            end = unread
-        }
-        if end == buffer.count { buffer.append(contentsOf: [UInt8](repeating: 0, count: buffer.count)) }
-        while true {
-            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + end, $0.count - end) }
-            if got < 0 {
-                if errno == EINTR { continue }
-                if errno == ECONNRESET { atEnd = true; return false }
-                throw IOError(call: "read", errno: errno)
-            }
-            if got == 0 {
-                atEnd = true
-                return false
-            }
-            end += got
-            return true
-        }
     }
 }

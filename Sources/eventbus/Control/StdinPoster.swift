@@ -24,7 +24,7 @@ struct StdinPoster {
 
     /// Posts everything on standard input; returns how many lines failed.
     func run() throws -> Int {
-        var input = InputLines()
+        var input = LineReader.standardInput()
         var failed = 0
         var lineNumber = 0
         var building = Batch()
