@@ -178,4 +178,122 @@ import Testing
             #expect(names.count == 1)
         }
     }
+
+    // MARK: Runs: events that reach one subscription go to it in one call
+
+    /// Heap-allocated names, sources and fields (over 15 bytes, so not inline strings): what the
+    /// batch path hands on without copying must be whole, and what a subscriber keeps must stay
+    /// valid after the caller's batch is gone.
+    private static func heapEvents(_ name: String, _ range: ClosedRange<Int>, source: String = "user") -> [Event] {
+        range.map { Event(name: name, source: source, fields: ["text": .string("a field long enough for the heap #\($0)"), "i": .int(Int64($0))]) }
+    }
+
+    @Test func eventsASubscriberKeepsFromABatchOutliveTheBatch() throws {
+        let bus = Bus()
+        let kept = Collected<[Event]>([])
+        let sink = try bus.publisher(for: "a.rather.long.event.name.*").sink { event in kept.update { $0.append(event) } }
+        let combine = RecordingSubscriber()
+        try bus.publisher(for: "a.rather.long.event.name.*").subscribe(combine)
+        let solo = RecordingSubscriber()
+        try bus.publisher(for: "another.long.event.name.for.one").subscribe(solo)
+        do {
+            var batch = Self.heapEvents("a.rather.long.event.name.x", 1...40, source: "a source name on the heap")
+            batch += Self.heapEvents("another.long.event.name.for.one", 41...80)
+            #expect(bus.post(contentsOf: batch) == 1..<81)
+        }  // the batch is gone
+        #expect(kept.value.map(\.sequence) == Array(1...40))
+        #expect(kept.value.map { $0["text"]?.stringValue } == (1...40).map { "a field long enough for the heap #\($0)" })
+        #expect(kept.value.allSatisfy { $0.name == "a.rather.long.event.name.x" && $0.source == "a source name on the heap" })
+        #expect(combine.events.map(\.sequence) == Array(1...40))
+        #expect(solo.events.map(\.sequence) == Array(41...80))
+        #expect(solo.events.map { $0["i"]?.intValue } == (41...80).map { Int64($0) })
+        withExtendedLifetime(sink) {}
+    }
+
+    /// No reference is taken or given back for the events handed on: once the batch and the
+    /// events a subscriber kept are gone, each event's fields are freed (a reference too many
+    /// would keep them; one too few would free them under the caller — the test above).
+    @Test func aBatchLeavesNoReferenceBehind() throws {
+        // The fields' storage, seen weakly: a Dictionary is one reference to it on Linux.
+        #expect(MemoryLayout<[String: FieldValue]>.size == MemoryLayout<AnyObject>.size)
+        final class Weak { weak var object: AnyObject?; init(_ object: AnyObject) { self.object = object } }
+        let bus = Bus()
+        let kept = Collected<[Event]>([])
+        let keeper = try bus.publisher(for: "heap.kept").sink { event in kept.update { $0.append(event) } }
+        let counted = Collected<Int>(0)
+        let counter = try bus.publisher(for: "heap.*").sink { _ in counted.update { $0 += 1 } }
+        let combine = RecordingSubscriber(initialDemand: .none)  // holds what it gets (bounded demand)
+        try bus.publisher(for: "heap.held").subscribe(combine)
+        var fields: [Weak] = []
+        do {
+            // Runs for one subscription, events shared by two, and events held for a third.
+            let batch = ["heap.solo", "heap.kept", "heap.held"].flatMap { name in
+                (0..<32).map { Event(name: name, fields: ["text": .string("\(name): a string the heap must free, #\($0)")]) }
+            }
+            fields = batch.map { Weak(unsafeBitCast($0.fields, to: AnyObject.self)) }
+            bus.post(contentsOf: batch)
+        }
+        #expect(counted.value == 96)
+        #expect(fields[..<32].allSatisfy { $0.object == nil }, "delivered and dropped: freed")
+        #expect(fields[32...].allSatisfy { $0.object != nil }, "kept by a subscriber, or held for one: alive")
+        kept.update { $0.removeAll() }
+        combine.cancel()
+        #expect(fields.allSatisfy { $0.object == nil })
+        withExtendedLifetime((keeper, counter)) {}
+    }
+
+    /// A handler that subscribes during a run: the new subscription gets the batch's events after
+    /// that point, exactly as it would from single posts.
+    @Test func aSubscriptionMadeDuringARunGetsTheRestOfTheBatch() throws {
+        let bus = Bus()
+        let late = RecordingSubscriber()
+        let seen = Collected<[UInt64]>([])
+        let first = try bus.publisher(for: "r.*").sink { event in
+            seen.update { $0.append(event.sequence) }
+            if event.sequence == 3 { try? bus.publisher(for: "r.*").subscribe(late) }
+        }
+        #expect(bus.post(contentsOf: Self.heapEvents("r.x", 1...8)) == 1..<9)
+        #expect(seen.value == Array(1...8))
+        #expect(late.events.map(\.sequence) == Array(4...8))
+        #expect(late.violations.isEmpty)
+        withExtendedLifetime(first) {}
+    }
+
+    @Test func aSinkCancelledDuringARunGetsNothingMore() throws {
+        let bus = Bus()
+        let seen = Collected<[UInt64]>([])
+        final class Holder: @unchecked Sendable { var cancellable: AnyCancellable? }
+        let holder = Holder()
+        holder.cancellable = try bus.publisher(for: "r.*").sink { event in
+            seen.update { $0.append(event.sequence) }
+            if event.sequence == 2 { holder.cancellable?.cancel() }
+        }
+        bus.post(contentsOf: Self.heapEvents("r.x", 1...6))
+        #expect(seen.value == [1, 2])
+        #expect(bus.statistics.subscriptions == 0)
+    }
+
+    /// Names that reach one subscription and names that reach several, interleaved, and a
+    /// subscription that wants one source only: each gets exactly its events, in order.
+    @Test func runsAndSharedEventsInterleaved() throws {
+        let bus = Bus()
+        let probe = SourceRequest(id: "probe:runs") { ProbeSource(id: "probe:runs") }
+        let all = RecordingSubscriber(), onlyA = RecordingSubscriber(), fromProbe = RecordingSubscriber()
+        try bus.publisher(for: ">").subscribe(all)
+        try bus.publisher(for: "mix.a").subscribe(onlyA)
+        bus.publisher(for: [.all], from: probe).subscribe(fromProbe)
+        let started = bus.statistics.posted  // the probe posted `probe.started` when it started
+        let pattern = ["mix.a", "mix.a", "mix.b", "mix.a", "mix.c", "mix.c", "mix.a"]
+        let batch = (0..<70).map { i in
+            Event(name: pattern[i % pattern.count], source: i % 3 == 0 ? "probe:runs" : "user", fields: ["i": .int(Int64(i))])
+        }
+        bus.post(contentsOf: batch)
+        let numbered = batch.indices.map { (index: $0, sequence: started + 1 + UInt64($0)) }
+        #expect(all.events.suffix(70).map(\.sequence) == numbered.map(\.sequence))
+        #expect(onlyA.events.map(\.sequence) == numbered.filter { batch[$0.index].name == "mix.a" }.map(\.sequence))
+        #expect(fromProbe.events.dropFirst().map(\.sequence) == numbered.filter { $0.index % 3 == 0 }.map(\.sequence))
+        #expect(fromProbe.events.dropFirst().map { $0["i"]?.intValue } == batch.indices.filter { $0 % 3 == 0 }.map { Int64($0) })
+        for subscriber in [all, onlyA, fromProbe] { #expect(subscriber.violations.isEmpty) }
+        fromProbe.cancel()
+    }
 }

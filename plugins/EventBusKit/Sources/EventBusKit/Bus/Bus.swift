@@ -66,8 +66,9 @@ public final class Bus: Sendable {
     /// returned (empty: the bus has finished — or this is a module worker's bus, as for
     /// ``post(_:)``). Costs one lock or compare-and-swap for the batch instead of one per event,
     /// and when no delivery is running the events go straight to the subscribers, in one run of
-    /// the delivery loop; sources that read many events at once (the journal's posting stage)
-    /// post this way.
+    /// the delivery loop, uncopied; a run of events that reach one subscription goes to it in one
+    /// call. A batched event costs about what one delivery does (docs/benchmarks.md); sources that
+    /// read many events at once (the journal's posting stage) post this way.
     ///
     /// Every rule of single posts holds for each event of the batch. As the batch's numbers are
     /// taken before its first delivery, a post from inside a subscriber during the batch comes

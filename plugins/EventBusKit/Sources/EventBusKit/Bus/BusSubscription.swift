@@ -61,6 +61,34 @@ class SubscriptionCore: @unchecked Sendable {
         }
     }
 
+    /// The batch path (``Bus/post(contentsOf:)``): takes `events`, numbered from `first`, for as
+    /// long as `core` routes them here alone — it stops at another name, or once a handler
+    /// subscribed or cancelled — and returns how many it took (0: it takes no run now, because it
+    /// has a mailbox, holds events or has bounded demand; then they come one by one).
+    @inline(__always)
+    final func deliverRun(_ events: UnsafeBufferPointer<Event>, numberedFrom first: UInt64, routedBy core: BusCore) -> Int {
+        guard mailbox == nil, demand == Int.max, heldItems == 0, !terminated else { return 0 }
+        return receive(run: events, numberedFrom: first, routedBy: core)
+    }
+
+    /// ``deliverRun(_:numberedFrom:routedBy:)`` once it is known the events can go straight to
+    /// the subscriber. Overridden where a direct call saves the virtual `receive` per event.
+    func receive(run events: UnsafeBufferPointer<Event>, numberedFrom first: UInt64, routedBy core: BusCore) -> Int {
+        // Demand is unlimited: what the subscriber adds, or a stage's `skipped`, changes nothing.
+        takeRun(events, numberedFrom: first, routedBy: core) { _ = receive($0) }
+    }
+
+    @inline(__always)
+    final func takeRun(_ events: UnsafeBufferPointer<Event>, numberedFrom first: UInt64, routedBy core: BusCore,
+                       _ receive: (Event) -> Void) -> Int {
+        forEachNumbered(events, from: first) { event in
+            guard !cancelled.load(ordering: .relaxed), core.routeIsCurrent(for: event.name) else { return false }
+            if let sourceFilter, event.source != sourceFilter { return true }
+            receive(event)
+            return true
+        }
+    }
+
     // MARK: Called on the subscription's lane only
 
     @inline(__always)
@@ -243,6 +271,10 @@ final class ClosureSubscription: SubscriptionCore, @unchecked Sendable {
     override func receive(_ event: Event) -> Int {
         receiveValue(event)
         return 0
+    }
+
+    override func receive(run events: UnsafeBufferPointer<Event>, numberedFrom first: UInt64, routedBy core: BusCore) -> Int {
+        takeRun(events, numberedFrom: first, routedBy: core) { receiveValue($0) }
     }
 
     override func receiveFinished() {
