@@ -38,6 +38,10 @@ public final class BusHost: @unchecked Sendable {
     /// host that serves a control socket collects them.
     private let metrics: HostMetrics?
 
+    /// How long a host waits for a module's activate, reconfigure or deactivate unless told;
+    /// `--check-config` gives a module's load as long.
+    public static let defaultModuleCallTimeout = Duration.seconds(30)
+
     /// - Parameters:
     ///   - configPath: the YAML config; read by ``start()`` and again by each ``reload()``.
     ///   - moduleCallTimeout: how long the host waits for a module's activate, reconfigure or
@@ -46,7 +50,7 @@ public final class BusHost: @unchecked Sendable {
     ///     default, so hosts embedded in tests or tools do not compete for the system's socket.
     ///   - controlSocketPath: an absolute path that replaces the config's `control.socket`.
     public init(configPath: String, logger: Logger, bus: Bus = Bus(), loader: ModuleLoader = ModuleLoader(),
-                moduleCallTimeout: Duration = .seconds(30), control: ControlSocket = .none,
+                moduleCallTimeout: Duration = BusHost.defaultModuleCallTimeout, control: ControlSocket = .none,
                 controlSocketPath: String? = nil) {
         self.bus = bus
         self.controlSocketOverride = controlSocketPath

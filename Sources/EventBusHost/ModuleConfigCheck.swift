@@ -42,7 +42,8 @@ public struct ModuleConfigLocations: Sendable {
 ///
 /// Threads: made on the host's control queue (start, reload) or the `--check-config` thread,
 /// before any call into the module; a worker checks on its main thread before `activate` and on
-/// the module's queue before `reconfigure`, and reports only paths and messages (pure values).
+/// the module's queue before `reconfigure` (a check worker of `--check-config` on its main
+/// thread), and reports only paths and messages (pure values).
 public struct ModuleConfigRefusal: Error, Sendable, CustomStringConvertible {
     public var problems: [ConfigError]
     /// `modules.hello.config takes: greeting (a string, default "hello"), …`.

@@ -34,12 +34,23 @@ public struct WorkerProcess: Sendable {
         return (exe as NSString).deletingLastPathComponent + "/eventbus-module-worker"
     }
 
+    /// What the worker is started to do.
+    public enum Mode: Sendable {
+        /// Load and run the module for the host (``WorkerSession``).
+        case run
+        /// Load the module, check its config section and report, without activating it: one
+        /// module of `eventbusd --check-config` (``LoadCheck``).
+        case check
+    }
+
     /// Spawns `executable` for the module `name`.
-    public static func spawn(executable: String, name: String, settings: WorkerSettings) throws(SpawnError) -> WorkerProcess {
+    public static func spawn(executable: String, name: String, settings: WorkerSettings,
+                             mode: Mode = .run) throws(SpawnError) -> WorkerProcess {
         guard access(executable, X_OK) == 0 else {
             throw SpawnError(description: "the module worker \(executable) is not there or not executable (\(String(cString: strerror(errno)))); install eventbus-module-worker next to eventbusd or set EVENTBUS_MODULE_WORKER")
         }
         var arguments = [executable, "--module", name, "--parent", String(getpid())]
+        if mode == .check { arguments += ["--mode", "check"] }
         if let memory = settings.memoryLimit { arguments += ["--memory-limit", String(memory)] }
         if let cpu = settings.cpuLimitSeconds { arguments += ["--cpu-limit", String(cpu)] }
         if let files = settings.openFilesLimit { arguments += ["--open-files", String(files)] }

@@ -74,6 +74,12 @@ final class WorkerSession: @unchecked Sendable {
         thread.start()
     }
 
+    /// The worker's end of the socket has ended (end of file or an error): the worker is gone or
+    /// going. Not ``FrameChannel/isClosed``, which is this side closing (or failing to write), so
+    /// it tells a ``call(_:_:expecting:timeout:)`` that got nil because the worker died from one
+    /// that timed out.
+    var readerEnded: Bool { replies.hasEnded }
+
     /// Sends a request and waits for its reply frame; nil when the worker ended or `timeout` passed.
     func call(_ type: FrameType, _ json: JSON, expecting reply: FrameType, timeout: Duration) -> JSON? {
         replies.expect(reply)
@@ -191,6 +197,8 @@ final class ReplySlot: @unchecked Sendable {
             condition.broadcast()
         }
     }
+
+    var hasEnded: Bool { condition.withLock { ended } }
 
     func end() {
         condition.withLock {

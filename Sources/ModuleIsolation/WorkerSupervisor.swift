@@ -236,11 +236,13 @@ public final class WorkerSupervisor: @unchecked Sendable {
             "time_handlers": .bool(configuration.handlerDuration != nil),
         ]
         guard let reply = session.call(.start, start, expecting: .activated, timeout: configuration.callTimeout) else {
-            let ended = session.channel.isClosed
+            // Ended: it died loading or activating the module (a crash in an ELF constructor or
+            // in `activate`), and its exit says how.
+            let ended = session.readerEnded
             end(session)
             let exit = session.process.reap(within: ended ? .seconds(2) : .zero)
             session.channel.closeDescriptor()
-            return .failed(ended ? "the worker \(exit) during activate"
+            return .failed(ended ? "the worker ended while loading or activating the module: \(exit)"
                                  : "activate did not return within \(configuration.callTimeout); the worker was killed")
         }
         if let error = reply["error"]?.stringValue {

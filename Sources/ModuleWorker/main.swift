@@ -7,7 +7,9 @@ import Glibc
 // (`isolation: process`). Spawned by the host (ModuleIsolation.WorkerProcess) with its socket as
 // fd 3; not meant to be started by hand.
 //
-// Arguments: --module NAME --parent PID [--memory-limit BYTES] [--cpu-limit SECONDS] [--open-files N]
+// Arguments: --module NAME --parent PID [--mode run|check] [--memory-limit BYTES] [--cpu-limit SECONDS]
+// [--open-files N]. `--mode check` loads and checks the module for `eventbusd --check-config`
+// instead of running it (LoadCheckMode).
 
 func fail(_ message: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("eventbus-module-worker: \(message)\n".utf8))
@@ -69,4 +71,8 @@ limit(RLIMIT_NOFILE, "open-files")
 
 // `_exit`: the host is gone or done with us; nothing is left to flush, and no module code (nor
 // atexit handler of it) should run any more.
-_exit(WorkerRuntime(socket: 3, name: name).run())
+switch options["mode"] ?? "run" {
+case "run": _exit(WorkerRuntime(socket: 3, name: name).run())
+case "check": _exit(LoadCheckMode.run(socket: 3))
+case let mode: fail("--mode \(mode): expected run or check", status: 64)
+}

@@ -16,8 +16,13 @@ struct EventBusDaemon: ParsableCommand {
     @Option(name: .long, help: "The config file.")
     var config: String = HostConfig.defaultPath
 
-    @Flag(name: .long, help: "Check the config and that every enabled module loads and passes the ABI check, print a summary, and exit (0: ok, 1: problems) without starting.")
+    @Flag(name: .long, help: "Check the config and that every enabled module loads (each in a check process of its own, so a module that crashes or hangs while loading is reported, not fatal) and passes the ABI check, print a summary, and exit (0: ok, 1: problems) without starting.")
     var checkConfig = false
+
+    @Option(name: .long, help: ArgumentHelp(
+        "With --check-config: how long one module may take to load before its check process is killed and the module reported as hung (default: \(ConfigCheck.defaultLoadTimeout.components.seconds), as long as a starting host waits for a module).",
+        valueName: "seconds"))
+    var checkTimeout: Double?
 
     @Option(name: .long, help: ArgumentHelp(
         "The control socket to listen on. Wins over $\(ControlProtocol.socketEnvironmentVariable), which wins over the config's control.socket; a relative path is taken from the current folder. Ignored under socket activation (systemd's socket is used).",
@@ -37,11 +42,13 @@ struct EventBusDaemon: ParsableCommand {
 
     func validate() throws {
         if let socket, socket.isEmpty { throw ValidationError("--socket must not be empty") }
+        if let checkTimeout, !(checkTimeout > 0) { throw ValidationError("--check-timeout must be a number of seconds above 0") }
     }
 
     func runDaemon() async throws {
         if checkConfig {
-            let report = ConfigCheck.run(configPath: config)
+            let report = ConfigCheck.run(configPath: config,
+                                         loadTimeout: checkTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? ConfigCheck.defaultLoadTimeout)
             for line in report.lines { print(line) }
             throw report.isOK ? ExitCode.success : ExitCode.failure
         }

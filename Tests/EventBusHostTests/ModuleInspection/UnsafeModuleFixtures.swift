@@ -48,6 +48,28 @@ enum UnsafeModules {
             """, name: name, in: directory)
     }
 
+    /// A C module whose ELF constructor runs `body` (C statements; `<unistd.h>` is included):
+    /// `dlopen` runs it before the loader sees the entry, and the preflight cannot see what it
+    /// does — the file links the SDK and exports `eventbus_module` (which returns NULL, never
+    /// reached when `body` does not return).
+    static func constructing(_ body: String, name: String, in directory: TemporaryDirectory) async throws -> String {
+        try await buildC("""
+            #include <unistd.h>
+            __attribute__((constructor)) static void on_load(void) { \(body) }
+            void *eventbus_module(void) { return 0; }
+            """, name: name, in: directory)
+    }
+
+    /// Its load kills the process that loads it: a write through a null pointer (SIGSEGV).
+    static func crashingOnLoad(in directory: TemporaryDirectory) async throws -> String {
+        try await constructing("*(volatile int *)0 = 1;", name: "crashonload", in: directory)
+    }
+
+    /// Its load never returns.
+    static func hangingOnLoad(in directory: TemporaryDirectory) async throws -> String {
+        try await constructing("for (;;) sleep(1);", name: "hangonload", in: directory)
+    }
+
     /// One of each kind the issue names, for the daemon tests: a truncated module, a NULL entry,
     /// a module carrying its own OpenCombine, one for another machine.
     static func standardSet(in directory: TemporaryDirectory) async throws -> [UnsafeModule] {
