@@ -44,6 +44,9 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// per event.
     private(set) var readTime: Int64 = 0
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
+    /// The events of the buffer being handled (and of the reads that looked for a move's
+    /// partner), kept between reads so that a read costs no allocation.
+    private var events: [InotifyEvent] = []
 
     public init() {}
 
@@ -174,11 +177,12 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// paths. Returns how long the reader may wait for events before calling again (ms, -1: no
     /// limit).
     private func readAvailable() -> Int32 {
+        defer { events.removeAll(keepingCapacity: events.capacity <= 16 * 1024) }
         for _ in 0..<64 {
-            var events: [InotifyEvent] = []
+            events.removeAll(keepingCapacity: true)
             readTime = FileState.realtimeNow()
             guard readOnce(into: &events) else { return verify(quietSince: readTime) }
-            handle(events)
+            handle(&events)
         }
         return -1
     }
@@ -225,8 +229,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// slip between the two halves, but only a few.
     static let movePartnerWindow = 64
 
-    private func handle(_ batch: [InotifyEvent]) {
-        var events = batch
+    private func handle(_ events: inout [InotifyEvent]) {
         /// Events before this index were read before the queue was seen empty for a whole wait:
         /// a partner they lack is not coming.
         var settledThrough = 0
