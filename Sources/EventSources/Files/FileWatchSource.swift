@@ -206,14 +206,15 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     // MARK: Kernel events (on the queue)
 
-    /// An event on a watch this source holds (moves go to `handleMove`).
-    func handle(_ event: InotifyEvent) {
+    /// An event on a watch this source holds (moves go to `handleMove`), and its name (valid
+    /// during the call; see ``InotifyBatch``).
+    func handle(_ event: InotifyEvent, name: UnsafeRawBufferPointer) {
         if let awaiting, event.wd == awaiting.watch {
-            handleWhileAwaiting(event)
+            handleWhileAwaiting(event, name: name)
             return
         }
         guard let directory = directories[event.wd] else { return }
-        if event.name.isEmpty {
+        if name.isEmpty {
             // About the watched object itself. For directories below the root the parent's watch
             // reports the same change by name, so only the root's own events count.
             guard event.wd == rootWatch else { return }
@@ -224,7 +225,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             }
             return
         }
-        let path = HashedPath(directory, event.name)
+        let path = HashedPath(directory, name)
         let isDirectory = event.has(InotifyMask.isDirectory)
         if event.has(InotifyMask.create) {
             created(path, in: directory, isDirectory: isDirectory, origin: .event)
@@ -242,15 +243,17 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         return nil
     }
 
-    /// One rename, as this source sees it: `from` and/or `to` are the halves on watches it holds.
-    func handleMove(from: InotifyEvent?, to: InotifyEvent?) {
+    /// One rename, as this source sees it: `from` and/or `to` are the halves on watches it holds,
+    /// each with its name (valid during the call; see ``InotifyBatch``).
+    func handleMove(from: (event: InotifyEvent, name: UnsafeRawBufferPointer)?,
+                    to: (event: InotifyEvent, name: UnsafeRawBufferPointer)?) {
         if let awaiting {
-            if let to, to.wd == awaiting.watch { handleWhileAwaiting(to) }
+            if let to, to.event.wd == awaiting.watch { handleWhileAwaiting(to.event, name: to.name) }
             return
         }
-        let oldFolder = from.flatMap { directories[$0.wd] }
-        let newFolder = to.flatMap { directories[$0.wd] }
-        let isDirectory = (from ?? to).map { $0.has(InotifyMask.isDirectory) } ?? false
+        let oldFolder = from.flatMap { directories[$0.event.wd] }
+        let newFolder = to.flatMap { directories[$0.event.wd] }
+        let isDirectory = (from ?? to).map { $0.event.has(InotifyMask.isDirectory) } ?? false
         switch (oldFolder, newFolder) {
         case let (oldFolder?, newFolder?):
             moved(HashedPath(oldFolder, from!.name), in: oldFolder, to: HashedPath(newFolder, to!.name), in: newFolder,
@@ -413,16 +416,16 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         return String(Substring(rest.prefix(while: { $0 != UInt8(ascii: "/") })))
     }
 
-    private func handleWhileAwaiting(_ event: InotifyEvent) {
+    private func handleWhileAwaiting(_ event: InotifyEvent, name: UnsafeRawBufferPointer) {
         guard let awaiting else { return }
-        if event.name.isEmpty {
+        if name.isEmpty {
             if event.has(InotifyMask.deleteSelf | InotifyMask.moveSelf | InotifyMask.unmount) {
                 monitor.release(awaiting.watch, by: self)
                 self.awaiting = nil
                 awaitRoot()
             }
         } else if event.has(InotifyMask.create | InotifyMask.movedTo),
-                  event.name == nextComponent(below: awaiting.directory) {
+                  name.elementsEqual(nextComponent(below: awaiting.directory).utf8) {
             checkAwaitedRoot()
         }
     }
