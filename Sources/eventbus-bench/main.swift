@@ -10,6 +10,9 @@ import Foundation
 //   footprint [subscriptions]       heap bytes per subscription; an idle eventbusd's RSS
 //   files [files] [directory]       a storm of file creations: the inotify source vs inotifywait;
 //                                   then files-scale
+//   storm [files] [directory] [rounds]  the storm of `files` alone (3 rounds unless told)
+//   files-reader [files] [directory]  one storm, the source alone with a counting subscriber
+//                                   (callgrind-friendly: see FilesBenchmark.swift)
 //   files-scale [directory]         per-folder rename and removal at 0/50k/150k watched paths;
 //                                   rm -rf of a 100k-file tree (overflows)
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
@@ -50,9 +53,16 @@ case "footprint":
     idleHostFootprint(idleSeconds: 2)
 case "files":
     let base = arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
-    filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base)
+    filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base, rounds: 3)
     print()
     filesScaleBenchmark(base: base)
+case "storm":
+    let base = arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
+    filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base,
+                   rounds: arguments.dropFirst(3).first.flatMap(Int.init) ?? 3)
+case "files-reader":
+    filesReaderBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 5_000,
+                         base: arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"))
 case "files-scale":
     filesScaleBenchmark(base: arguments.dropFirst().first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"))
 case "tail":
@@ -69,6 +79,6 @@ case "bridge":
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, files-scale, tail, journal, isolation, bridge, metrics")
+    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, bridge, metrics")
     exit(2)
 }

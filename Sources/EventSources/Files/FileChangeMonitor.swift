@@ -44,6 +44,9 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// per event.
     private(set) var readTime: Int64 = 0
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
+    /// The events of the buffer being handled (and of the reads that looked for a move's
+    /// partner), kept between reads so that a read costs no allocation.
+    private var batch = InotifyBatch()
 
     public init() {}
 
@@ -175,10 +178,10 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// limit).
     private func readAvailable() -> Int32 {
         for _ in 0..<64 {
-            var events: [InotifyEvent] = []
+            batch.removeAll(keepingCapacity: true)
             readTime = FileState.realtimeNow()
-            guard readOnce(into: &events) else { return verify(quietSince: readTime) }
-            handle(events)
+            guard readOnce(into: &batch) else { return verify(quietSince: readTime) }
+            handle(&batch)
         }
         return -1
     }
@@ -202,18 +205,18 @@ public final class FileChangeMonitor: @unchecked Sendable {
     }
 
     /// One `read`; false when nothing was there.
-    private func readOnce(into events: inout [InotifyEvent]) -> Bool {
+    private func readOnce(into batch: inout InotifyBatch) -> Bool {
         let count = read(descriptor, buffer.baseAddress, buffer.count)
         guard count > 0 else { return false }
-        parseInotifyEvents(UnsafeRawBufferPointer(buffer), count: count, into: &events)
+        batch.append(parsing: UnsafeRawBufferPointer(buffer), count: count)
         return true
     }
 
     /// Waits up to `milliseconds` for more events and reads them; false if none came.
-    private func readMore(into events: inout [InotifyEvent], waiting milliseconds: Int32) -> Bool {
+    private func readMore(into batch: inout InotifyBatch, waiting milliseconds: Int32) -> Bool {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, milliseconds) > 0 else { return false }
-        return readOnce(into: &events)
+        return readOnce(into: &batch)
     }
 
     /// How long an `IN_MOVED_FROM` waits for its `IN_MOVED_TO`. The kernel queues both halves of a
@@ -225,8 +228,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// slip between the two halves, but only a few.
     static let movePartnerWindow = 64
 
-    private func handle(_ batch: [InotifyEvent]) {
-        var events = batch
+    private func handle(_ events: inout InotifyBatch) {
         /// Events before this index were read before the queue was seen empty for a whole wait:
         /// a partner they lack is not coming.
         var settledThrough = 0
@@ -256,28 +258,32 @@ public final class FileChangeMonitor: @unchecked Sendable {
                 }
                 if let partner {
                     let to = events[partner]
-                    events[partner].mask = 0
-                    dispatchMove(from: event, to: to)
+                    events.markHandled(partner)
+                    dispatchMove(from: event, to: to, of: events)
                 } else {
-                    dispatchMove(from: event, to: nil)
+                    dispatchMove(from: event, to: nil, of: events)
                 }
             } else if event.has(InotifyMask.movedTo) {
-                dispatchMove(from: nil, to: event)  // moved in from outside every watch
+                dispatchMove(from: nil, to: event, of: events)  // moved in from outside every watch
             } else {
                 guard let list = holders[event.wd] else { continue }
-                for source in list { source.handle(event) }
+                events.withName(of: event) { name in
+                    for source in list { source.handle(event, name: name) }
+                }
             }
         }
     }
 
-    /// Hands each source the halves of a rename that fall on watches it holds.
-    private func dispatchMove(from: InotifyEvent?, to: InotifyEvent?) {
+    /// Hands each source the halves of a rename (events of `batch`) that fall on watches it holds.
+    private func dispatchMove(from: InotifyEvent?, to: InotifyEvent?, of batch: InotifyBatch) {
         let fromHolders = from.flatMap { holders[$0.wd] } ?? []
         let toHolders = to.flatMap { holders[$0.wd] } ?? []
         var seen = Set<ObjectIdentifier>()
-        for source in fromHolders + toHolders where seen.insert(ObjectIdentifier(source)).inserted {
-            source.handleMove(from: fromHolders.contains { $0 === source } ? from : nil,
-                              to: toHolders.contains { $0 === source } ? to : nil)
+        batch.withNames(of: from, to) { fromName, toName in
+            for source in fromHolders + toHolders where seen.insert(ObjectIdentifier(source)).inserted {
+                source.handleMove(from: fromHolders.contains { $0 === source } ? from.map { ($0, fromName!) } : nil,
+                                  to: toHolders.contains { $0 === source } ? to.map { ($0, toName!) } : nil)
+            }
         }
     }
 

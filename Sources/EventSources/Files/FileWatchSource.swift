@@ -30,9 +30,11 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     // Owned by the monitor's queue.
     private var bus: Bus?
-    /// Kernel watch → the directory (or the root file) it stands for in this tree.
-    private var directories: [Int32: String] = [:]
-    private var watchOf: [String: Int32] = [:]
+    /// Kernel watch → the directory (or the root file) it stands for in this tree, hashed once
+    /// here: an event's path is its watch's directory and a name, and the directory is its
+    /// folder in the snapshot's index.
+    private var directories: [Int32: HashedPath] = [:]
+    private var watchOf: [HashedPath: Int32] = [:]
     private var snapshot = Snapshot()
     /// The root's watch while armed.
     private var rootWatch: Int32?
@@ -45,7 +47,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// ``verifyChanged(budget:quietSince:)``). Every path the snapshot holds unverified is here:
     /// a path is queued when it turns unverified, not for each event. It may also hold paths
     /// gone since.
-    private var unverified: [(path: String, seen: Int64)] = []
+    private var unverified: [(path: HashedPath, seen: Int64)] = []
     private var unverifiedHead = 0
     /// The bus sequence of the last event posted: where a listing stands in the stream.
     private var lastSequence: UInt64 = 0
@@ -57,6 +59,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         self.id = id
         self.options = options
         self.monitor = monitor
+        rootPath = HashedPath(options.path)
     }
 
     func start(posting bus: Bus) {
@@ -69,6 +72,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     }
 
     private var root: String { options.path }
+    private let rootPath: HashedPath
 
     // MARK: Arming (on the queue)
 
@@ -90,7 +94,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             return
         }
         var failures: [(String, Int32)] = []
-        guard let watch = addWatch(root, following: true, failures: &failures) else {
+        guard let watch = addWatch(rootPath, following: true, failures: &failures) else {
             reportWatchFailures(failures)
             if options.rearmWhenRecreated, FileState(path: root, following: true) == nil { awaitRoot() }
             return
@@ -102,7 +106,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
                             message: "\(root) exists again and is watched"))
         }
         if state.isDirectory {
-            addTree(root, report: !initial, failures: &failures)
+            addTree(rootPath, report: !initial, failures: &failures)
         } else {
             snapshot[root] = state
         }
@@ -141,20 +145,19 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// Why no event is missed: each directory's watch is added *before* it is listed, so an entry
     /// made before the watch is in the listing and one made after it comes as an event; one in
     /// both is recognised by the snapshot and reported once.
-    private func addTree(_ top: String, report: Bool, failures: inout [(String, Int32)]) {
+    private func addTree(_ top: HashedPath, report: Bool, failures: inout [(String, Int32)]) {
         var pending = [top]
         while let directory = pending.popLast() {
-            guard addWatch(directory, following: directory == root, failures: &failures) != nil else { continue }
-            for name in FilePath.entries(of: directory) {
-                let path = FilePath.join(directory, name)
-                guard let state = FileState(path: path) else { continue }  // already gone: nothing to report
-                let known = snapshot[path]
-                snapshot[path] = state
+            guard addWatch(directory, following: directory == rootPath, failures: &failures) != nil else { continue }
+            for name in FilePath.entries(of: directory.path) {
+                let path = HashedPath(directory, name)
+                guard let state = FileState(path: path.path) else { continue }  // already gone: nothing to report
+                let known = snapshot.update(state, at: path, in: directory)
                 // Known already (reported by an event): the same file, or of the same type when
                 // its inode was never taken.
                 let reported = known.map { $0.identity == nil ? $0.isDirectory == state.isDirectory : $0.isSameFile(as: state) }
                 if report, reported != true {
-                    post(FileChange(kind: .created, path: path, isDirectory: state.isDirectory, origin: .scan))
+                    post(FileChange(kind: .created, path: path.path, isDirectory: state.isDirectory, origin: .scan))
                 }
                 if options.recursive && state.isDirectory { pending.append(path) }
             }
@@ -163,9 +166,9 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     /// Adds (or joins) the kernel watch for `path` and maps it in this tree. Nil when it cannot be
     /// watched; failures other than "already gone" are collected for one `fs.error` per cause.
-    private func addWatch(_ path: String, following: Bool, failures: inout [(String, Int32)]) -> Int32? {
+    private func addWatch(_ path: HashedPath, following: Bool, failures: inout [(String, Int32)]) -> Int32? {
         if let watch = watchOf[path] { return watch }
-        switch monitor.addWatch(path, following: following, for: self) {
+        switch monitor.addWatch(path.path, following: following, for: self) {
         case .watched(let watch):
             if let other = directories[watch], other != path {
                 // The same directory under a second path (a bind mount inside the tree): it is
@@ -176,7 +179,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             watchOf[path] = watch
             return watch
         case .failed(let code):
-            if code != ENOENT && code != ENOTDIR { failures.append((path, code)) }
+            if code != ENOENT && code != ENOTDIR { failures.append((path.path, code)) }
             return nil
         }
     }
@@ -203,32 +206,33 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     // MARK: Kernel events (on the queue)
 
-    /// An event on a watch this source holds (moves go to `handleMove`).
-    func handle(_ event: InotifyEvent) {
+    /// An event on a watch this source holds (moves go to `handleMove`), and its name (valid
+    /// during the call; see ``InotifyBatch``).
+    func handle(_ event: InotifyEvent, name: UnsafeRawBufferPointer) {
         if let awaiting, event.wd == awaiting.watch {
-            handleWhileAwaiting(event)
+            handleWhileAwaiting(event, name: name)
             return
         }
         guard let directory = directories[event.wd] else { return }
-        if event.name.isEmpty {
+        if name.isEmpty {
             // About the watched object itself. For directories below the root the parent's watch
             // reports the same change by name, so only the root's own events count.
             guard event.wd == rootWatch else { return }
             if event.has(InotifyMask.deleteSelf | InotifyMask.moveSelf | InotifyMask.unmount) {
                 rootGone(event.has(InotifyMask.moveSelf) ? "moved away" : event.has(InotifyMask.unmount) ? "unmounted" : "deleted")
             } else if let kind = Self.changeKind(event.mask) {
-                changed(kind, root, isDirectory: rootIsDirectory)
+                changed(kind, rootPath, in: nil, isDirectory: rootIsDirectory)
             }
             return
         }
-        let path = FilePath.join(directory, event.name)
+        let path = HashedPath(directory, name)
         let isDirectory = event.has(InotifyMask.isDirectory)
         if event.has(InotifyMask.create) {
-            created(path, isDirectory: isDirectory, origin: .event)
+            created(path, in: directory, isDirectory: isDirectory, origin: .event)
         } else if event.has(InotifyMask.delete) {
-            deleted(path, isDirectory: isDirectory, origin: .event)
+            deleted(path, in: directory, isDirectory: isDirectory, origin: .event)
         } else if let kind = Self.changeKind(event.mask) {
-            changed(kind, path, isDirectory: isDirectory)
+            changed(kind, path, in: directory, isDirectory: isDirectory)
         }
     }
 
@@ -239,19 +243,23 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         return nil
     }
 
-    /// One rename, as this source sees it: `from` and/or `to` are the halves on watches it holds.
-    func handleMove(from: InotifyEvent?, to: InotifyEvent?) {
+    /// One rename, as this source sees it: `from` and/or `to` are the halves on watches it holds,
+    /// each with its name (valid during the call; see ``InotifyBatch``).
+    func handleMove(from: (event: InotifyEvent, name: UnsafeRawBufferPointer)?,
+                    to: (event: InotifyEvent, name: UnsafeRawBufferPointer)?) {
         if let awaiting {
-            if let to, to.wd == awaiting.watch { handleWhileAwaiting(to) }
+            if let to, to.event.wd == awaiting.watch { handleWhileAwaiting(to.event, name: to.name) }
             return
         }
-        let old = from.flatMap { event in directories[event.wd].map { FilePath.join($0, event.name) } }
-        let new = to.flatMap { event in directories[event.wd].map { FilePath.join($0, event.name) } }
-        let isDirectory = (from ?? to).map { $0.has(InotifyMask.isDirectory) } ?? false
-        switch (old, new) {
-        case let (old?, new?): moved(old, to: new, isDirectory: isDirectory)
-        case let (old?, nil): deleted(old, isDirectory: isDirectory, origin: .move)
-        case let (nil, new?): created(new, isDirectory: isDirectory, origin: .move)
+        let oldFolder = from.flatMap { directories[$0.event.wd] }
+        let newFolder = to.flatMap { directories[$0.event.wd] }
+        let isDirectory = (from ?? to).map { $0.event.has(InotifyMask.isDirectory) } ?? false
+        switch (oldFolder, newFolder) {
+        case let (oldFolder?, newFolder?):
+            moved(HashedPath(oldFolder, from!.name), in: oldFolder, to: HashedPath(newFolder, to!.name), in: newFolder,
+                  isDirectory: isDirectory)
+        case let (oldFolder?, nil): deleted(HashedPath(oldFolder, from!.name), in: oldFolder, isDirectory: isDirectory, origin: .move)
+        case let (nil, newFolder?): created(HashedPath(newFolder, to!.name), in: newFolder, isDirectory: isDirectory, origin: .move)
         case (nil, nil): break
         }
     }
@@ -271,16 +279,17 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     // MARK: Changes
 
-    private func created(_ path: String, isDirectory: Bool, origin: FileChange.Origin) {
+    /// `folder`: the path's folder (its watch's directory).
+    private func created(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool, origin: FileChange.Origin) {
         let known = snapshot[path]
         if let known, known.identity != nil {
             // Found by a scan (of a new directory, or a rescan) and reported then, unless it has
             // been replaced since: only this case needs a stat.
-            guard let now = FileState(path: path), !now.isSameFile(as: known) else { return }
+            guard let now = FileState(path: path.path), !now.isSameFile(as: known) else { return }
         }
-        snapshot[path] = .changed(isDirectory: isDirectory)
+        snapshot.update(.changed(isDirectory: isDirectory), at: path, in: folder)
         if known?.identity != nil || known == nil { markUnverified(path) }
-        post(FileChange(kind: .created, path: path, isDirectory: isDirectory, origin: origin))
+        post(FileChange(kind: .created, path: path.path, isDirectory: isDirectory, origin: origin))
         if isDirectory, options.recursive {
             var failures: [(String, Int32)] = []
             addTree(path, report: true, failures: &failures)
@@ -288,25 +297,27 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         }
     }
 
-    private func changed(_ kind: FileChange.Kind, _ path: String, isDirectory: Bool) {
-        if path != root {
-            if snapshot.markChanged(path, isDirectory: isDirectory) { markUnverified(path) }
+    /// `folder`: the path's folder (its watch's directory), nil for the root.
+    private func changed(_ kind: FileChange.Kind, _ path: HashedPath, in folder: HashedPath?, isDirectory: Bool) {
+        if path != rootPath {
+            if snapshot.markChanged(path, isDirectory: isDirectory, in: folder) { markUnverified(path) }
         } else if !rootIsDirectory, let state = FileState(path: root, following: true) {
             // A root file is stat'ed at once: its identity is how a rescan tells a replaced root.
-            snapshot[root] = state
+            snapshot.update(state, at: rootPath)
         }
-        post(FileChange(kind: kind, path: path, isDirectory: isDirectory))
+        post(FileChange(kind: kind, path: path.path, isDirectory: isDirectory))
     }
 
-    private func deleted(_ path: String, isDirectory: Bool, origin: FileChange.Origin) {
-        let known = snapshot.removeValue(forPath: path) != nil
+    /// `folder`: the path's folder (its watch's directory).
+    private func deleted(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool, origin: FileChange.Origin) {
+        let known = snapshot.removeValue(forPath: path, in: folder) != nil
         if isDirectory { forget(below: path) }
-        if known { post(FileChange(kind: .deleted, path: path, isDirectory: isDirectory, origin: origin)) }
+        if known { post(FileChange(kind: .deleted, path: path.path, isDirectory: isDirectory, origin: origin)) }
     }
 
     /// Drops what is known below `directory` (itself included, for watches) and releases its
     /// watches. Costs the subtree (see ``Snapshot``).
-    private func forget(below directory: String) {
+    private func forget(below directory: HashedPath) {
         releaseWatch(of: directory)
         snapshot.removeAll(below: directory) { path in
             visitedByFolderOperations += 1
@@ -314,18 +325,20 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         }
     }
 
-    private func releaseWatch(of path: String) {
+    private func releaseWatch(of path: HashedPath) {
         guard let watch = watchOf.removeValue(forKey: path) else { return }
         directories[watch] = nil
         monitor.release(watch, by: self)
     }
 
-    private func moved(_ old: String, to new: String, isDirectory: Bool) {
-        let entry = snapshot.removeValue(forPath: old)
+    /// `oldFolder`, `newFolder`: the folders of `old` and `new` (their watches' directories).
+    private func moved(_ old: HashedPath, in oldFolder: HashedPath, to new: HashedPath, in newFolder: HashedPath,
+                       isDirectory: Bool) {
+        let entry = snapshot.removeValue(forPath: old, in: oldFolder)
         // A rename onto an existing name replaces it (an empty directory at most): the move says so.
-        if snapshot.removeValue(forPath: new)?.isDirectory == true { forget(below: new) }
+        if snapshot.removeValue(forPath: new, in: newFolder)?.isDirectory == true { forget(below: new) }
         // A rename keeps inode, mtime and size but changes the inode's ctime: verified again.
-        snapshot[new] = .changed(isDirectory: entry?.isDirectory ?? isDirectory)
+        snapshot.update(.changed(isDirectory: entry?.isDirectory ?? isDirectory), at: new, in: newFolder)
         markUnverified(new)
         if isDirectory {
             // A moved directory keeps its watches; only their paths change. Costs the subtree.
@@ -337,10 +350,10 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
                 if let state, state.identity == nil { markUnverified(to) }
             }
         }
-        post(FileChange(kind: .moved, path: new, oldPath: old, isDirectory: isDirectory))
+        post(FileChange(kind: .moved, path: new.path, oldPath: old.path, isDirectory: isDirectory))
     }
 
-    private func rebaseWatch(from old: String, to new: String) {
+    private func rebaseWatch(from old: HashedPath, to new: HashedPath) {
         guard let watch = watchOf.removeValue(forKey: old) else { return }
         watchOf[new] = watch
         directories[watch] = new
@@ -403,16 +416,16 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         return String(Substring(rest.prefix(while: { $0 != UInt8(ascii: "/") })))
     }
 
-    private func handleWhileAwaiting(_ event: InotifyEvent) {
+    private func handleWhileAwaiting(_ event: InotifyEvent, name: UnsafeRawBufferPointer) {
         guard let awaiting else { return }
-        if event.name.isEmpty {
+        if name.isEmpty {
             if event.has(InotifyMask.deleteSelf | InotifyMask.moveSelf | InotifyMask.unmount) {
                 monitor.release(awaiting.watch, by: self)
                 self.awaiting = nil
                 awaitRoot()
             }
         } else if event.has(InotifyMask.create | InotifyMask.movedTo),
-                  event.name == nextComponent(below: awaiting.directory) {
+                  name.elementsEqual(nextComponent(below: awaiting.directory).utf8) {
             checkAwaitedRoot()
         }
     }
@@ -444,8 +457,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             budget -= 1
             // Gone or replaced (its events will say so, or the rescan after their loss), or
             // changed again meanwhile: tried again later. Else verified.
-            if let now = FileState(path: path), now.isDirectory == known.isDirectory, !now.isRecent(cutoff: cutoff) {
-                snapshot[path] = now
+            if let now = FileState(path: path.path), now.isDirectory == known.isDirectory, !now.isRecent(cutoff: cutoff) {
+                snapshot.update(now, at: path)
             } else {
                 markUnverified(path)
             }
@@ -471,7 +484,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     /// Marks `path` changed since its last stat (the snapshot's entry says so) and queues it for
     /// verification.
-    private func markUnverified(_ path: String) {
+    private func markUnverified(_ path: HashedPath) {
         unverified.append((path, monitor.readTime))
     }
 
@@ -523,8 +536,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             snapshot.removeAll()
             directories.removeAll()
             watchOf.removeAll()
-            rootWatch = addWatch(root, following: true, failures: &failures)
-            addTree(root, report: false, failures: &failures)
+            rootWatch = addWatch(rootPath, following: true, failures: &failures)
+            addTree(rootPath, report: false, failures: &failures)
         } else {
             snapshot.removeAll()
             snapshot[root] = state

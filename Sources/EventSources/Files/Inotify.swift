@@ -3,15 +3,16 @@ import Foundation
 import Glibc
 #endif
 
-/// One event read from an inotify descriptor.
+/// One event read from an inotify descriptor, into an ``InotifyBatch``.
 struct InotifyEvent {
     /// The watch it concerns (-1 for `IN_Q_OVERFLOW`).
     var wd: Int32
     var mask: UInt32
     /// Pairs `IN_MOVED_FROM` with `IN_MOVED_TO` of one rename.
     var cookie: UInt32
-    /// The entry in the watched directory; empty when the event is about the watched object itself.
-    var name: String
+    /// Where the name of the entry in the watched directory is in its batch's name bytes (see
+    /// ``InotifyBatch/withName(of:_:)``); empty when the event is about the watched object itself.
+    var name: Range<Int>
 
     func has(_ bits: UInt32) -> Bool { mask & bits != 0 }
 }
@@ -40,27 +41,6 @@ enum InotifyMask {
     /// already unlinked but still open (their path is gone; reporting them would be noise).
     static let watched = create | modify | closeWrite | delete | attrib | movedFrom | movedTo
         | deleteSelf | moveSelf | excludeUnlinked
-}
-
-/// Parses the events in `buffer[0..<count]` as `read(2)` on an inotify descriptor returns them
-/// (`struct inotify_event` followed by a NUL-padded name), appending to `events`.
-func parseInotifyEvents(_ buffer: UnsafeRawBufferPointer, count: Int, into events: inout [InotifyEvent]) {
-    let header = MemoryLayout<inotify_event>.size
-    var offset = 0
-    while offset + header <= count {
-        let wd = buffer.loadUnaligned(fromByteOffset: offset, as: Int32.self)
-        let mask = buffer.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
-        let cookie = buffer.loadUnaligned(fromByteOffset: offset + 8, as: UInt32.self)
-        let length = Int(buffer.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-        var name = ""
-        if length > 0 {
-            let bytes = UnsafeRawBufferPointer(rebasing: buffer[(offset + header)..<(offset + header + length)])
-            let used = bytes.firstIndex(of: 0) ?? length
-            name = String(decoding: bytes[..<used], as: UTF8.self)
-        }
-        events.append(InotifyEvent(wd: wd, mask: mask, cookie: cookie, name: name))
-        offset += header + length
-    }
 }
 
 /// Reads a small integer from a `/proc/sys` file, such as `fs/inotify/max_user_watches`.

@@ -366,4 +366,22 @@ import Glibc
         for kind in FileChange.Kind.allCases { #expect(FileChange.Kind(eventName: kind.eventName) == kind) }
         #expect(Event(name: "fs.created").fileChange == nil)  // no path: not a file change
     }
+
+    /// The fields start from a shared prebuilt dictionary per origin and type: each change gets
+    /// its own path and exactly its own fields, and the shared one is never written.
+    @Test func fieldsOfEveryOriginAndTypeAreTheChangesOwn() {
+        var earlier: [[String: FieldValue]] = []
+        for origin in [FileChange.Origin.event, .move, .scan, .rescan] {
+            for isDirectory in [false, true] {
+                let change = FileChange(kind: .created, path: "/p/\(origin)/\(isDirectory)", isDirectory: isDirectory, origin: origin)
+                let fields = change.fields
+                #expect(fields == ["path": .string(change.path), "is_dir": .bool(isDirectory), "origin": .string(origin.rawValue)])
+                let moved = FileChange(kind: .moved, path: "/q", oldPath: "/p", isDirectory: isDirectory, origin: origin)
+                #expect(Event(name: moved.kind.eventName, fields: moved.fields).fileChange == moved)
+                earlier.append(fields)
+            }
+        }
+        #expect(Set(earlier.map { $0["path"]!.stringValue! }).count == 8)
+        #expect(earlier.allSatisfy { $0.count == 3 })
+    }
 }

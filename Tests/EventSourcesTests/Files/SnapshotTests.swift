@@ -1,0 +1,102 @@
+@testable import EventSources
+import Testing
+
+// The file source's snapshot and its keys, without the kernel: paths hashed once (HashedPath),
+// and a folder index that stays whole whether a change names its folder (as events do) or lets
+// the snapshot find it (scans, rescans).
+@Suite struct SnapshotTests {
+    @Test func hashedPathsJoinCompareAndFindTheirFolder() {
+        let folder = HashedPath("/srv/data")
+        let joined = HashedPath(folder, "a.txt")
+        #expect(joined == HashedPath("/srv/data/a.txt"))
+        #expect(joined.hashValue == HashedPath("/srv/data/a.txt").hashValue)
+        #expect(HashedPath(HashedPath("/"), "etc") == HashedPath("/etc"))
+        #expect(HashedPath(folder, "é ✓") == HashedPath("/srv/data/é ✓"))
+
+        #expect(joined.folder == folder)
+        #expect(HashedPath("/etc").folder == HashedPath("/"))
+        #expect(joined.isInFolder(folder))
+        #expect(HashedPath("/etc").isInFolder(HashedPath("/")))
+        #expect(!joined.isInFolder(HashedPath("/srv/dat")))
+        #expect(!joined.isInFolder(HashedPath("/srv")))
+        #expect(!HashedPath("/srv/data").isInFolder(folder))
+    }
+
+    @Test func invalidUTF8InANameIsRepairedAsStringDecodingDoes() {
+        let bytes: [UInt8] = [0x61, 0xFF, 0x62]
+        let path = bytes.withUnsafeBytes { HashedPath(HashedPath("/tmp"), $0) }
+        #expect(path == HashedPath("/tmp/" + String(decoding: bytes, as: UTF8.self)))
+    }
+
+    @Test func changesThatNameTheirFolderIndexLikeThoseThatDoNot() {
+        var snapshot = Snapshot()
+        let root = HashedPath("/w")
+        let sub = HashedPath(root, "sub")
+        snapshot.update(.changed(isDirectory: true), at: sub, in: root)
+        for index in 0..<10 {
+            // Alternate: named folder (an event), found folder (a scan).
+            let path = HashedPath(sub, "f\(index)")
+            if index % 2 == 0 {
+                let marked = snapshot.markChanged(path, isDirectory: false, in: sub)
+                #expect(marked)
+            } else {
+                snapshot["/w/sub/f\(index)"] = .changed(isDirectory: false)
+            }
+        }
+        snapshot["/w/other"] = .changed(isDirectory: false)
+        #expect(snapshot.count == 12)
+        #expect(Set(snapshot.entries(below: "/w/sub").map(\.path)) == Set((0..<10).map { "/w/sub/f\($0)" }))
+
+        // Already unverified: not newly marked, and not added twice.
+        let markedAgain = snapshot.markChanged(HashedPath(sub, "f0"), isDirectory: false, in: sub)
+        #expect(!markedAgain)
+        #expect(snapshot.count == 12)
+
+        // Removal through either way leaves the index consistent.
+        let removedNamed = snapshot.removeValue(forPath: HashedPath(sub, "f0"), in: sub)
+        let removedFound = snapshot.removeValue(forPath: "/w/sub/f1")
+        let removedAgain = snapshot.removeValue(forPath: "/w/sub/f1")
+        #expect(removedNamed != nil && removedFound != nil && removedAgain == nil)
+        #expect(snapshot.entries(below: "/w/sub").count == 8)
+        #expect(snapshot.count == 10)
+    }
+
+    @Test func subtreeRemovalAndMoveVisitOnlyTheSubtree() {
+        var snapshot = Snapshot()
+        let root = HashedPath("/w")
+        let a = HashedPath(root, "a"), b = HashedPath(root, "b")
+        for folder in [a, b] {
+            snapshot.update(.changed(isDirectory: true), at: folder, in: root)
+            let inner = HashedPath(folder, "in")
+            snapshot.update(.changed(isDirectory: true), at: inner, in: folder)
+            for index in 0..<3 {
+                snapshot.update(.changed(isDirectory: false), at: HashedPath(folder, "f\(index)"), in: folder)
+                snapshot.update(.changed(isDirectory: false), at: HashedPath(inner, "g\(index)"), in: inner)
+            }
+        }
+        #expect(snapshot.count == 16)
+
+        // Rename /w/a → /w/c: its 7 entries move, /w/b's do not.
+        let c = HashedPath(root, "c")
+        snapshot.update(snapshot.removeValue(forPath: a, in: root)!, at: c, in: root)
+        var moved: [String: String] = [:]
+        snapshot.moveAll(below: a, to: c) { from, to, _ in moved[from.path] = to.path }
+        #expect(moved.count == 7)
+        #expect(moved["/w/a/in/g2"] == "/w/c/in/g2")
+        #expect(snapshot["/w/a/in/g2"] == nil && snapshot["/w/c/in/g2"] != nil)
+        // The moved entries are indexed in their new folders: events naming those folders find them.
+        let movedEntry = snapshot.removeValue(forPath: HashedPath(HashedPath(c, "in"), "g1"), in: HashedPath(c, "in"))
+        #expect(movedEntry != nil)
+        #expect(snapshot.entries(below: "/w/c").count == 6)
+        #expect(snapshot.entries(below: "/w/a").isEmpty)
+
+        // Removing /w/b visits its 7 entries only.
+        let folderB = snapshot.removeValue(forPath: b, in: root)
+        #expect(folderB != nil)
+        var removed = 0
+        snapshot.removeAll(below: b) { _ in removed += 1 }
+        #expect(removed == 7)
+        #expect(snapshot.count == 7)  // /w/c and its 6 entries
+        #expect(Set(snapshot.map(\.path)) == Set(["/w/c"] + snapshot.entries(below: "/w/c").map(\.path)))
+    }
+}
