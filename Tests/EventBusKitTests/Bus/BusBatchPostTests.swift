@@ -274,26 +274,54 @@ import Testing
     }
 
     /// Names that reach one subscription and names that reach several, interleaved, and a
-    /// subscription that wants one source only: each gets exactly its events, in order.
-    @Test func runsAndSharedEventsInterleaved() throws {
+    /// subscription that wants one source only — inline and through mailboxes: each gets exactly
+    /// its events, in order. `mix.a` reaches `onlyA` alone and `mix.b` `shared` alone (runs),
+    /// `mix.c` both `shared` and `fromProbe` (one by one), `mix.d` `fromProbe` alone (a run that
+    /// skips the events of other sources).
+    @Test(arguments: [false, true]) func runsAndSharedEventsInterleaved(throughMailboxes: Bool) async throws {
         let bus = Bus()
         let probe = SourceRequest(id: "probe:runs") { ProbeSource(id: "probe:runs") }
-        let all = RecordingSubscriber(), onlyA = RecordingSubscriber(), fromProbe = RecordingSubscriber()
-        try bus.publisher(for: ">").subscribe(all)
-        try bus.publisher(for: "mix.a").subscribe(onlyA)
-        bus.publisher(for: [.all], from: probe).subscribe(fromProbe)
+        let shared = RecordingSubscriber(), onlyA = RecordingSubscriber(), fromProbe = RecordingSubscriber()
+        let mailbox = Mailbox(label: "runs")
+        let lane = throughMailboxes ? bus.scoped(to: mailbox) : bus
+        try bus.publisher(for: "mix.b", "mix.c").subscribe(shared)
+        try lane.publisher(for: "mix.a").subscribe(onlyA)
+        lane.publisher(for: [try EventPattern("mix.c"), try EventPattern("mix.d")], from: probe).subscribe(fromProbe)
         let started = bus.statistics.posted  // the probe posted `probe.started` when it started
-        let pattern = ["mix.a", "mix.a", "mix.b", "mix.a", "mix.c", "mix.c", "mix.a"]
-        let batch = (0..<70).map { i in
+        let pattern = ["mix.a", "mix.a", "mix.b", "mix.b", "mix.a", "mix.c", "mix.c", "mix.d", "mix.d", "mix.d", "mix.a"]
+        let batch = (0..<110).map { i in
             Event(name: pattern[i % pattern.count], source: i % 3 == 0 ? "probe:runs" : "user", fields: ["i": .int(Int64(i))])
         }
         bus.post(contentsOf: batch)
-        let numbered = batch.indices.map { (index: $0, sequence: started + 1 + UInt64($0)) }
-        #expect(all.events.suffix(70).map(\.sequence) == numbered.map(\.sequence))
-        #expect(onlyA.events.map(\.sequence) == numbered.filter { batch[$0.index].name == "mix.a" }.map(\.sequence))
-        #expect(fromProbe.events.dropFirst().map(\.sequence) == numbered.filter { $0.index % 3 == 0 }.map(\.sequence))
-        #expect(fromProbe.events.dropFirst().map { $0["i"]?.intValue } == batch.indices.filter { $0 % 3 == 0 }.map { Int64($0) })
-        for subscriber in [all, onlyA, fromProbe] { #expect(subscriber.violations.isEmpty) }
+        #expect(mailbox.drain(timeout: .seconds(20)))
+        func expected(_ wanted: (Int) -> Bool) -> [UInt64] { batch.indices.filter(wanted).map { started + 1 + UInt64($0) } }
+        #expect(onlyA.events.map(\.sequence) == expected { batch[$0].name == "mix.a" })
+        #expect(shared.events.map(\.sequence) == expected { ["mix.b", "mix.c"].contains(batch[$0].name) })
+        #expect(fromProbe.events.map(\.sequence) == expected { ["mix.c", "mix.d"].contains(batch[$0].name) && $0 % 3 == 0 })
+        #expect(fromProbe.events.allSatisfy { $0.source == "probe:runs" && $0["i"]?.intValue.map { $0 % 3 == 0 } == true })
+        for subscriber in [shared, onlyA, fromProbe] { #expect(subscriber.violations.isEmpty) }
         fromProbe.cancel()
+    }
+
+    /// A run into a mailbox goes in under one lock, and keeps the mailbox's bound: what does not
+    /// fit is dropped, counted and announced by one gap notice in its place.
+    @Test func aRunIntoAStalledMailboxKeepsItsBoundAndAnnouncesTheRest() async throws {
+        let bus = Bus()
+        let mailbox = Mailbox(label: "stalled-run", capacity: 10)
+        let stalled = RecordingSubscriber()
+        try bus.scoped(to: mailbox).publisher(for: "m.tick").subscribe(stalled)
+        let release = DispatchSemaphore(value: 0)
+        let blocked = DispatchSemaphore(value: 0)
+        mailbox.perform { blocked.signal(); release.wait() }
+        try await blocking { blocked.wait() }
+
+        #expect(bus.post(contentsOf: Self.heapEvents("m.tick", 1...50)) == 1..<51)  // returns although the mailbox is stuck
+        #expect(mailbox.statistics.dropped == 40)
+        #expect(mailbox.statistics.queued == 10)
+        release.signal()
+        #expect(await eventually { stalled.events.count == 11 })
+        #expect(stalled.events.prefix(10).map { $0["i"]?.intValue } == (1...10).map { Int64($0) })
+        #expect(stalled.events[10].gap == Gap(dropped: 40, firstSequence: 11, lastSequence: 50))
+        #expect(stalled.violations.isEmpty)
     }
 }

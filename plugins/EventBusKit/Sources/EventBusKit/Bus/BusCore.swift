@@ -365,7 +365,7 @@ final class BusCore: @unchecked Sendable {
             let sequence = first &+ UInt64(index)
             let target = loop.pointee.lastTargets[0]
             var taken = target._withUnsafeGuaranteedRef { $0.deliverRun(rest, numberedFrom: sequence, routedBy: self) }
-            if taken == 0 {  // it takes no run now (a mailbox, held events, bounded demand)
+            if taken == 0 {  // it takes no run now (held events, bounded demand)
                 taken = forEachNumbered(UnsafeBufferPointer(rebasing: rest.prefix(1)), from: sequence) { event in
                     target._withUnsafeGuaranteedRef { $0.deliver(event) }
                     return true

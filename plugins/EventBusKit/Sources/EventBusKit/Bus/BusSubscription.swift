@@ -64,10 +64,12 @@ class SubscriptionCore: @unchecked Sendable {
     /// The batch path (``Bus/post(contentsOf:)``): takes `events`, numbered from `first`, for as
     /// long as `core` routes them here alone — it stops at another name, or once a handler
     /// subscribed or cancelled — and returns how many it took (0: it takes no run now, because it
-    /// has a mailbox, holds events or has bounded demand; then they come one by one).
+    /// holds events or has bounded demand; then they come one by one). With a mailbox, the run
+    /// goes into it under one lock.
     @inline(__always)
     final func deliverRun(_ events: UnsafeBufferPointer<Event>, numberedFrom first: UInt64, routedBy core: BusCore) -> Int {
-        guard mailbox == nil, demand == Int.max, heldItems == 0, !terminated else { return 0 }
+        if let mailbox { return mailbox.submit(run: events, numberedFrom: first, for: self, routedBy: core) }
+        guard demand == Int.max, heldItems == 0, !terminated else { return 0 }
         return receive(run: events, numberedFrom: first, routedBy: core)
     }
 

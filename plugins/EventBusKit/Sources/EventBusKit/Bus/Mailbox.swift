@@ -109,6 +109,29 @@ public final class Mailbox: Sendable {
         if wake { queue.async { self.run() } }
     }
 
+    /// A run of a batch's events that reach `subscription` alone (``SubscriptionCore/deliverRun``):
+    /// queued under one lock, with at most one wake-up, for as long as `core` routes them here;
+    /// returns how many it took. Each event queued is copied here — the mailbox keeps it.
+    func submit(run events: UnsafeBufferPointer<Event>, numberedFrom first: UInt64,
+                for subscription: SubscriptionCore, routedBy core: BusCore) -> Int {
+        var taken = 0
+        let wake = state.withLock { state -> Bool in
+            var wake = false
+            // No subscriber code runs meanwhile: only another thread's subscribe or cancel can
+            // change the routes, and then the rest goes back to the bus to be routed anew.
+            taken = forEachNumbered(events, from: first) { event in
+                guard core.routeIsCurrent(for: event.name) else { return false }
+                if let filter = subscription.sourceFilter, event.source != filter { return true }
+                if subscription.cancelled.load(ordering: .relaxed) { return true }
+                if enqueue(event, for: subscription, in: &state) { wake = true }
+                return true
+            }
+            return wake
+        }
+        if wake { queue.async { self.run() } }
+        return taken
+    }
+
     /// Queues one event (or counts its drop); returns whether the queue must be woken.
     @inline(__always)
     private func enqueue(_ event: Event, for subscription: SubscriptionCore, in state: inout State) -> Bool {
