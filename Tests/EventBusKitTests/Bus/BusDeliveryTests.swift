@@ -181,6 +181,40 @@ import Testing
         withExtendedLifetime((first, second)) {}
     }
 
+    /// Names that alternate (as a file's `fs.created`, `fs.modified`, `fs.closed` do) are routed
+    /// from the loop's few most recent routes: more names than it keeps, and subscriptions that
+    /// come and go between posts, still reach exactly the subscribers they match.
+    @Test func alternatingNamesReachExactlyTheirSubscribersAsSubscriptionsChange() throws {
+        let bus = Bus()
+        let names = (0..<7).map { "alt.n\($0)" }
+        var subscribers = try names.map { name in
+            let subscriber = RecordingSubscriber()
+            try bus.publisher(for: EventPattern(name)).subscribe(subscriber)
+            return subscriber
+        }
+        let everything = RecordingSubscriber()
+        try bus.publisher(for: "alt.*").subscribe(everything)
+        var expected = Array(repeating: [UInt64](), count: names.count)
+        for round in 0..<60 {
+            let index = [0, 1, 2, 0, 3, 1, 4, 5, 6, 2][round % 10]
+            if round == 23 {  // just before n0 again: a second subscriber for it arrives, the one for n1 leaves
+                let late = RecordingSubscriber()
+                try bus.publisher(for: "alt.n0").subscribe(late)
+                subscribers.append(late)
+                expected.append([])
+                subscribers[1].cancel()
+            }
+            let sequence = bus.post(names[index])
+            if !(round >= 23 && index == 1) { expected[index].append(sequence) }
+            if round >= 23 && index == 0 { expected[7].append(sequence) }
+        }
+        for (index, subscriber) in subscribers.enumerated() {
+            #expect(subscriber.events.map(\.sequence) == expected[index], "subscriber \(index)")
+            #expect(subscriber.violations.isEmpty)
+        }
+        #expect(everything.events.count == 60)
+    }
+
     @Test func subscribersAreCalledInTheOrderTheySubscribed() throws {
         let bus = Bus()
         let order = Collected<[Int]>([])

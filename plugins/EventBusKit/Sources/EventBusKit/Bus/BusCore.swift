@@ -247,6 +247,13 @@ final class BusCore: @unchecked Sendable {
         /// The `subscriptionsVersion` the cached routes were built at.
         var version: UInt64 = .max
         var routes: [String: Route] = [:]
+        /// The last few routes looked up, by name, overwritten in turn: most traffic alternates
+        /// between a few names (a file's `fs.created`, `fs.modified`, `fs.closed`), and comparing
+        /// a short name with a handful costs less than hashing it for `routes`. Only valid at
+        /// `version`, like `routes`.
+        var recent: [(name: String, route: Route)] = []
+        var nextRecent = 0
+        static let recentLimit = 4
         /// The last route used: most traffic is runs of one event name. (Only valid at `version`,
         /// which starts out matching nothing.)
         var lastName = ""
@@ -259,6 +266,15 @@ final class BusCore: @unchecked Sendable {
         var taken: [Job] = []
 
         init(routeCacheLimit: Int) { self.routeCacheLimit = routeCacheLimit }
+
+        mutating func remember(_ name: String, _ route: Route) {
+            if recent.count < Self.recentLimit {
+                recent.append((name, route))
+            } else {
+                recent[nextRecent] = (name, route)
+                nextRecent = (nextRecent + 1) % Self.recentLimit
+            }
+        }
     }
 
     /// Queues `events` after everything queued so far, numbering them under the queue's lock;
@@ -392,11 +408,15 @@ final class BusCore: @unchecked Sendable {
     private func lookUpRoute(_ name: String, version: UInt64) {
         if version != loop.pointee.version {
             loop.pointee.routes.removeAll(keepingCapacity: true)
+            loop.pointee.recent.removeAll(keepingCapacity: true)
             loop.pointee.version = version
         }
         let targets: Route
-        if let cached = loop.pointee.routes[name] {
+        if let recent = loop.pointee.recent.first(where: { $0.name == name }) {
+            targets = recent.route
+        } else if let cached = loop.pointee.routes[name] {
             targets = cached
+            loop.pointee.remember(name, cached)
         } else {
             targets = state.withLock { state in
                 state.subscriptions.values.filter { $0.matches(name: name) }.sorted { $0.id < $1.id }
@@ -406,6 +426,7 @@ final class BusCore: @unchecked Sendable {
                 loop.pointee.routes.removeAll(keepingCapacity: true)
             }
             loop.pointee.routes[name] = targets
+            loop.pointee.remember(name, targets)
         }
         loop.pointee.lastName = name
         if targets.count > loop.pointee.lastTargetsStorage.count {
