@@ -145,6 +145,21 @@ import Testing
         #expect(weakOwner == nil)
     }
 
+    /// The same cycle, ended by the bus: once it finishes, a cancellable still kept holds nothing.
+    @Test func aSinkKeptAfterTheBusFinishedKeepsNothingAlive() throws {
+        final class Owner { var cancellable: AnyCancellable? }
+        let bus = Bus()
+        weak var weakOwner: Owner?
+        do {
+            let owner = Owner()
+            weakOwner = owner
+            owner.cancellable = try bus.publisher(for: "e").sink(receiveCompletion: { _ in _ = owner }, receiveValue: { _ in _ = owner })
+        }
+        #expect(weakOwner != nil, "active: the bus holds the sink and so its owner")
+        bus.finish()
+        #expect(weakOwner == nil)
+    }
+
     @Test func finishCompletesEveryoneOnceAfterWhatIsHeld() throws {
         let bus = Bus()
         let eager = RecordingSubscriber()

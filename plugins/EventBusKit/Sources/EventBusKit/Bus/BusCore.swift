@@ -139,10 +139,10 @@ final class BusCore: @unchecked Sendable {
             receiveCompletion(.finished)
             return AnyCancellable {}
         }
-        // Weak, so a cancellable kept after cancel or completion does not keep the closures (and
-        // what they capture) alive; the bus holds the subscription while it is active.
-        return AnyCancellable { [weak self, weak added] in
-            if let self, let added { self.cancel(added) }
+        // Through the handle, which lets go when the subscription ends: a cancellable kept after
+        // cancel or completion does not keep the closures (and what they capture) alive.
+        return AnyCancellable { [weak self, handle = added.handle] in
+            if let subscription = handle.take() { self?.cancel(subscription) }
         }
     }
 

@@ -256,11 +256,14 @@ where Downstream.Input == Event, Downstream.Failure == Never {
 ///
 /// The closures are `let`, so calling one costs no retain. Cycles (a closure capturing the
 /// object that stores the cancellable) are still broken on cancel and on completion: the
-/// cancellable holds this subscription weakly, and once the bus lets go of it, it is freed with
-/// its closures. Nothing reaches the closures after that: `deliver` checks `terminated` first.
+/// cancellable holds this subscription through its ``SinkHandle``, which lets go of it when it
+/// ends, and once the bus lets go of it too, it is freed with its closures. Nothing reaches the
+/// closures after that: `deliver` checks `terminated` first.
 final class ClosureSubscription: SubscriptionCore, @unchecked Sendable {
     private let receiveValue: (Event) -> Void
     private let receiveCompletion: (Subscribers.Completion<Never>) -> Void
+    /// What the sink's `AnyCancellable` holds.
+    let handle = SinkHandle()
 
     init(id: UInt64, publisher: EventPublisher, lease: SourceLease?,
          receiveCompletion: @escaping (Subscribers.Completion<Never>) -> Void,
@@ -268,6 +271,7 @@ final class ClosureSubscription: SubscriptionCore, @unchecked Sendable {
         self.receiveValue = receiveValue
         self.receiveCompletion = receiveCompletion
         super.init(id: id, publisher: publisher, lease: lease)
+        handle.hold(self)
     }
 
     override func receive(_ event: Event) -> Int {
@@ -281,7 +285,32 @@ final class ClosureSubscription: SubscriptionCore, @unchecked Sendable {
 
     override func receiveFinished() {
         receiveCompletion(.finished)
+        _ = handle.take()
     }
 
+    /// Released after a cancel, which came through the handle and took it already.
     override func dropSubscriber() {}
+}
+
+/// What the `AnyCancellable` of a bus sink holds: its subscription, until cancelled or ended.
+///
+/// Why not a weak reference to the subscription: a weak reference gives an object a side table,
+/// and every retain and release of it then takes the runtime's slow path — one pair for each
+/// event a mailbox queues for it, about a quarter of cross-thread delivery (docs/benchmarks.md).
+/// The subscription takes itself back from the handle when it ends, so a cancellable kept
+/// longer holds nothing but this.
+final class SinkHandle: Sendable {
+    private let subscription = Mutex<ClosureSubscription?>(nil)
+
+    func hold(_ held: ClosureSubscription) {
+        subscription.withLock { $0 = held }
+    }
+
+    /// The subscription, if it is still held; it is not held after this.
+    func take() -> ClosureSubscription? {
+        subscription.withLock { held in
+            defer { held = nil }
+            return held
+        }
+    }
 }
