@@ -32,6 +32,7 @@ struct DescriptorBudget {
     /// Whether a client just accepted (its descriptor open) may stay, with `clients` others
     /// already served, keeping `reserve` descriptors free.
     mutating func admits(clients: Int, reserve: Int) -> Bool {
+        guard reserve > 0 else { return true }  // nothing kept back: accept's EMFILE is the bound
         let now = ContinuousClock.now
         if let others, now - countedAt < .seconds(1), limit - (others + clients + 1) >= 2 * reserve {
             return true
