@@ -103,6 +103,8 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     private var acceptPaused = false
     private var backoff: Duration = .milliseconds(50)
     private var exhaustionLog = RateLimitedLog(interval: .seconds(10))
+    /// Admits clients only while the rest of the host keeps descriptors to work with.
+    private var budget = DescriptorBudget(limit: 0)
     private var limitLog = RateLimitedLog(interval: .seconds(10))
 
     // The host's control queue only.
@@ -149,6 +151,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         }
         self.loop = loop
         spare = System.StreamSocket.openSpare()
+        budget = DescriptorBudget(limit: System.openFileLimit().soft)
         do { try loop.add(listener, events: ControlLoop.readable, watcher: self) } catch {
             closeListener()
             throw .system(error)
@@ -159,8 +162,9 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         lock.withLock { fannedOut = max(fannedOut, postedBefore) }
         loop.start()
         let limit = System.openFileLimit()
-        if settings.maxClients + 64 > limit.soft {
-            logger.notice("control.max_clients is \(settings.maxClients) but eventbusd may open only \(limit.soft) file(s) (RLIMIT_NOFILE); clients beyond what the descriptors allow are refused")
+        let reserve = budget.reserve(configured: settings.reservedFiles)
+        if settings.maxClients + reserve + 64 > limit.soft {
+            logger.notice("control.max_clients is \(settings.maxClients) but eventbusd may open only \(limit.soft) file(s) (RLIMIT_NOFILE); a client that would leave fewer than \(reserve) free for modules and sources (control.reserved_files) is refused")
         }
         let groups = [settings.tailGroup.map { "tail group \($0)" }, settings.postGroup.map { "post group \($0)" }]
             .compactMap { $0 }
@@ -346,6 +350,16 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                 return
             }
             backoff = .milliseconds(50)
+            let (clients, reserve) = lock.withLock { (sessions.count, budget.reserve(configured: settings.reservedFiles)) }
+            guard budget.admits(clients: clients, reserve: reserve) else {
+                lock.withLock { refused.descriptors += 1 }
+                let reason = "eventbusd keeps its last \(reserve) file descriptors for its modules and sources (control.reserved_files) and serves \(clients) client(s); try again later"
+                if let summary = exhaustionLog.record() {
+                    logger.warning("control: refused a connection: \(reason)\(summary)")
+                }
+                refuse(fd, code: "too_many_clients", message: reason)
+                continue
+            }
             let peer: System.StreamSocket.Peer
             do {
                 peer = try System.StreamSocket.peer(of: fd)

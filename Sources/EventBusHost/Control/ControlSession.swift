@@ -1,6 +1,6 @@
 import ControlProtocol
 import Dispatch
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
 /// One client connection of the control socket.
@@ -369,8 +369,12 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
                     if feed.filter.accepts(event) { feed.offer(event) }
                 })
             }
-            for unit in parsed.journal {
-                subscriptions.append(try server.bus.journal(matching: .unit(unit)).sink { event in
+            // One journal reader for all the units — alternatives of one field, as
+            // `.unit(a) || .unit(b)` would be — not one each: a reader is a thread and an
+            // inotify instance. Clients asking for the same units share it.
+            if !parsed.journal.isEmpty {
+                let units = JournalMatch(terms: [["_SYSTEMD_UNIT": Set(parsed.journal)]])
+                subscriptions.append(try server.bus.journal(matching: units).sink { event in
                     if feed.filter.accepts(event) { feed.offer(event) }
                 })
             }

@@ -35,6 +35,10 @@ public struct ControlSettings: Sendable, Equatable {
     /// Connections at once of one non-root user (`max_clients_per_user`): a tail-group member
     /// cannot use up the host's descriptors.
     public var maxClientsPerUser: Int
+    /// Descriptors kept free for the rest of eventbusd (`reserved_files`): a client that would
+    /// leave fewer is refused (see `DescriptorBudget`). Nil: 64, or a quarter of the
+    /// open-files limit when that is less.
+    public var reservedFiles: Int?
 
     /// Who decides what `tail --files` may watch (`files_access`).
     public enum FilesAccess: String, Sendable, Equatable {
@@ -72,7 +76,7 @@ public struct ControlSettings: Sendable, Equatable {
 
 extension HostConfig {
     static let controlKeys = ["socket", "tail_group", "post_group", "client_buffer", "replay_events",
-                              "max_clients", "max_clients_per_user", "files_access", "journal_groups"]
+                              "max_clients", "max_clients_per_user", "reserved_files", "files_access", "journal_groups"]
 
     /// Reads the `control:` section. Groups are looked up now, so a misspelt group is an error
     /// with its line, not a refusal later.
@@ -94,6 +98,7 @@ extension HostConfig {
             case "replay_events": settings.replayEvents = try value.int(atLeast: 0)
             case "max_clients": settings.maxClients = try value.int(atLeast: 1)
             case "max_clients_per_user": settings.maxClientsPerUser = try value.int(atLeast: 1)
+            case "reserved_files": settings.reservedFiles = try value.int(atLeast: 0)
             case "files_access":
                 let text = try value.string()
                 guard let access = ControlSettings.FilesAccess(rawValue: text) else {

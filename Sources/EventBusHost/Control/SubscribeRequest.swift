@@ -28,6 +28,19 @@ struct SubscribeRequest {
     /// Only events whose origin host (``EventOrigin``) is one of these; `local`: this host's own.
     var hosts: [String] = []
 
+    /// What one subscription may ask for. The fan-out matches every event against every
+    /// pattern of every tailing client on the bus's delivery loop, each `files` path is a watch
+    /// (recursive: one per directory, from the machine's shared `max_user_watches`), and each
+    /// distinct `journal` request is a journal reader (a thread and an inotify instance, from the
+    /// machine's 128): without bounds one request line (up to 1 MiB) could ask for ~100 000 of
+    /// each and stall the bus or exhaust the machine's watches and instances.
+    enum Limits {
+        static let patterns = 256
+        static let files = 64
+        static let journalUnits = 256
+        static let matchFields = 64
+    }
+
     static let members: Set<String> = ["op", "id", "patterns", "since_seq", "since_time", "until_seq", "until_time",
                                        "match", "follow", "last", "count", "files", "recursive", "journal", "buffer", "hosts"]
 
@@ -42,7 +55,9 @@ struct SubscribeRequest {
             guard let flag = value.boolValue else { throw .bad("\"recursive\" must be true or false, found \(value.kindName)") }
             recursive = flag
         }
-        for text in try Self.strings(request["patterns"], "patterns") {
+        files = try Self.distinct(files, "files", limit: Limits.files)
+        journal = try Self.distinct(journal, "journal", limit: Limits.journalUnits)
+        for text in try Self.distinct(Self.strings(request["patterns"], "patterns"), "patterns", limit: Limits.patterns) {
             do {
                 patterns.append(try EventPattern(text))
             } catch {
@@ -85,10 +100,23 @@ struct SubscribeRequest {
         }
     }
 
+    /// `items` without repeats (first occurrence kept), refused when more than `limit` remain.
+    private static func distinct(_ items: [String], _ name: String, limit: Int) throws(RequestError) -> [String] {
+        var seen = Set<String>()
+        let unique = items.filter { seen.insert($0).inserted }
+        guard unique.count <= limit else {
+            throw .bad("\"\(name)\" holds \(unique.count) different entries; one subscription takes at most \(limit) (open another connection for more)")
+        }
+        return unique
+    }
+
     /// `{"FIELD": "VALUE"}` or `{"FIELD": ["VALUE", …]}`; numbers and booleans count as their text.
     private static func matches(_ value: JSON?) throws(RequestError) -> [String: Set<String>] {
         guard let value else { return [:] }
         guard case .object(let members) = value else { throw .bad("\"match\" must be an object of field: value(s), found \(value.kindName)") }
+        guard members.count <= Limits.matchFields else {
+            throw .bad("\"match\" holds \(members.count) fields; one subscription takes at most \(Limits.matchFields)")
+        }
         var matches: [String: Set<String>] = [:]
         for (field, accepted) in members {
             guard !field.isEmpty else { throw .bad("\"match\" holds an empty field name") }
