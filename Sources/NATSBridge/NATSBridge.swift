@@ -80,6 +80,9 @@ public final class NATSBridge: @unchecked Sendable {
             options.PublishAsync.MaxPending = 4_096
             options.PublishAsync.AckHandler = { _, message, ack, error, closure in
                 Unmanaged<AckRelay>.fromOpaque(closure!).takeUnretainedValue().exporter?.acknowledged(message, ack, error)
+                // With an AckHandler the published message is ours to destroy (nats.h): a failed
+                // one is published again from a copy of its bytes, never resent as is.
+                natsMsg_Destroy(message)
             }
             options.PublishAsync.AckHandlerClosure = Unmanaged.passRetained(ackClosure).toOpaque()
             options.PublishAsync.StallWait = 100

@@ -46,6 +46,40 @@ struct BridgeDurableTests {
         server.stop()
     }
 
+    /// Every exported message is freed once the stream acknowledged it: with an AckHandler, nats.c
+    /// leaves the published message to its caller. 2 × 6 000 exports of 8 KB — the second round
+    /// must not add what the first one did (the replay ring, full after the first, stays as is).
+    @Test func acknowledgedExportsAreFreed() async throws {
+        let directory = try TemporaryDirectory("bridge-durable")
+        let server = try NATSServer(storage: directory.path)
+        defer { server.stop() }
+        let a = try BridgedHost("alpha", server: server, in: directory, bridge: """
+            export: ["load.>"]
+            durable: {stream: LEAKBUS, max_age: 1h}
+            """, control: "replay_events: 1000")
+        try await a.start()
+        let pad = String(repeating: "x", count: 8_000)
+        func exportRound(_ round: Int) async throws -> Int {
+            let (connection, _) = try rawConnection(a.socket)
+            for chunk in 0..<6 {
+                var bytes: [UInt8] = []
+                for n in 0..<1_000 {
+                    bytes += JSONWriter.line(["op": "post", "name": "load.big", "fields": ["n": .int(Int64(chunk * 1_000 + n)), "pad": .string(pad)]])
+                }
+                try connection.send(bytes)
+                for _ in 0..<1_000 { guard try connection.readJSON()?["type"] == "posted" else { throw POSIXError(.EPROTO) } }
+            }
+            #expect(await eventually(timeout: .seconds(60)) { a.count("exported") >= Int64(6_000 * round) && a.count("export_in_flight") == 0 },
+                    "status: \(String(describing: a.bridgeStatus))")
+            return try #require(ProcessProbe(pid: a.daemon!.process.processIdentifier)).residentKiB
+        }
+        let afterFirst = try await exportRound(1)
+        let afterSecond = try await exportRound(2)
+        // Leaked, the second round alone would hold its 6 000 messages: ~48 MB.
+        #expect(afterSecond - afterFirst < 20_000, "resident \(afterFirst) KiB → \(afterSecond) KiB")
+        await a.kill(SIGTERM)
+    }
+
     /// NATS stopped (the process gone, not frozen) and started again on its port with its
     /// storage: exports wait in the bounded buffer meanwhile, and every event arrives once.
     @Test func aServerRestartLosesNothingAndDuplicatesNothing() async throws {

@@ -13,7 +13,9 @@ final class BridgedHost: @unchecked Sendable {
 
     /// `bridge` is the body of `bridge.nats` (indented lines after `servers` and `host`). With a
     /// `wrapper` (`ip netns exec NAME`) the daemon runs through it and reaches the server at `url`.
-    init(_ name: String, server: NATSServer, url: String? = nil, wrapper: [String] = [], in directory: TemporaryDirectory, bridge: String) throws {
+    /// `control`: more keys of the `control` section (`replay_events: 1000`).
+    init(_ name: String, server: NATSServer, url: String? = nil, wrapper: [String] = [], in directory: TemporaryDirectory,
+         bridge: String, control: String? = nil) throws {
         self.name = name
         self.directory = directory
         self.wrapper = wrapper
@@ -21,7 +23,7 @@ final class BridgedHost: @unchecked Sendable {
         let yaml = """
             shutdown_timeout: 5s
             state_directory: \(directory.path)/state-\(name)
-            control: {socket: \(socket)}
+            control: {socket: \(socket)\(control.map { ", " + $0 } ?? "")}
             bridge:
               nats:
                 servers: [\(url ?? server.url)]
