@@ -11,12 +11,18 @@ import Synchronization
 /// and names no import pattern wants; write the ledger (see ``ImportLedger``); post the events
 /// as one batch (`Bus.post(contentsOf:)`); acknowledge every message. At start and after every
 /// reconnect the consumer is re-created to deliver right after the ledger's position
-/// (``JetStreamSetup/bindConsumer(startSequence:filter:)``).
+/// (``JetStreamSetup/placeConsumer(startSequence:filter:)``).
+///
+/// The pull subscription is made once and kept until the connection is closed
+/// (``release()``): nats.c 3.4 (Debian 12) frees a subscription destroyed while its read loop
+/// still handles a message for it — one that arrives just after a reconnect — and crashes
+/// (nats.c #637, fixed in 3.6). A re-created consumer of the same name serves it as before.
 ///
 /// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
 /// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
 final class DurableImporter: @unchecked Sendable {
-    // @unchecked: `ledger`, `subscription`, `hasPosition` are touched only on the importer thread;
+    // @unchecked: `ledger`, `subscription`, `retired`, `hasPosition` are touched only on the
+    // importer thread, and by `release` once it has ended;
     // `needsRebind` and `stopping` are atomics; `origins` is a Mutex for status readers.
 
     private let client: NATSClient
@@ -32,9 +38,14 @@ final class DurableImporter: @unchecked Sendable {
     private var ledger = ImportLedger()
     private var hasPosition = false
     private var subscription: OpaquePointer?
+    /// Subscriptions nats.c closed (it answers `NATS_INVALID_SUBSCRIPTION`), replaced but not
+    /// destroyed until `release`, for the reason above.
+    private var retired: [OpaquePointer] = []
     private let needsRebind = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
+    /// Whether the importer thread has ended (set by `stop`, read by `release`, one thread).
+    private var ended = false
     let origins = Mutex<[String: ImportLedger.Position]>([:])
     let lastError = Mutex<String?>(nil)
 
@@ -61,7 +72,6 @@ final class DurableImporter: @unchecked Sendable {
     func start() {
         let thread = Thread { [self] in
             run()
-            if let subscription { natsSubscription_Destroy(subscription) }
             finished.signal()
         }
         thread.name = "eventbus.bridge.import"
@@ -71,9 +81,21 @@ final class DurableImporter: @unchecked Sendable {
     /// nats.c's reconnected callback: re-position the consumer before the next fetch.
     func reconnected() { needsRebind.store(true, ordering: .relaxed) }
 
-    func stop(timeout: Duration) {
+    /// Stops fetching; returns whether the importer thread ended within `timeout`.
+    @discardableResult
+    func stop(timeout: Duration) -> Bool {
         stopping.store(true, ordering: .relaxed)
-        _ = finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds)))
+        ended = finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds))) == .success
+        return ended
+    }
+
+    /// Destroys the pull subscription, once the connection is closed (no read loop is left to
+    /// hand it a message) and the importer thread has ended (it is the subscription's user).
+    func release() {
+        guard ended else { return }
+        for subscription in retired + [subscription].compactMap({ $0 }) { natsSubscription_Destroy(subscription) }
+        retired = []
+        subscription = nil
     }
 
     private func run() {
@@ -101,6 +123,10 @@ final class DurableImporter: @unchecked Sendable {
                 natsMsgList_Destroy(&list)
             case NATS_TIMEOUT:
                 continue
+            case NATS_INVALID_SUBSCRIPTION:
+                if let subscription { retired.append(subscription) }
+                subscription = nil
+                needsRebind.store(true, ordering: .relaxed)
             default:
                 // A closed or lost connection: re-bind once it is back.
                 needsRebind.store(true, ordering: .relaxed)
@@ -110,10 +136,6 @@ final class DurableImporter: @unchecked Sendable {
     }
 
     private func bind() throws(BridgeError) {
-        if let subscription {
-            natsSubscription_Destroy(subscription)
-            self.subscription = nil
-        }
         let (first, last, note) = try setup.ensureStream()
         if let note { logger.notice("bridge: \(note)") }
         if !hasPosition {
@@ -129,7 +151,8 @@ final class DurableImporter: @unchecked Sendable {
             // The stream's limits discarded events this host had not taken in yet.
             gaps.record(.streamExpired, count: Int(first - 1 - ledger.streamSequence), subject: filter)
         }
-        subscription = try setup.bindConsumer(startSequence: ledger.streamSequence + 1, filter: filter)
+        try setup.placeConsumer(startSequence: ledger.streamSequence + 1, filter: filter)
+        if subscription == nil { subscription = try setup.pullSubscribe(filter: filter) }
         logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(setup.consumer), \(filter))")
     }
 

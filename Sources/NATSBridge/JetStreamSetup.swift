@@ -62,14 +62,15 @@ struct JetStreamSetup {
     }
 
     /// (Re)creates this host's durable consumer so it delivers from `startSequence`, filtered on
-    /// `filter`, and binds a pull subscription to it.
+    /// `filter`.
     ///
     /// Why re-create rather than resume the server's position: the host's ledger, written before
     /// each batch is posted, is the truth about what this host has taken in. Starting the
     /// consumer right after it keeps delivery in stream order — a consumer resumed as it was would
     /// first deliver new messages and only redeliver the unacknowledged ones after `ack_wait`,
     /// out of order. nats-server 2.9 cannot move an existing consumer, so it is deleted and added.
-    func bindConsumer(startSequence: UInt64, filter: String) throws(BridgeError) -> OpaquePointer {
+    /// A pull subscription bound to it by name (``pullSubscribe(filter:)``) keeps working.
+    func placeConsumer(startSequence: UInt64, filter: String) throws(BridgeError) {
         var errorCode = jsErrCode(0)
         _ = js_DeleteConsumer(jetStream, durable.stream, consumer, nil, &errorCode)  // absent is fine
         var config = jsConsumerConfig()
@@ -90,10 +91,16 @@ struct JetStreamSetup {
             throw BridgeError(.jetStream, "cannot create consumer \(consumer) on stream \(durable.stream): \(BridgeError.text(added))")
         }
         jsConsumerInfo_Destroy(info)
+    }
+
+    /// A pull subscription bound to this host's durable consumer (which must exist).
+    func pullSubscribe(filter: String) throws(BridgeError) -> OpaquePointer {
+        var errorCode = jsErrCode(0)
         var subscribeOptions = jsSubOptions()
         jsSubOptions_Init(&subscribeOptions)
         let stream = strdup(durable.stream)!
-        defer { free(stream) }
+        let durableName = strdup(consumer)!
+        defer { free(stream); free(durableName) }
         subscribeOptions.Stream = UnsafePointer(stream)
         subscribeOptions.Consumer = UnsafePointer(durableName)
         var subscription: OpaquePointer?

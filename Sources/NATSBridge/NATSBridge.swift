@@ -167,6 +167,7 @@ public final class NATSBridge: @unchecked Sendable {
         current.monitor?.cancel()
         monitorQueue.sync { tick() }
         current.client?.close()
+        current.durable?.release()
         if let jetStream = current.jetStream { jsCtx_Destroy(jetStream) }
         logger.info("bridge: stopped (\(counters.exported.load(ordering: .relaxed)) exported, \(counters.imported.load(ordering: .relaxed)) imported)")
     }
