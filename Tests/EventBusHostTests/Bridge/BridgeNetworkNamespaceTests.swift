@@ -1,5 +1,6 @@
 import ControlProtocol
 import Foundation
+import Synchronization
 import Testing
 import TestSupport
 
@@ -149,12 +150,14 @@ struct BridgeFlappingLinkTests {
     }
 }
 
-/// Network namespaces and veth links made for one test (names carry this process's id, so runs
-/// in parallel do not meet), removed by ``remove()``.
+/// Network namespaces and veth links made for one test (names carry this process's id and the
+/// lab's number, so runs and suites in parallel do not meet), removed by ``remove()``.
 final class NetworkLab: @unchecked Sendable {
     // @unchecked: used by one test at a time.
     static let ip = "/usr/sbin/ip"
-    private let tag = "eb\(getpid() % 100_000)"
+    private static let made = Atomic<Int>(0)
+    /// Short: a veth device's name (tag + `l1a`) must fit in 15 bytes.
+    private let tag = "eb\(getpid() % 100_000)\(NetworkLab.made.wrappingAdd(1, ordering: .relaxed).oldValue % 100)"
     private var namespaces: [String] = []
     private var links = 0
 
