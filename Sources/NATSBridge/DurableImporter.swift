@@ -13,13 +13,14 @@ import Synchronization
 /// reconnect the consumer is re-created to deliver right after the ledger's position
 /// (``JetStreamSetup/placeConsumer(startSequence:filter:)``).
 ///
-/// The pull subscription is made once and kept until the connection is closed
-/// (``release()``): nats.c 3.4 (Debian 12) frees a subscription destroyed while its read loop
-/// still handles a message for it — one that arrives just after a reconnect — and crashes
-/// (nats.c #637, fixed in 3.6). A re-created consumer of the same name serves it as before.
-///
-/// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
-/// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
+/// Each bind makes a new pull subscription: messages the old consumer still sends to the old one
+/// (a fetch answered as the link went down) must not reach the ledger, where one with a higher
+/// stream sequence would make the new consumer's earlier messages look like redeliveries. The old
+/// subscription is unsubscribed at once but destroyed only at the next bind, or once the
+/// connection is closed (``release()``): nats.c 3.4 (Debian 12) can crash when a subscription is
+/// freed while its read loop still hands it a message (nats.c #637, fixed in 3.6), as one was
+/// right after a reconnect; after an unsubscribe that window is microseconds, and a bind later
+/// it is long gone.
 final class DurableImporter: @unchecked Sendable {
     // @unchecked: `ledger`, `subscription`, `retired`, `hasPosition` are touched only on the
     // importer thread, and by `release` once it has ended;
@@ -38,8 +39,8 @@ final class DurableImporter: @unchecked Sendable {
     private var ledger = ImportLedger()
     private var hasPosition = false
     private var subscription: OpaquePointer?
-    /// Subscriptions nats.c closed (it answers `NATS_INVALID_SUBSCRIPTION`), replaced but not
-    /// destroyed until `release`, for the reason above.
+    /// Subscriptions replaced at the last bind: unsubscribed, destroyed at the next one (or by
+    /// `release`), for the reason above.
     private var retired: [OpaquePointer] = []
     private let needsRebind = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
@@ -89,8 +90,8 @@ final class DurableImporter: @unchecked Sendable {
         return ended
     }
 
-    /// Destroys the pull subscription, once the connection is closed (no read loop is left to
-    /// hand it a message) and the importer thread has ended (it is the subscription's user).
+    /// Destroys the pull subscriptions, once the connection is closed (no read loop is left to
+    /// hand them a message) and the importer thread has ended (it is their user).
     func release() {
         guard ended else { return }
         for subscription in retired + [subscription].compactMap({ $0 }) { natsSubscription_Destroy(subscription) }
@@ -123,10 +124,6 @@ final class DurableImporter: @unchecked Sendable {
                 natsMsgList_Destroy(&list)
             case NATS_TIMEOUT:
                 continue
-            case NATS_INVALID_SUBSCRIPTION:
-                if let subscription { retired.append(subscription) }
-                subscription = nil
-                needsRebind.store(true, ordering: .relaxed)
             default:
                 // A closed or lost connection: re-bind once it is back.
                 needsRebind.store(true, ordering: .relaxed)
@@ -136,6 +133,13 @@ final class DurableImporter: @unchecked Sendable {
     }
 
     private func bind() throws(BridgeError) {
+        for old in retired { natsSubscription_Destroy(old) }
+        retired = []
+        if let subscription {
+            natsSubscription_Unsubscribe(subscription)
+            retired.append(subscription)
+            self.subscription = nil
+        }
         let (first, last, note) = try setup.ensureStream()
         if let note { logger.notice("bridge: \(note)") }
         if !hasPosition {
@@ -152,7 +156,7 @@ final class DurableImporter: @unchecked Sendable {
             gaps.record(.streamExpired, count: Int(first - 1 - ledger.streamSequence), subject: filter)
         }
         try setup.placeConsumer(startSequence: ledger.streamSequence + 1, filter: filter)
-        if subscription == nil { subscription = try setup.pullSubscribe(filter: filter) }
+        subscription = try setup.pullSubscribe(filter: filter)
         logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(setup.consumer), \(filter))")
     }
 

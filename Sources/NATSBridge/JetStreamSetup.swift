@@ -69,7 +69,6 @@ struct JetStreamSetup {
     /// consumer right after it keeps delivery in stream order — a consumer resumed as it was would
     /// first deliver new messages and only redeliver the unacknowledged ones after `ack_wait`,
     /// out of order. nats-server 2.9 cannot move an existing consumer, so it is deleted and added.
-    /// A pull subscription bound to it by name (``pullSubscribe(filter:)``) keeps working.
     func placeConsumer(startSequence: UInt64, filter: String) throws(BridgeError) {
         var errorCode = jsErrCode(0)
         _ = js_DeleteConsumer(jetStream, durable.stream, consumer, nil, &errorCode)  // absent is fine
