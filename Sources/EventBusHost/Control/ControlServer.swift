@@ -125,7 +125,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         self.snapshot = snapshot
         self.metricsText = metrics
         self.settings = ControlSettings()
-        self.ring = ReplayRing(capacity: 0)
+        self.ring = ReplayRing(capacity: 0, byteCapacity: 0)
     }
 
     // MARK: Lifecycle (the host's control queue)
@@ -135,7 +135,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     func start(settings: ControlSettings, inherited: Int32? = nil) throws(StartError) {
         lock.withLock {
             self.settings = settings
-            ring = ReplayRing(capacity: settings.replayEvents)
+            ring = ReplayRing(capacity: settings.replayEvents, byteCapacity: settings.replayBytes)
         }
         if let inherited {
             do { try System.StreamSocket.makeNonBlocking(inherited) } catch { throw .inheritedSocket("\(error)") }
@@ -168,7 +168,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         }
         let groups = [settings.tailGroup.map { "tail group \($0)" }, settings.postGroup.map { "post group \($0)" }]
             .compactMap { $0 }
-        logger.info("control socket \(inherited == nil ? settings.socketPath : "inherited (fd \(inherited!))") ready (\(groups.isEmpty ? "root only" : groups.joined(separator: ", ")), replay \(settings.replayEvents) event(s))")
+        logger.info("control socket \(inherited == nil ? settings.socketPath : "inherited (fd \(inherited!))") ready (\(groups.isEmpty ? "root only" : groups.joined(separator: ", ")), replay \(settings.replayEvents) event(s) / \(ByteSizeText.describe(settings.replayBytes)))")
     }
 
     private func closeListener() {
@@ -214,7 +214,9 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
             let old = settings
             settings = new
             settings.socketPath = old.socketPath  // the socket stays where it is until a restart
-            if new.replayEvents != old.replayEvents { ring.resize(to: new.replayEvents) }
+            if new.replayEvents != old.replayEvents || new.replayBytes != old.replayBytes {
+                ring.resize(capacity: new.replayEvents, byteCapacity: new.replayBytes)
+            }
             return old
         }
         guard old != new else { return }
@@ -228,7 +230,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                 logger.error("cannot give the control socket its new group: \(error)")
             }
         }
-        logger.info("control settings applied (tail group: \(new.tailGroup?.name ?? "none"), post group: \(new.postGroup?.name ?? "none"), client buffer \(new.clientBuffer), replay \(new.replayEvents))")
+        logger.info("control settings applied (tail group: \(new.tailGroup?.name ?? "none"), post group: \(new.postGroup?.name ?? "none"), client buffer \(new.clientBuffer) event(s) / \(ByteSizeText.describe(new.clientBufferBytes)), replay \(new.replayEvents) event(s) / \(ByteSizeText.describe(new.replayBytes)))")
     }
 
     /// The first step of a shutdown: from now on a client's post is answered `shutting_down`.
@@ -485,7 +487,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         return "uid \(peer.userID) is neither root nor in group \(group.name), which may \(what)"
     }
 
-    var clientBuffer: Int { lock.withLock { settings.clientBuffer } }
+    var clientBuffer: (events: Int, bytes: Int) { lock.withLock { (settings.clientBuffer, settings.clientBufferBytes) } }
 
     /// The sequence of the newest event posted so far.
     var newestSequence: UInt64 { lock.withLock { ring.newestSequence } }
@@ -516,11 +518,11 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                 if since <= lostUpTo {
                     items.append(.gap(dropped: Int(lostUpTo - since + 1), first: since, last: lostUpTo, reason: .replay))
                 }
-                items += ring.events(from: since, where: feed.wants).map { .event($0) }
+                items += ring.events(from: since, where: feed.wants).map(TailFeed.Item.init)
             } else if feed.filter.since != nil {
-                items = ring.events(from: 1, where: feed.wants).map { .event($0) }
+                items = ring.events(from: 1, where: feed.wants).map(TailFeed.Item.init)
             } else if let last, last > 0 {
-                items = ring.last(last, where: feed.wants).map { .event($0) }
+                items = ring.last(last, where: feed.wants).map(TailFeed.Item.init)
             }
             feed.setReplay(items, lastSequence: ring.newestSequence)
             feeds.append(feed)
@@ -538,9 +540,10 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     private func deliver(_ event: Event) {
         lock.lock()
         fannedOut = max(fannedOut, event.sequence)
-        ring.append(event)
+        let bytes = event.estimatedBytes
+        ring.append(event, bytes: bytes)
         for feed in feeds where feed.wants(event) {
-            feed.offer(event)
+            feed.offer(event, bytes: bytes)
         }
         lock.unlock()
     }
@@ -553,6 +556,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         let (socket, clients, tailing, refusals, replay) = lock.withLock {
             (settings.socketPath, sessions.count, feeds.count, refused,
              JSON.object(["capacity": .int(Int64(ring.capacity)), "held": .int(Int64(ring.count)),
+                          "byte_capacity": .int(Int64(ring.byteCapacity)), "bytes": .int(Int64(ring.bytes)),
                           "oldest_seq": .int(Int64(ring.oldestSequence)), "newest_seq": .int(Int64(ring.newestSequence))]))
         }
         let uptime = ContinuousClock.now - startedMonotonic
@@ -597,7 +601,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                     "client": .int(Int64(feed.client.id)), "uid": .int(Int64(feed.client.userID)),
                     "pid": .int(Int64(feed.client.processID)),
                     "delivered": .int(Int64(statistics.delivered)), "dropped": .int(Int64(statistics.dropped)),
-                    "queued": .int(Int64(statistics.queued)),
+                    "queued": .int(Int64(statistics.queued)), "queued_bytes": .int(Int64(statistics.queuedBytes)),
                 ])
             }),
         ])

@@ -95,18 +95,18 @@ import Testing
 
     @Test func theRingKeepsTheNewestAndKnowsWhatItLost() {
         let events = postedEvents(5)
-        var ring = ReplayRing(capacity: 3)
+        var ring = ReplayRing(capacity: 3, byteCapacity: .max)
         #expect(ring.oldestSequence == 1 && ring.newestSequence == 0)
-        events.forEach { ring.append($0) }
+        events.forEach { ring.append($0, bytes: $0.estimatedBytes) }
         #expect(ring.oldestSequence == 3 && ring.newestSequence == 5)
         #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [3, 4, 5])
         #expect(ring.events(from: 4) { _ in true }.map(\.sequence) == [4, 5])
         #expect(ring.events(from: 6) { _ in true }.isEmpty)
         #expect(ring.last(2) { _ in true }.map(\.sequence) == [4, 5])
         #expect(ring.last(9) { $0.name != "test.e4" }.map(\.sequence) == [3, 5])
-        ring.resize(to: 2)
+        ring.resize(capacity: 2, byteCapacity: .max)
         #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [4, 5])
-        ring.resize(to: 0)
+        ring.resize(capacity: 0, byteCapacity: .max)
         #expect(ring.count == 0 && ring.oldestSequence == 6)
     }
 
@@ -117,22 +117,22 @@ import Testing
         let wakes = Collected(0)
         let feed = TailFeed(patterns: [EventPattern.all], fromSequence: 0, capacity: 2,
                             client: (id: 1, userID: 0, processID: 0), wake: { wakes.update { $0 += 1 } })
-        events[0..<5].forEach(feed.offer)
-        feed.offer(events[1])  // again, as through a source subscription: ignored
+        events[0..<5].forEach { feed.offer($0, bytes: $0.estimatedBytes) }
+        feed.offer(events[1], bytes: events[1].estimatedBytes)  // again, as through a source subscription: ignored
         #expect(wakes.value == 1)
         var items: [TailFeed.Item] = []
-        feed.take(upTo: 100, into: &items)
+        feed.take(upTo: 100, bytes: .max, into: &items)
         #expect(items.count == 3)
-        guard case .event(let first) = items[0], case .event(let second) = items[1],
+        guard case .event(let first, _) = items[0], case .event(let second, _) = items[1],
               case .gap(let dropped, let firstDropped, let lastDropped, .slowClient) = items[2] else {
             Issue.record("unexpected items \(items)")
             return
         }
         #expect([first.sequence, second.sequence, UInt64(dropped), firstDropped, lastDropped] == [1, 2, 3, 3, 5])
         items.removeAll()
-        feed.take(upTo: 100, into: &items)
+        feed.take(upTo: 100, bytes: .max, into: &items)
         #expect(items.isEmpty)  // idle again: the next offer wakes
-        feed.offer(events[5])
+        feed.offer(events[5], bytes: events[5].estimatedBytes)
         #expect(wakes.value == 2)
         #expect(feed.statistics.dropped == 3)
     }
