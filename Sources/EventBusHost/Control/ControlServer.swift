@@ -81,6 +81,8 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     // Guarded by `lock`.
     private var settings: ControlSettings
     private var ring: ReplayRing
+    /// What the ring and closed sessions let go of, for giving it back to the kernel.
+    private var heapTrim = HeapTrim()
     private var feeds: [TailFeed] = []
     private var sessions: [ObjectIdentifier: ControlSession] = [:]
     private var clientsByUser: [UInt32: Int] = [:]
@@ -449,9 +451,21 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     }
 
     /// A session closed its socket.
-    func remove(_ session: ControlSession) {
+    /// Forgets a closed session, whose buffers held `released` bytes (counted for ``HeapTrim``).
+    /// On the loop.
+    func remove(_ session: ControlSession, released: Int) {
         forget(session)
+        if lock.withLock({ heapTrim.release(released) }) { loop.after(HeapTrim.quiet) { [self] in trimWhenSettled() } }
         logger.debug("control client \(session.id) disconnected")
+    }
+
+    /// On the loop: trims once the large releases have settled (see ``HeapTrim``).
+    private func trimWhenSettled() {
+        if lock.withLock({ heapTrim.check() }) {
+            HeapTrim.trim()
+        } else {
+            loop.after(HeapTrim.quiet) { [self] in trimWhenSettled() }
+        }
     }
 
     private func forget(_ session: ControlSession) {
@@ -541,11 +555,13 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         lock.lock()
         fannedOut = max(fannedOut, event.sequence)
         let bytes = event.estimatedBytes
-        ring.append(event, bytes: bytes)
+        let evicted = ring.append(event, bytes: bytes)
         for feed in feeds where feed.wants(event) {
             feed.offer(event, bytes: bytes)
         }
+        let checkTrim = evicted > 0 && heapTrim.release(evicted)
         lock.unlock()
+        if checkTrim { loop.execute { [self] in loop.after(HeapTrim.quiet) { [self] in trimWhenSettled() } } }
     }
 
     // MARK: Reports (session queues)

@@ -691,11 +691,12 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
     private func close() {
         guard !closed else { return }
         closed = true
+        let released = out.bytes.capacity + (feed?.statistics.queuedBytes ?? 0)
         detachFeed()
         loop.remove(fd)
         System.StreamSocket.close(fd)
         out = JSONWriter(capacity: 0)
         inbound = []
-        server.remove(self)
+        server.remove(self, released: released)
     }
 }

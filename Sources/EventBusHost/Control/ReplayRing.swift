@@ -41,23 +41,28 @@ struct ReplayRing {
     /// When the oldest held event was posted.
     var oldestTime: Date? { count == 0 ? nil : event(at: 0).wallTime }
 
-    mutating func append(_ event: Event, bytes eventBytes: Int) {
+    /// Holds `event` (of `eventBytes`, its ``Event/estimatedBytes``) and evicts what no longer
+    /// fits; returns the bytes evicted.
+    @discardableResult
+    mutating func append(_ event: Event, bytes eventBytes: Int) -> Int {
         newestSequence = event.sequence
         guard capacity > 0, eventBytes <= byteCapacity else {
             newestEvictedTime = event.wallTime
-            evict(count)
-            return
+            return evict(count)
         }
-        evict(max(count + 1 - capacity, 0))
-        while bytes + eventBytes > byteCapacity { evict(1) }
+        var evicted = evict(max(count + 1 - capacity, 0))
+        while bytes + eventBytes > byteCapacity { evicted += evict(1) }
         if count == slots.count { grow() }
         slots[(head + count) % slots.count] = (event, eventBytes)
         count += 1
         bytes += eventBytes
+        return evicted
     }
 
-    /// Drops the `evicted` oldest events.
-    private mutating func evict(_ evicted: Int) {
+    /// Drops the `evicted` oldest events; returns their bytes.
+    @discardableResult
+    private mutating func evict(_ evicted: Int) -> Int {
+        let before = bytes
         for _ in 0..<evicted {
             let oldest = slots[head]!
             slots[head] = nil
@@ -67,6 +72,7 @@ struct ReplayRing {
             count -= 1
         }
         if count == 0 { head = 0 }
+        return before - bytes
     }
 
     /// Lays the events out from slot 0 in twice the slots (at most `capacity`).
