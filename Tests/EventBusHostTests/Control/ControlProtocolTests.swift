@@ -110,7 +110,49 @@ import Testing
         #expect(ring.count == 0 && ring.oldestSequence == 6)
     }
 
+    @Test func theRingEvictsTheOldestWhileOverItsBytesAndHoldsNoEventLargerThanThem() {
+        let events = postedEvents(6)
+        let size = events[0].estimatedBytes  // the names are all as long: every event costs this
+        #expect(events.allSatisfy { $0.estimatedBytes == size })
+        var ring = ReplayRing(capacity: 100, byteCapacity: 3 * size)
+        var evicted = 0
+        events[0..<5].forEach { evicted += ring.append($0, bytes: size) }
+        #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [3, 4, 5])
+        #expect(ring.bytes == 3 * size && evicted == 2 * size)
+        #expect(ring.oldestSequence == 3 && ring.newestEvictedTime == events[1].wallTime)
+        ring.resize(capacity: 100, byteCapacity: 2 * size)
+        #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [4, 5])
+        // Larger than the whole budget: not held, and nothing before it is either.
+        #expect(ring.append(events[5], bytes: 2 * size + 1) == 2 * size)
+        #expect(ring.count == 0 && ring.bytes == 0 && ring.oldestSequence == 7)
+    }
+
     // MARK: A client's feed
+
+    @Test func aFeedOverItsBytesDropsIntoAGapButAlwaysTakesOneEventWhenEmpty() {
+        let events = postedEvents(4)
+        let feed = TailFeed(patterns: [EventPattern.all], fromSequence: 0, capacity: 100, byteCapacity: 1000,
+                            client: (id: 1, userID: 0, processID: 0), wake: {})
+        feed.offer(events[0], bytes: 5000)  // larger than the budget, but the buffer is empty
+        feed.offer(events[1], bytes: 10)  // over the budget: dropped
+        #expect(feed.statistics.queued == 1 && feed.statistics.queuedBytes == 5000 && feed.statistics.dropped == 1)
+        var items: [TailFeed.Item] = []
+        feed.take(upTo: 100, bytes: .max, into: &items)
+        #expect(feed.statistics.queued == 0 && feed.statistics.queuedBytes == 0)
+        feed.offer(events[2], bytes: 600)
+        feed.offer(events[3], bytes: 600)  // 1200 > 1000: dropped
+        items.removeAll()
+        feed.take(upTo: 100, bytes: 1, into: &items)  // a byte limit still takes one item
+        #expect(items.count == 1)
+        feed.take(upTo: 100, bytes: .max, into: &items)
+        guard items.count == 2, case .event(let kept, 600) = items[0],
+              case .gap(1, 4, 4, .slowClient) = items[1] else {
+            Issue.record("unexpected items \(items)")
+            return
+        }
+        #expect(kept.sequence == 3)
+        #expect(feed.statistics.dropped == 2)
+    }
 
     @Test func aFullFeedDropsTheNewestIntoOneGapAndWakesOncePerIdleSpell() {
         let events = postedEvents(6)
