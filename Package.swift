@@ -61,6 +61,8 @@ let package = Package(
         ),
         // epoll and eventfd for the control socket's event loop (headers only, part of glibc).
         .systemLibrary(name: "CEpoll", path: "Sources/CEpoll"),
+        // malloc_trim, to give freed heap back after large buffers (header only, part of glibc).
+        .systemLibrary(name: "CMalloc", path: "Sources/CMalloc"),
         // nats.c (libnats-dev): core NATS and JetStream, for the bridge.
         .systemLibrary(
             name: "CNATS",
@@ -131,6 +133,7 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 "ControlProtocol",
                 "CEpoll",
+                "CMalloc",
                 "ModuleIsolation",
                 "EventBusMetrics",
             ],

@@ -128,6 +128,18 @@ struct ConfigNode {
         return duration
     }
 
+    /// A size in bytes (see ``ByteSizeText``): `64MiB`, `16 MB`, `512M` or a plain integer.
+    func byteSize(atLeast minimum: Int) throws(ConfigError) -> Int {
+        guard case .scalar(let scalar) = node, node.tagName != .null else {
+            throw error("expected a size such as 64MiB, 16 MB or 1048576 (bytes), found \(found)")
+        }
+        guard let bytes = ByteSizeText.parse(scalar.string) else {
+            throw error("expected a size such as 64MiB, 16 MB or 1048576 (bytes), found \"\(scalar.string)\"")
+        }
+        guard bytes >= minimum else { throw error("must be at least \(ByteSizeText.describe(minimum)), found \(scalar.string)") }
+        return bytes
+    }
+
     /// The node as a module config value: scalars by their YAML type, lists and mappings nested.
     func configValue() throws(ConfigError) -> ConfigValue {
         switch node {

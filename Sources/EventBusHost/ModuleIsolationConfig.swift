@@ -32,7 +32,9 @@ extension HostConfig {
             case "restart_delay": settings.restartDelay = try value.duration()
             case "start_limit_burst": settings.startLimitBurst = try value.int(atLeast: 0)
             case "start_limit_interval": settings.startLimitInterval = try value.duration()
-            case "memory_limit": settings.memoryLimit = try byteSize(value)
+            case "memory_limit":
+                // At least 64 MiB: a worker runs the Swift runtime too.
+                settings.memoryLimit = UInt64(try value.byteSize(atLeast: 64 << 20))
             case "cpu_limit":
                 let limit = try value.duration()
                 guard limit >= .seconds(1) else { throw value.error("must be at least 1s (RLIMIT_CPU counts whole seconds)") }
@@ -44,24 +46,5 @@ extension HostConfig {
             }
         }
         return settings
-    }
-
-    /// `512M`, `2G`, `65536K` or plain bytes; at least 64 MiB (a Swift process needs its runtime).
-    private static func byteSize(_ node: ConfigNode) throws(ConfigError) -> UInt64 {
-        let text: String
-        if let bytes = try? node.int(atLeast: 0) { text = String(bytes) } else { text = try node.string() }
-        let units: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
-        var digits = Substring(text)
-        var scale: UInt64 = 1
-        if let last = text.last?.uppercased().first, let unit = units[last] {
-            digits = digits.dropLast()
-            scale = unit
-        }
-        guard let number = UInt64(digits), number.multipliedReportingOverflow(by: scale).overflow == false else {
-            throw node.error("expected a size such as 512M or 2G, found \"\(text)\"")
-        }
-        let bytes = number * scale
-        guard bytes >= 64 << 20 else { throw node.error("must be at least 64M: a worker runs the Swift runtime too") }
-        return bytes
     }
 }

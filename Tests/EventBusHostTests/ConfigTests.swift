@@ -307,7 +307,7 @@ import Testing
     @Test func badIsolationKeysNameFileLineAndKey() throws {
         for (yaml, key, message) in [
             ("modules:\n  a:\n    path: /x.so\n    isolation: thread\n", "modules.a.isolation", "expected one of: process, none, found \"thread\""),
-            ("modules:\n  a:\n    path: /x.so\n    worker: {memory_limit: lots}\n", "modules.a.worker.memory_limit", "expected a size such as 512M or 2G, found \"lots\""),
+            ("modules:\n  a:\n    path: /x.so\n    worker: {memory_limit: lots}\n", "modules.a.worker.memory_limit", "expected a size such as 64MiB, 16 MB or 1048576 (bytes), found \"lots\""),
             ("modules:\n  a:\n    path: /x.so\n    worker: {restarts: 3}\n", "modules.a.worker.restarts", "unknown key"),
         ] {
             do {

@@ -81,6 +81,8 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     // Guarded by `lock`.
     private var settings: ControlSettings
     private var ring: ReplayRing
+    /// What the ring and closed sessions let go of, for giving it back to the kernel.
+    private var heapTrim = HeapTrim()
     private var feeds: [TailFeed] = []
     private var sessions: [ObjectIdentifier: ControlSession] = [:]
     private var clientsByUser: [UInt32: Int] = [:]
@@ -125,7 +127,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         self.snapshot = snapshot
         self.metricsText = metrics
         self.settings = ControlSettings()
-        self.ring = ReplayRing(capacity: 0)
+        self.ring = ReplayRing(capacity: 0, byteCapacity: 0)
     }
 
     // MARK: Lifecycle (the host's control queue)
@@ -135,7 +137,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     func start(settings: ControlSettings, inherited: Int32? = nil) throws(StartError) {
         lock.withLock {
             self.settings = settings
-            ring = ReplayRing(capacity: settings.replayEvents)
+            ring = ReplayRing(capacity: settings.replayEvents, byteCapacity: settings.replayBytes)
         }
         if let inherited {
             do { try System.StreamSocket.makeNonBlocking(inherited) } catch { throw .inheritedSocket("\(error)") }
@@ -168,7 +170,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         }
         let groups = [settings.tailGroup.map { "tail group \($0)" }, settings.postGroup.map { "post group \($0)" }]
             .compactMap { $0 }
-        logger.info("control socket \(inherited == nil ? settings.socketPath : "inherited (fd \(inherited!))") ready (\(groups.isEmpty ? "root only" : groups.joined(separator: ", ")), replay \(settings.replayEvents) event(s))")
+        logger.info("control socket \(inherited == nil ? settings.socketPath : "inherited (fd \(inherited!))") ready (\(groups.isEmpty ? "root only" : groups.joined(separator: ", ")), replay \(settings.replayEvents) event(s) / \(ByteSizeText.describe(settings.replayBytes)))")
     }
 
     private func closeListener() {
@@ -214,7 +216,9 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
             let old = settings
             settings = new
             settings.socketPath = old.socketPath  // the socket stays where it is until a restart
-            if new.replayEvents != old.replayEvents { ring.resize(to: new.replayEvents) }
+            if new.replayEvents != old.replayEvents || new.replayBytes != old.replayBytes {
+                ring.resize(capacity: new.replayEvents, byteCapacity: new.replayBytes)
+            }
             return old
         }
         guard old != new else { return }
@@ -228,7 +232,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                 logger.error("cannot give the control socket its new group: \(error)")
             }
         }
-        logger.info("control settings applied (tail group: \(new.tailGroup?.name ?? "none"), post group: \(new.postGroup?.name ?? "none"), client buffer \(new.clientBuffer), replay \(new.replayEvents))")
+        logger.info("control settings applied (tail group: \(new.tailGroup?.name ?? "none"), post group: \(new.postGroup?.name ?? "none"), client buffer \(new.clientBuffer) event(s) / \(ByteSizeText.describe(new.clientBufferBytes)), replay \(new.replayEvents) event(s) / \(ByteSizeText.describe(new.replayBytes)))")
     }
 
     /// The first step of a shutdown: from now on a client's post is answered `shutting_down`.
@@ -447,9 +451,21 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     }
 
     /// A session closed its socket.
-    func remove(_ session: ControlSession) {
+    /// Forgets a closed session, whose buffers held `released` bytes (counted for ``HeapTrim``).
+    /// On the loop.
+    func remove(_ session: ControlSession, released: Int) {
         forget(session)
+        if lock.withLock({ heapTrim.release(released) }) { loop.after(HeapTrim.quiet) { [self] in trimWhenSettled() } }
         logger.debug("control client \(session.id) disconnected")
+    }
+
+    /// On the loop: trims once the large releases have settled (see ``HeapTrim``).
+    private func trimWhenSettled() {
+        if lock.withLock({ heapTrim.check() }) {
+            HeapTrim.trim()
+        } else {
+            loop.after(HeapTrim.quiet) { [self] in trimWhenSettled() }
+        }
     }
 
     private func forget(_ session: ControlSession) {
@@ -485,7 +501,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         return "uid \(peer.userID) is neither root nor in group \(group.name), which may \(what)"
     }
 
-    var clientBuffer: Int { lock.withLock { settings.clientBuffer } }
+    var clientBuffer: (events: Int, bytes: Int) { lock.withLock { (settings.clientBuffer, settings.clientBufferBytes) } }
 
     /// The sequence of the newest event posted so far.
     var newestSequence: UInt64 { lock.withLock { ring.newestSequence } }
@@ -516,11 +532,11 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                 if since <= lostUpTo {
                     items.append(.gap(dropped: Int(lostUpTo - since + 1), first: since, last: lostUpTo, reason: .replay))
                 }
-                items += ring.events(from: since, where: feed.wants).map { .event($0) }
+                items += ring.events(from: since, where: feed.wants).map(TailFeed.Item.init)
             } else if feed.filter.since != nil {
-                items = ring.events(from: 1, where: feed.wants).map { .event($0) }
+                items = ring.events(from: 1, where: feed.wants).map(TailFeed.Item.init)
             } else if let last, last > 0 {
-                items = ring.last(last, where: feed.wants).map { .event($0) }
+                items = ring.last(last, where: feed.wants).map(TailFeed.Item.init)
             }
             feed.setReplay(items, lastSequence: ring.newestSequence)
             feeds.append(feed)
@@ -538,11 +554,14 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     private func deliver(_ event: Event) {
         lock.lock()
         fannedOut = max(fannedOut, event.sequence)
-        ring.append(event)
+        let bytes = event.estimatedBytes
+        let evicted = ring.append(event, bytes: bytes)
         for feed in feeds where feed.wants(event) {
-            feed.offer(event)
+            feed.offer(event, bytes: bytes)
         }
+        let checkTrim = evicted > 0 && heapTrim.release(evicted)
         lock.unlock()
+        if checkTrim { loop.execute { [self] in loop.after(HeapTrim.quiet) { [self] in trimWhenSettled() } } }
     }
 
     // MARK: Reports (session queues)
@@ -553,6 +572,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         let (socket, clients, tailing, refusals, replay) = lock.withLock {
             (settings.socketPath, sessions.count, feeds.count, refused,
              JSON.object(["capacity": .int(Int64(ring.capacity)), "held": .int(Int64(ring.count)),
+                          "byte_capacity": .int(Int64(ring.byteCapacity)), "bytes": .int(Int64(ring.bytes)),
                           "oldest_seq": .int(Int64(ring.oldestSequence)), "newest_seq": .int(Int64(ring.newestSequence))]))
         }
         let uptime = ContinuousClock.now - startedMonotonic
@@ -597,7 +617,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
                     "client": .int(Int64(feed.client.id)), "uid": .int(Int64(feed.client.userID)),
                     "pid": .int(Int64(feed.client.processID)),
                     "delivered": .int(Int64(statistics.delivered)), "dropped": .int(Int64(statistics.dropped)),
-                    "queued": .int(Int64(statistics.queued)),
+                    "queued": .int(Int64(statistics.queued)), "queued_bytes": .int(Int64(statistics.queuedBytes)),
                 ])
             }),
         ])

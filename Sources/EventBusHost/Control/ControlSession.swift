@@ -22,7 +22,7 @@ import Foundation
 ///
 /// ## Output
 /// Response lines and event lines share one byte buffer, written with one `send` per batch
-/// (up to ``batchSize`` events). While the socket does not take more, the session stops taking
+/// (up to ``batchSize`` events and about ``batchBytes``). While the socket does not take more, the session stops taking
 /// events from its feed — they wait there, bounded, and then drop with a gap line. An idle
 /// connection holds no output buffer.
 final class ControlSession: LoopWatcher, @unchecked Sendable {
@@ -34,6 +34,9 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
     private unowned let server: ControlServer
 
     private static let batchSize = 1024
+    /// A batch stops at the first event that reaches this many (estimated) bytes: the output
+    /// buffer of a client that does not read holds about this much, not 1024 large events.
+    private static let batchBytes = 256 * 1024
     private static let endingBatchSize = 64
     /// Batches written per wake-up before the loop serves other clients.
     private static let batchesPerTurn = 16
@@ -138,10 +141,10 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             run = nil
         }
         batch.removeAll(keepingCapacity: true)
-        feed.take(upTo: .max, into: &batch)
+        feed.take(upTo: .max, bytes: .max, into: &batch)
         for item in batch {
             switch item {
-            case .event(let event):
+            case .event(let event, _):
                 // A subscription's `count` bounds what it would have got, and so what it lost.
                 if let left = remaining {
                     if left == 0 { break }
@@ -324,7 +327,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         }
         var parsed: SubscribeRequest
         do {
-            parsed = try SubscribeRequest(request, maximumBuffer: server.clientBuffer)
+            parsed = try SubscribeRequest(request, maximumBuffer: server.clientBuffer.events)
         } catch {
             self.error(error.code, error.message, id: id)
             return
@@ -353,8 +356,9 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             // under the server's lock, so take every later event as past the window.
             parsed.filter.untilSequence = min(parsed.filter.untilSequence ?? .max, server.newestSequence)
         }
+        let buffer = server.clientBuffer
         let feed = TailFeed(patterns: parsed.patterns, fromSequence: parsed.since ?? 0, filter: parsed.filter,
-                            capacity: parsed.buffer ?? server.clientBuffer, hosts: parsed.hosts,
+                            capacity: parsed.buffer ?? buffer.events, byteCapacity: buffer.bytes, hosts: parsed.hosts,
                             client: (id: self.id, userID: peer.userID, processID: peer.processID),
                             wake: { [weak self] in
                                 guard let session = self else { return }
@@ -366,7 +370,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         do {
             for path in parsed.files {
                 subscriptions.append(try server.bus.files(at: path, recursive: parsed.recursive).sink { event in
-                    if feed.filter.accepts(event) { feed.offer(event) }
+                    if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
             // One journal reader for all the units — alternatives of one field, as
@@ -375,7 +379,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             if !parsed.journal.isEmpty {
                 let units = JournalMatch(terms: [["_SYSTEMD_UNIT": Set(parsed.journal)]])
                 subscriptions.append(try server.bus.journal(matching: units).sink { event in
-                    if feed.filter.accepts(event) { feed.offer(event) }
+                    if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
         } catch {
@@ -393,6 +397,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             "oldest_seq": .int(Int64(attachment.oldestSequence)),
             "newest_seq": .int(Int64(attachment.newestSequence)),
             "buffer": .int(Int64(feed.capacity)),
+            "buffer_bytes": .int(Int64(feed.byteCapacity)),
         ]
         if !parsed.files.isEmpty { response["files"] = .array(parsed.files.map { .string($0) }) }
         if !parsed.journal.isEmpty { response["journal"] = .array(parsed.journal.map { .string($0) }) }
@@ -583,7 +588,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             batch.removeAll(keepingCapacity: true)
             // While the stream ends (shutdown), small batches: what is encoded but not yet taken
             // by the socket stays small, so a `hurry` gap line is not stuck behind much.
-            feed.take(upTo: endingReason == nil ? Self.batchSize : Self.endingBatchSize, into: &batch)
+            feed.take(upTo: endingReason == nil ? Self.batchSize : Self.endingBatchSize, bytes: Self.batchBytes, into: &batch)
             if batch.isEmpty {
                 // The feed went idle; the next offer wakes us — unless the stream is ending.
                 if let endingReason { finish(reason: endingReason) } else if endWhenDrained { finish(reason: "until") }
@@ -595,7 +600,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             var windowOver = false
             for item in batch {
                 switch item {
-                case .event(let event):
+                case .event(let event, _):
                     if feed.filter.endsBefore(event) {
                         windowOver = true
                         break
@@ -615,6 +620,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
                 }
                 if countReached || windowOver { break }
             }
+            batch.removeAll(keepingCapacity: true)  // encoded: the events need not stay pinned here
             eventsInOutput += delivered
             feed.didDeliver(delivered)
             if countReached || windowOver {
@@ -685,11 +691,12 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
     private func close() {
         guard !closed else { return }
         closed = true
+        let released = out.bytes.capacity + (feed?.statistics.queuedBytes ?? 0)
         detachFeed()
         loop.remove(fd)
         System.StreamSocket.close(fd)
         out = JSONWriter(capacity: 0)
         inbound = []
-        server.remove(self)
+        server.remove(self, released: released)
     }
 }

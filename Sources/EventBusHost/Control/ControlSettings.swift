@@ -26,8 +26,15 @@ public struct ControlSettings: Sendable, Equatable {
     public var postGroup: Group?
     /// Events waiting for one client before more are dropped and announced (`client_buffer`).
     public var clientBuffer: Int
+    /// Bytes of events (``Event/estimatedBytes``) waiting for one client before more are dropped
+    /// and announced (`client_buffer_bytes`): the count alone let a client that stops reading
+    /// pin 10 000 events of up to 1 MiB each.
+    public var clientBufferBytes: Int
     /// Recent events kept for replay with `--since` and `--last` (`replay_events`).
     public var replayEvents: Int
+    /// Bytes of recent events kept for replay (`replay_bytes`); the oldest go while the ring is
+    /// over this or ``replayEvents``. Without it, 10 000 posts of 900 KB held 9 GB.
+    public var replayBytes: Int
 
     /// Connections at once, all users together (`max_clients`); one more is refused with a
     /// `too_many_clients` error line.
@@ -56,12 +63,22 @@ public struct ControlSettings: Sendable, Equatable {
     public static let defaultJournalGroups = ["systemd-journal", "adm"]
     public static let defaultClientBuffer = 10_000
     public static let defaultReplayEvents = 10_000
+    /// 64 MiB: 10 000 ordinary events (a few hundred bytes to a few KiB each) fit, so for them the
+    /// count still decides; of the largest events (a 1 MiB line) the last 64 are kept.
+    public static let defaultReplayBytes = 64 << 20
+    /// 16 MiB per client: 10 000 ordinary events fit, so the count decides for them; a client
+    /// that stops reading a stream of 1 MiB events holds 16 of them. Clients tailing together
+    /// share the events they hold (an event is copied by reference), so 80 stalled clients of
+    /// one stream hold 16 MiB, not 1.3 GB.
+    public static let defaultClientBufferBytes = 16 << 20
     public static let defaultMaxClients = 4096
     public static let defaultMaxClientsPerUser = 64
 
     public init(socketPath: String = ControlProtocol.defaultSocketPath(), tailGroup: Group? = nil,
                 postGroup: Group? = nil, clientBuffer: Int = ControlSettings.defaultClientBuffer,
                 replayEvents: Int = ControlSettings.defaultReplayEvents,
+                clientBufferBytes: Int = ControlSettings.defaultClientBufferBytes,
+                replayBytes: Int = ControlSettings.defaultReplayBytes,
                 maxClients: Int = ControlSettings.defaultMaxClients,
                 maxClientsPerUser: Int = ControlSettings.defaultMaxClientsPerUser) {
         self.socketPath = socketPath
@@ -69,13 +86,16 @@ public struct ControlSettings: Sendable, Equatable {
         self.postGroup = postGroup
         self.clientBuffer = clientBuffer
         self.replayEvents = replayEvents
+        self.clientBufferBytes = clientBufferBytes
+        self.replayBytes = replayBytes
         self.maxClients = maxClients
         self.maxClientsPerUser = maxClientsPerUser
     }
 }
 
 extension HostConfig {
-    static let controlKeys = ["socket", "tail_group", "post_group", "client_buffer", "replay_events",
+    static let controlKeys = ["socket", "tail_group", "post_group", "client_buffer", "client_buffer_bytes",
+                              "replay_events", "replay_bytes",
                               "max_clients", "max_clients_per_user", "reserved_files", "files_access", "journal_groups"]
 
     /// Reads the `control:` section. Groups are looked up now, so a misspelt group is an error
@@ -95,7 +115,9 @@ extension HostConfig {
             case "tail_group": settings.tailGroup = try group(value)
             case "post_group": settings.postGroup = try group(value)
             case "client_buffer": settings.clientBuffer = try value.int(atLeast: 1)
+            case "client_buffer_bytes": settings.clientBufferBytes = try value.byteSize(atLeast: 1)
             case "replay_events": settings.replayEvents = try value.int(atLeast: 0)
+            case "replay_bytes": settings.replayBytes = try value.byteSize(atLeast: 0)
             case "max_clients": settings.maxClients = try value.int(atLeast: 1)
             case "max_clients_per_user": settings.maxClientsPerUser = try value.int(atLeast: 1)
             case "reserved_files": settings.reservedFiles = try value.int(atLeast: 0)

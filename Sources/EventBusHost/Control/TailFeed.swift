@@ -5,7 +5,10 @@ import Foundation
 /// control loop (the session's thread) takes them out in batches and writes them to the socket.
 ///
 /// ## Slow clients: drop with count, announced
-/// At most `capacity` events wait. When the client does not read — the socket's kernel buffer
+/// At most `capacity` events and `byteCapacity` bytes (by ``Event/estimatedBytes``) wait — the
+/// count alone let a client that stops reading pin 10 000 events of up to 1 MiB. One event is
+/// always taken into an empty buffer, so a budget below the largest event cannot starve a client
+/// that keeps up. When the client does not read — the socket's kernel buffer
 /// is full and this buffer too — further events are dropped and counted, and one `gap` line
 /// (count, first and last sequence) takes their place in the client's stream, exactly where the
 /// events are missing. Dropping, not disconnecting: a person tailing through a slow terminal
@@ -32,14 +35,24 @@ final class TailFeed: @unchecked Sendable {
     /// Origin hosts wanted (`local`: events without an origin); empty: all.
     let hosts: [String]
     let capacity: Int
+    let byteCapacity: Int
     /// Which connection it feeds, for `stats`.
     let client: (id: Int, userID: UInt32, processID: Int32)
     /// Called (outside the lock) when the session should wake up and write.
     private let wake: @Sendable () -> Void
 
     enum Item {
-        case event(Event)
+        /// An event with its ``Event/estimatedBytes``, counted once on the way in.
+        case event(Event, bytes: Int)
         case gap(dropped: Int, first: UInt64, last: UInt64, reason: GapReason)
+
+        init(_ event: Event) { self = .event(event, bytes: event.estimatedBytes) }
+
+        /// What the item counts against a batch's bytes (a gap line is short).
+        var bytes: Int {
+            if case .event(_, let bytes) = self { return bytes }
+            return 64
+        }
     }
 
     private struct State {
@@ -49,6 +62,7 @@ final class TailFeed: @unchecked Sendable {
         var live: [Item] = []
         var liveIndex = 0
         var liveEvents = 0
+        var liveBytes = 0
         /// Index in `live` of the gap notice still collecting drops, if the last item is one.
         var openGap: Int?
         var lastOffered: UInt64 = 0
@@ -61,13 +75,14 @@ final class TailFeed: @unchecked Sendable {
     private var state = State()
 
     init(patterns: [EventPattern], fromSequence: UInt64, filter: TailFilter = TailFilter(), capacity: Int,
-         hosts: [String] = [], client: (id: Int, userID: UInt32, processID: Int32), wake: @escaping @Sendable () -> Void) {
+         byteCapacity: Int = ControlSettings.defaultClientBufferBytes, hosts: [String] = [], client: (id: Int, userID: UInt32, processID: Int32), wake: @escaping @Sendable () -> Void) {
         self.patterns = patterns
         self.filter = filter
         self.hosts = hosts
         self.client = client
         self.fromSequence = fromSequence
         self.capacity = max(1, capacity)
+        self.byteCapacity = max(1, byteCapacity)
         self.wake = wake
     }
 
@@ -89,15 +104,17 @@ final class TailFeed: @unchecked Sendable {
         }
     }
 
-    /// Adds a live event, or counts it dropped when the buffer is full. Delivery loop only.
-    func offer(_ event: Event) {
+    /// Adds a live event of `bytes` (its ``Event/estimatedBytes``), or counts it dropped when the
+    /// buffer is full by count or by bytes. Delivery loop only.
+    func offer(_ event: Event, bytes: Int) {
         let mustWake = lock.withLock { () -> Bool in
             // The same event can come through the pattern fan-out and a source subscription.
             guard event.sequence > state.lastOffered else { return false }
             state.lastOffered = event.sequence
-            if state.liveEvents < capacity {
-                state.live.append(.event(event))
+            if state.liveEvents == 0 || (state.liveEvents < capacity && state.liveBytes + bytes <= byteCapacity) {
+                state.live.append(.event(event, bytes: bytes))
                 state.liveEvents += 1
+                state.liveBytes += bytes
                 state.openGap = nil
             } else {
                 state.dropped += 1
@@ -126,22 +143,34 @@ final class TailFeed: @unchecked Sendable {
         if mustWake { wake() }
     }
 
-    /// Up to `limit` items, replay first. An empty result means the feed is drained and the
-    /// session goes idle: the next offer wakes it again.
-    func take(upTo limit: Int, into items: inout [Item]) {
+    /// Up to `limit` items and about `byteLimit` bytes (at least one item), replay first: the
+    /// session encodes a batch whole, so a batch of 1024 events of 900 KB would have been a
+    /// 900 MB output buffer. An empty result means the feed is drained and the session goes
+    /// idle: the next offer wakes it again.
+    func take(upTo limit: Int, bytes byteLimit: Int, into items: inout [Item]) {
         lock.withLock {
-            while items.count < limit, state.replayIndex < state.replay.count {
-                items.append(state.replay[state.replayIndex])
+            var taken = 0
+            func hasRoom() -> Bool { items.count < limit && (items.isEmpty || taken < byteLimit) }
+            while hasRoom(), state.replayIndex < state.replay.count {
+                let item = state.replay[state.replayIndex]
+                state.replay[state.replayIndex] = .gap(dropped: 0, first: 0, last: 0, reason: .replay)  // not pinned here once taken
+                taken += item.bytes
+                items.append(item)
                 state.replayIndex += 1
             }
             if state.replayIndex == state.replay.count, !state.replay.isEmpty {
                 state.replay = []
                 state.replayIndex = 0
             }
-            while items.count < limit, state.liveIndex < state.live.count {
+            while hasRoom(), state.liveIndex < state.live.count {
                 let item = state.live[state.liveIndex]
+                state.live[state.liveIndex] = .gap(dropped: 0, first: 0, last: 0, reason: .slowClient)  // not pinned here once taken
                 state.liveIndex += 1
-                if case .event = item { state.liveEvents -= 1 }
+                if case .event(_, let bytes) = item {
+                    state.liveEvents -= 1
+                    state.liveBytes -= bytes
+                }
+                taken += item.bytes
                 items.append(item)
             }
             if let open = state.openGap, open < state.liveIndex { state.openGap = nil }  // taken: its count is final
@@ -169,9 +198,11 @@ final class TailFeed: @unchecked Sendable {
         var delivered: UInt64
         var dropped: UInt64
         var queued: Int
+        var queuedBytes: Int
     }
 
     var statistics: Statistics {
-        lock.withLock { Statistics(delivered: state.delivered, dropped: state.dropped, queued: state.liveEvents) }
+        lock.withLock { Statistics(delivered: state.delivered, dropped: state.dropped, queued: state.liveEvents,
+                                     queuedBytes: state.liveBytes) }
     }
 }

@@ -185,7 +185,7 @@ import Testing
 
     @Test func everyAcknowledgedPostIsDeliveredOrAnnouncedAcrossSIGTERM() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 1000000", rest: """
+        let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 1000000\n  client_buffer_bytes: 1GiB", rest: """
             shutdown_timeout: 10s
             modules:
               counter:
@@ -244,7 +244,7 @@ import Testing
     /// process, so its log can be read.
     @Test func aSlowReaderAtShutdownGetsTheRestAsAShutdownGap() async throws {
         let directory = try TemporaryDirectory()
-        let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 1000000")
+        let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 1000000\n  client_buffer_bytes: 1GiB")
         let configPath = try directory.write("eventbus.yaml", yaml)
         let (logger, log) = recordingLogger()
         let host = BusHost(configPath: configPath, logger: logger, control: .configured)

@@ -95,44 +95,86 @@ import Testing
 
     @Test func theRingKeepsTheNewestAndKnowsWhatItLost() {
         let events = postedEvents(5)
-        var ring = ReplayRing(capacity: 3)
+        var ring = ReplayRing(capacity: 3, byteCapacity: .max)
         #expect(ring.oldestSequence == 1 && ring.newestSequence == 0)
-        events.forEach { ring.append($0) }
+        events.forEach { ring.append($0, bytes: $0.estimatedBytes) }
         #expect(ring.oldestSequence == 3 && ring.newestSequence == 5)
         #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [3, 4, 5])
         #expect(ring.events(from: 4) { _ in true }.map(\.sequence) == [4, 5])
         #expect(ring.events(from: 6) { _ in true }.isEmpty)
         #expect(ring.last(2) { _ in true }.map(\.sequence) == [4, 5])
         #expect(ring.last(9) { $0.name != "test.e4" }.map(\.sequence) == [3, 5])
-        ring.resize(to: 2)
+        ring.resize(capacity: 2, byteCapacity: .max)
         #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [4, 5])
-        ring.resize(to: 0)
+        ring.resize(capacity: 0, byteCapacity: .max)
         #expect(ring.count == 0 && ring.oldestSequence == 6)
     }
 
+    @Test func theRingEvictsTheOldestWhileOverItsBytesAndHoldsNoEventLargerThanThem() {
+        let events = postedEvents(6)
+        let size = events[0].estimatedBytes  // the names are all as long: every event costs this
+        #expect(events.allSatisfy { $0.estimatedBytes == size })
+        var ring = ReplayRing(capacity: 100, byteCapacity: 3 * size)
+        var evicted = 0
+        events[0..<5].forEach { evicted += ring.append($0, bytes: size) }
+        #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [3, 4, 5])
+        #expect(ring.bytes == 3 * size && evicted == 2 * size)
+        #expect(ring.oldestSequence == 3 && ring.newestEvictedTime == events[1].wallTime)
+        ring.resize(capacity: 100, byteCapacity: 2 * size)
+        #expect(ring.events(from: 1) { _ in true }.map(\.sequence) == [4, 5])
+        // Larger than the whole budget: not held, and nothing before it is either.
+        #expect(ring.append(events[5], bytes: 2 * size + 1) == 2 * size)
+        #expect(ring.count == 0 && ring.bytes == 0 && ring.oldestSequence == 7)
+    }
+
     // MARK: A client's feed
+
+    @Test func aFeedOverItsBytesDropsIntoAGapButAlwaysTakesOneEventWhenEmpty() {
+        let events = postedEvents(4)
+        let feed = TailFeed(patterns: [EventPattern.all], fromSequence: 0, capacity: 100, byteCapacity: 1000,
+                            client: (id: 1, userID: 0, processID: 0), wake: {})
+        feed.offer(events[0], bytes: 5000)  // larger than the budget, but the buffer is empty
+        feed.offer(events[1], bytes: 10)  // over the budget: dropped
+        #expect(feed.statistics.queued == 1 && feed.statistics.queuedBytes == 5000 && feed.statistics.dropped == 1)
+        var items: [TailFeed.Item] = []
+        feed.take(upTo: 100, bytes: .max, into: &items)
+        #expect(feed.statistics.queued == 0 && feed.statistics.queuedBytes == 0)
+        feed.offer(events[2], bytes: 600)
+        feed.offer(events[3], bytes: 600)  // 1200 > 1000: dropped
+        items.removeAll()
+        feed.take(upTo: 100, bytes: 1, into: &items)  // a byte limit still takes one item
+        #expect(items.count == 1)
+        feed.take(upTo: 100, bytes: .max, into: &items)
+        guard items.count == 2, case .event(let kept, 600) = items[0],
+              case .gap(1, 4, 4, .slowClient) = items[1] else {
+            Issue.record("unexpected items \(items)")
+            return
+        }
+        #expect(kept.sequence == 3)
+        #expect(feed.statistics.dropped == 2)
+    }
 
     @Test func aFullFeedDropsTheNewestIntoOneGapAndWakesOncePerIdleSpell() {
         let events = postedEvents(6)
         let wakes = Collected(0)
         let feed = TailFeed(patterns: [EventPattern.all], fromSequence: 0, capacity: 2,
                             client: (id: 1, userID: 0, processID: 0), wake: { wakes.update { $0 += 1 } })
-        events[0..<5].forEach(feed.offer)
-        feed.offer(events[1])  // again, as through a source subscription: ignored
+        events[0..<5].forEach { feed.offer($0, bytes: $0.estimatedBytes) }
+        feed.offer(events[1], bytes: events[1].estimatedBytes)  // again, as through a source subscription: ignored
         #expect(wakes.value == 1)
         var items: [TailFeed.Item] = []
-        feed.take(upTo: 100, into: &items)
+        feed.take(upTo: 100, bytes: .max, into: &items)
         #expect(items.count == 3)
-        guard case .event(let first) = items[0], case .event(let second) = items[1],
+        guard case .event(let first, _) = items[0], case .event(let second, _) = items[1],
               case .gap(let dropped, let firstDropped, let lastDropped, .slowClient) = items[2] else {
             Issue.record("unexpected items \(items)")
             return
         }
         #expect([first.sequence, second.sequence, UInt64(dropped), firstDropped, lastDropped] == [1, 2, 3, 3, 5])
         items.removeAll()
-        feed.take(upTo: 100, into: &items)
+        feed.take(upTo: 100, bytes: .max, into: &items)
         #expect(items.isEmpty)  // idle again: the next offer wakes
-        feed.offer(events[5])
+        feed.offer(events[5], bytes: events[5].estimatedBytes)
         #expect(wakes.value == 2)
         #expect(feed.statistics.dropped == 3)
     }
