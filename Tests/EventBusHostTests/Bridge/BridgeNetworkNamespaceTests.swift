@@ -13,15 +13,7 @@ import TestSupport
 struct BridgeNetworkNamespaceTests {
     @Test(arguments: [false, true])
     func aCutLinkIsAnnouncedInCoreModeAndResumedExactlyInDurableMode(durable: Bool) async throws {
-        let lab = NetworkLab()
-        defer { lab.remove() }  // also when the test fails: the namespaces (and their links) go
-        let server = try lab.namespace("srv"), alphaSpace = try lab.namespace("a"), betaSpace = try lab.namespace("b")
-        try lab.link(server, "10.201.1.1", alphaSpace, "10.201.1.2")
-        let betaLink = try lab.link(server, "10.201.2.1", betaSpace, "10.201.2.2")
-
         let directory = try TemporaryDirectory("bridge-netns")
-        let nats = try NATSServer(storage: directory.path, port: 4222, wrapper: lab.exec(server), address: "0.0.0.0")
-        defer { nats.stop() }
         let settings = """
             export: ["load.>"]
             import: ["load.>"]
@@ -30,10 +22,9 @@ struct BridgeNetworkNamespaceTests {
             reconnect_wait: 100ms
             max_reconnect_wait: 1s
             """ + (durable ? "\ndurable: {stream: NETBUS, max_age: 1h, ack_wait: 2s}" : "")
-        let a = try BridgedHost("alpha", server: nats, url: "nats://10.201.1.1:4222", wrapper: lab.exec(alphaSpace),
-                                in: directory, bridge: settings)
-        let b = try BridgedHost("beta", server: nats, url: "nats://10.201.2.1:4222", wrapper: lab.exec(betaSpace),
-                                in: directory, bridge: settings)
+        let pair = try NetworkedPair(subnet: 201, directory: directory, bridge: settings)
+        defer { pair.remove() }  // also when the test fails: the namespaces (and their links) go
+        let a = pair.alpha, b = pair.beta
         try await b.start()
         try await a.start()
         if durable { #expect(await eventually { b.daemon?.output.contains("importing from stream NETBUS") == true }) }
@@ -43,10 +34,10 @@ struct BridgeNetworkNamespaceTests {
         #expect(await eventually { tailB.named("load.").count == 10 })
 
         let cut = Date()
-        try lab.setLink(betaLink, up: false)
+        try pair.setBetaLink(up: false)
         try post(a.socket, "load.tick", 11...60)
         try await Task.sleep(for: .seconds(3))
-        try lab.setLink(betaLink, up: true)
+        try pair.setBetaLink(up: true)
         #expect(await eventually { b.count("reconnects") >= 1 },
                 "beta: \(b.daemon?.output ?? "")\nstatus B: \(String(describing: b.bridgeStatus))")
         if !durable {
@@ -100,14 +91,7 @@ struct BridgeNetworkNamespaceTests {
        .enabled(if: NetworkLab.isPermitted, "skipped: cannot create network namespaces here (ip netns needs CAP_SYS_ADMIN)"))
 struct BridgeFlappingLinkTests {
     @Test func aFlappingLinkInDurableModeLosesNothingAndDuplicatesNothing() async throws {
-        let lab = NetworkLab()
-        defer { lab.remove() }
-        let server = try lab.namespace("srv"), alphaSpace = try lab.namespace("a"), betaSpace = try lab.namespace("b")
-        try lab.link(server, "10.202.1.1", alphaSpace, "10.202.1.2")
-        let betaLink = try lab.link(server, "10.202.2.1", betaSpace, "10.202.2.2")
         let directory = try TemporaryDirectory("bridge-flap")
-        let nats = try NATSServer(storage: directory.path, port: 4222, wrapper: lab.exec(server), address: "0.0.0.0")
-        defer { nats.stop() }
         let settings = """
             export: ["load.>"]
             import: ["load.>"]
@@ -117,10 +101,9 @@ struct BridgeFlappingLinkTests {
             max_reconnect_wait: 200ms
             durable: {stream: FLAPBUS, max_age: 1h, ack_wait: 1s}
             """
-        let a = try BridgedHost("alpha", server: nats, url: "nats://10.202.1.1:4222", wrapper: lab.exec(alphaSpace),
-                                in: directory, bridge: settings)
-        let b = try BridgedHost("beta", server: nats, url: "nats://10.202.2.1:4222", wrapper: lab.exec(betaSpace),
-                                in: directory, bridge: settings)
+        let pair = try NetworkedPair(subnet: 202, directory: directory, bridge: settings)
+        defer { pair.remove() }
+        let a = pair.alpha, b = pair.beta
         try await b.start()
         try await a.start()
         #expect(await eventually { b.daemon?.output.contains("importing from stream FLAPBUS") == true })
@@ -129,10 +112,10 @@ struct BridgeFlappingLinkTests {
         for round in 0..<rounds {
             let first = round * perRound
             try post(a.socket, "load.tick", (first + 1)...(first + perRound / 2))
-            try lab.setLink(betaLink, up: false)
+            try pair.setBetaLink(up: false)
             try post(a.socket, "load.tick", (first + perRound / 2 + 1)...(first + perRound))
             #expect(await eventually { b.count("disconnects") > round || b.daemon?.process.isRunning == false })
-            try lab.setLink(betaLink, up: true)
+            try pair.setBetaLink(up: true)
             #expect(await eventually { b.count("reconnects") > round || b.daemon?.process.isRunning == false },
                     "beta: \(b.daemon?.output.suffix(4000) ?? "")")
             guard b.daemon?.process.isRunning == true else { break }
@@ -147,6 +130,41 @@ struct BridgeFlappingLinkTests {
         #expect(b.count("lost") == 0)
         await a.kill(SIGTERM)
         await b.kill(SIGTERM)
+    }
+}
+
+/// Two bridged eventbusd hosts, alpha and beta, each in a network namespace of its own, linked
+/// by a veth pair (10.`subnet`.1.0/30 and 10.`subnet`.2.0/30) to a third that runs nats-server;
+/// beta's link can be cut. ``remove()`` stops the server and removes the namespaces.
+final class NetworkedPair: @unchecked Sendable {
+    // @unchecked: used by one test at a time.
+    let alpha: BridgedHost
+    let beta: BridgedHost
+    private let lab = NetworkLab()
+    private let nats: NATSServer
+    private let betaLink: NetworkLab.Link
+
+    init(subnet: Int, directory: TemporaryDirectory, bridge settings: String) throws {
+        do {
+            let server = try lab.namespace("srv"), alphaSpace = try lab.namespace("a"), betaSpace = try lab.namespace("b")
+            try lab.link(server, "10.\(subnet).1.1", alphaSpace, "10.\(subnet).1.2")
+            betaLink = try lab.link(server, "10.\(subnet).2.1", betaSpace, "10.\(subnet).2.2")
+            nats = try NATSServer(storage: directory.path, port: 4222, wrapper: lab.exec(server), address: "0.0.0.0")
+            alpha = try BridgedHost("alpha", server: nats, url: "nats://10.\(subnet).1.1:4222", wrapper: lab.exec(alphaSpace),
+                                    in: directory, bridge: settings)
+            beta = try BridgedHost("beta", server: nats, url: "nats://10.\(subnet).2.1:4222", wrapper: lab.exec(betaSpace),
+                                   in: directory, bridge: settings)
+        } catch {
+            lab.remove()
+            throw error
+        }
+    }
+
+    func setBetaLink(up: Bool) throws { try lab.setLink(betaLink, up: up) }
+
+    func remove() {
+        nats.stop()
+        lab.remove()
     }
 }
 
