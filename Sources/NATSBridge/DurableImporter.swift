@@ -38,6 +38,8 @@ final class DurableImporter: @unchecked Sendable {
     private let filter: String
     private var ledger = ImportLedger()
     private var hasPosition = false
+    /// The consumer sequence its next first delivery must carry (1 after each bind).
+    private var nextDelivery: UInt64 = 1
     private var subscription: OpaquePointer?
     /// Subscriptions replaced at the last bind: unsubscribed, destroyed at the next one (or by
     /// `release`), for the reason above.
@@ -157,6 +159,7 @@ final class DurableImporter: @unchecked Sendable {
         }
         try setup.placeConsumer(startSequence: ledger.streamSequence + 1, filter: filter)
         subscription = try setup.pullSubscribe(filter: filter)
+        nextDelivery = 1
         logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(setup.consumer), \(filter))")
     }
 
@@ -164,16 +167,33 @@ final class DurableImporter: @unchecked Sendable {
         var events: [Event] = []
         let before = ledger
         var lag: UInt64 = 0
+        var taken = 0
         for index in 0..<Int(list.Count) {
-            guard let message = list.Msgs[index] else { continue }
+            guard let message = list.Msgs[index] else { taken = index + 1; continue }
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
             guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
                 counters.malformed.add(1, ordering: .relaxed)
+                taken = index + 1
                 continue
             }
             let streamSequence = metadata.pointee.Sequence.Stream
+            let delivery = metadata.pointee.Sequence.Consumer
+            let firstDelivery = metadata.pointee.NumDelivered == 1
             lag = metadata.pointee.NumPending
             jsMsgMetaData_Destroy(metadata)
+            if firstDelivery {
+                // The consumer numbers its first deliveries 1, 2, 3…: one skipped went to a fetch
+                // this host never got (answered while the link was down). Taking what follows
+                // would move the ledger past it for good; instead re-create the consumer after
+                // the ledger, which delivers it again, in order.
+                guard delivery <= nextDelivery else {
+                    logger.notice("bridge: the consumer delivered \(delivery - nextDelivery) message(s) this host did not receive (a fetch answered while the link was down); reading them again after stream sequence \(ledger.streamSequence)")
+                    needsRebind.store(true, ordering: .relaxed)
+                    break
+                }
+                nextDelivery = max(nextDelivery, delivery + 1)
+            }
+            taken = index + 1
             guard streamSequence > ledger.streamSequence else {
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
                 continue
@@ -220,7 +240,7 @@ final class DurableImporter: @unchecked Sendable {
         // One post for the batch (one compare-and-swap or lock), then the acknowledgements.
         bus.post(contentsOf: events)
         counters.imported.add(UInt64(events.count), ordering: .relaxed)
-        for index in 0..<Int(list.Count) {
+        for index in 0..<taken {
             if let message = list.Msgs[index] { _ = natsMsg_Ack(message, nil) }
         }
         counters.importLag.store(lag, ordering: .relaxed)

@@ -123,7 +123,13 @@ struct BridgeFlappingLinkTests {
         #expect(b.daemon?.process.isRunning == true, "beta: \(b.daemon?.output.suffix(6000) ?? "")")
         let total = rounds * perRound
         #expect(await eventually { Set(tailB.keys("load.")).count == total },
-                "beta: \(b.daemon?.output.suffix(4000) ?? "")\nstatus B: \(String(describing: b.bridgeStatus))")
+                """
+                missing: \(Set(1...total).subtracting(tailB.keys("load.").compactMap { Int($0.split(separator: ":").last ?? "") }).sorted())
+                alpha: \(a.daemon?.output.suffix(3000) ?? "")
+                status A: \(String(describing: a.bridgeStatus))
+                beta: \(b.daemon?.output.suffix(4000) ?? "")
+                status B: \(String(describing: b.bridgeStatus))
+                """)
         try await Task.sleep(for: .seconds(1))  // anything extra (a duplicate) would arrive now
         let keys = tailB.keys("load.")
         #expect(keys.count == total, "duplicates: \(keys.count - Set(keys).count)")
