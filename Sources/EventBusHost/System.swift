@@ -129,19 +129,6 @@ extension System {
         return OpenFileLimit(soft: Int(clamping: limit.rlim_cur), hard: Int(clamping: limit.rlim_max))
     }
 
-    /// How many descriptors the process has open (the entries of `/proc/self/fd`, less the one
-    /// reading it); nil when that cannot be read — which, when descriptors have run out, is
-    /// itself the answer.
-    static func openDescriptorCount() -> Int? {
-        guard let directory = opendir("/proc/self/fd") else { return nil }
-        defer { closedir(directory) }
-        var count = 0
-        while let entry = readdir(directory) {
-            if entry.pointee.d_name.0 != UInt8(ascii: ".") { count += 1 }
-        }
-        return max(0, count - 1)
-    }
-
     /// Raises the soft limit to the hard one. Returns the limits before and after.
     static func raiseOpenFileLimit() -> (before: OpenFileLimit, after: OpenFileLimit) {
         let before = openFileLimit()

@@ -28,15 +28,18 @@ public struct ProcessFigures: Sendable {
         return ProcessFigures(
             residentBytes: field(24) * page,
             virtualBytes: field(23),
-            openFileDescriptors: Self.countOpenDescriptors(),
+            openFileDescriptors: Self.openDescriptorCount() ?? 0,
             maxFileDescriptors: UInt64(limit.rlim_cur),
             threads: Int(field(20)),
             cpuSeconds: Double(field(14) + field(15)) / ticks,
             startTime: bootTime() + Double(field(22)) / ticks)
     }
 
-    private static func countOpenDescriptors() -> Int {
-        guard let directory = opendir("/proc/self/fd") else { return 0 }
+    /// How many descriptors the process has open (the entries of `/proc/self/fd`, less the one
+    /// reading it); nil when that cannot be read — which, when descriptors have run out, is
+    /// itself the answer.
+    public static func openDescriptorCount() -> Int? {
+        guard let directory = opendir("/proc/self/fd") else { return nil }
         defer { closedir(directory) }
         var count = 0
         while let entry = readdir(directory) {

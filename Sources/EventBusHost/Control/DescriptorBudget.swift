@@ -1,3 +1,5 @@
+import EventBusMetrics
+
 /// The file descriptors the control socket leaves to the rest of eventbusd.
 ///
 /// Every client is a descriptor, and so is what the host itself opens while it runs: a worker's
@@ -37,7 +39,7 @@ struct DescriptorBudget {
         if let others, now - countedAt < .seconds(1), limit - (others + clients + 1) >= 2 * reserve {
             return true
         }
-        guard let open = System.openDescriptorCount() else { return false }
+        guard let open = ProcessFigures.openDescriptorCount() else { return false }
         others = open - clients - 1
         countedAt = now
         return limit - open >= reserve
