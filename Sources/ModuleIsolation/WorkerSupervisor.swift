@@ -199,13 +199,13 @@ public final class WorkerSupervisor: @unchecked Sendable {
             if drained.wait(timeout: .now() + DispatchTimeInterval(max(.zero, deadline - .now))) == .success {
                 answered = session.call(.deactivate, [:], expecting: .deactivated, timeout: max(.zero, deadline - .now)) != nil
             }
-            // No answer before the deadline: the channel closed, so the worker is gone or going.
-            let endedEarly = !answered && ContinuousClock.now < deadline
+            // No answer, and the worker's end of the socket has ended: it is gone or going.
+            let ended = !answered && session.readerEnded
             end(session)
-            let exit = session.process.reap(within: answered ? .seconds(2) : endedEarly ? .milliseconds(500) : .zero)
+            let exit = session.process.reap(within: answered || ended ? .seconds(2) : .zero)
             session.channel.closeDescriptor()
             if answered { return .deactivated }
-            return endedEarly && exit != .signaled(SIGKILL) ? .ended(exit) : .timedOut
+            return ended ? .ended(exit) : .timedOut
         }
     }
 
