@@ -9,9 +9,12 @@ import Synchronization
 ///
 /// Per batch (at most 256 messages): drop redeliveries (stream sequence ≤ the ledger's), echoes
 /// and names no import pattern wants; write the ledger (see ``ImportLedger``); post the events
-/// as one batch (`Bus.post(contentsOf:)`); acknowledge every message. At start and after every
+/// as one batch (`Bus.post(contentsOf:)`); acknowledge what was taken. At start and after every
 /// reconnect the consumer is re-created to deliver right after the ledger's position
 /// (``JetStreamSetup/placeConsumer(startSequence:filter:)``).
+///
+/// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
+/// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
 ///
 /// Each bind makes a new pull subscription: messages the old consumer still sends to the old one
 /// (a fetch answered as the link went down) must not reach the ledger, where one with a higher
@@ -22,8 +25,8 @@ import Synchronization
 /// right after a reconnect; after an unsubscribe that window is microseconds, and a bind later
 /// it is long gone.
 final class DurableImporter: @unchecked Sendable {
-    // @unchecked: `ledger`, `subscription`, `retired`, `hasPosition` are touched only on the
-    // importer thread, and by `release` once it has ended;
+    // @unchecked: `ledger`, `subscription`, `retiredSubscription`, `hasPosition` are touched
+    // only on the importer thread, and by `release` once it has ended;
     // `needsRebind` and `stopping` are atomics; `origins` is a Mutex for status readers.
 
     private let client: NATSClient
@@ -41,9 +44,9 @@ final class DurableImporter: @unchecked Sendable {
     /// The consumer sequence its next first delivery must carry (1 after each bind).
     private var nextDelivery: UInt64 = 1
     private var subscription: OpaquePointer?
-    /// Subscriptions replaced at the last bind: unsubscribed, destroyed at the next one (or by
+    /// The subscription replaced at the last bind: unsubscribed, destroyed at the next one (or by
     /// `release`), for the reason above.
-    private var retired: [OpaquePointer] = []
+    private var retiredSubscription: OpaquePointer?
     private let needsRebind = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
@@ -84,20 +87,18 @@ final class DurableImporter: @unchecked Sendable {
     /// nats.c's reconnected callback: re-position the consumer before the next fetch.
     func reconnected() { needsRebind.store(true, ordering: .relaxed) }
 
-    /// Stops fetching; returns whether the importer thread ended within `timeout`.
-    @discardableResult
-    func stop(timeout: Duration) -> Bool {
+    /// Stops fetching, waiting at most `timeout` for the importer thread to end.
+    func stop(timeout: Duration) {
         stopping.store(true, ordering: .relaxed)
         ended = finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds))) == .success
-        return ended
     }
 
     /// Destroys the pull subscriptions, once the connection is closed (no read loop is left to
     /// hand them a message) and the importer thread has ended (it is their user).
     func release() {
         guard ended else { return }
-        for subscription in retired + [subscription].compactMap({ $0 }) { natsSubscription_Destroy(subscription) }
-        retired = []
+        for replaced in [retiredSubscription, subscription] { if let replaced { natsSubscription_Destroy(replaced) } }
+        retiredSubscription = nil
         subscription = nil
     }
 
@@ -135,13 +136,10 @@ final class DurableImporter: @unchecked Sendable {
     }
 
     private func bind() throws(BridgeError) {
-        for old in retired { natsSubscription_Destroy(old) }
-        retired = []
-        if let subscription {
-            natsSubscription_Unsubscribe(subscription)
-            retired.append(subscription)
-            self.subscription = nil
-        }
+        if let retiredSubscription { natsSubscription_Destroy(retiredSubscription) }
+        retiredSubscription = subscription
+        if let subscription { natsSubscription_Unsubscribe(subscription) }
+        subscription = nil
         let (first, last, note) = try setup.ensureStream()
         if let note { logger.notice("bridge: \(note)") }
         if !hasPosition {
@@ -167,13 +165,12 @@ final class DurableImporter: @unchecked Sendable {
         var events: [Event] = []
         let before = ledger
         var lag: UInt64 = 0
-        var taken = 0
+        var taken = Int(list.Count)  // what is acknowledged: up to a missed delivery, if any
         for index in 0..<Int(list.Count) {
-            guard let message = list.Msgs[index] else { taken = index + 1; continue }
+            guard let message = list.Msgs[index] else { continue }
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
             guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
                 counters.malformed.add(1, ordering: .relaxed)
-                taken = index + 1
                 continue
             }
             let streamSequence = metadata.pointee.Sequence.Stream
@@ -189,11 +186,11 @@ final class DurableImporter: @unchecked Sendable {
                 guard delivery <= nextDelivery else {
                     logger.notice("bridge: the consumer delivered \(delivery - nextDelivery) message(s) this host did not receive (a fetch answered while the link was down); reading them again after stream sequence \(ledger.streamSequence)")
                     needsRebind.store(true, ordering: .relaxed)
+                    taken = index
                     break
                 }
                 nextDelivery = max(nextDelivery, delivery + 1)
             }
-            taken = index + 1
             guard streamSequence > ledger.streamSequence else {
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
                 continue
