@@ -238,6 +238,9 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         }) {
             if discardingLongLine {
                 discardingLongLine = false
+            } else if newline - lineStart > ControlProtocol.maximumLineLength {
+                // A whole long line can arrive in one read, before the incomplete-rest check.
+                error("line_too_long", "a request line is limited to \(ControlProtocol.maximumLineLength) bytes; this one is ignored", id: nil)
             } else {
                 inbound.withUnsafeBufferPointer { all in
                     handle(line: UnsafeBufferPointer(rebasing: all[lineStart..<newline]))

@@ -116,6 +116,16 @@ import Testing
         #expect(try answer(#"{"op": "post", "name": "user.x", "fields": {"a": [1]}}"#)["code"] == "bad_request")
         #expect(try answer(#"{"op": "subscribe", "files": 5}"#)["code"] == "bad_request")
 
+        // A line at the limit is a request; one byte more is refused, whether or not the whole
+        // line arrives in one read. A blank line is no request and gets no answer.
+        func post(padding: Int) -> String {
+            let head = #"{"op": "post", "name": "user.long", "fields": {"p": ""#, tail = #""}}"#
+            return head + String(repeating: "x", count: padding - head.utf8.count - tail.utf8.count) + tail
+        }
+        #expect(try answer(post(padding: ControlProtocol.maximumLineLength))["type"] == "posted")
+        #expect(try answer(post(padding: ControlProtocol.maximumLineLength + 1))["code"] == "line_too_long")
+        try connection.send(Array("\n  \r\n".utf8))
+
         // Still the same connection, still answering.
         let status = try answer(#"{"op": "status", "id": "s1"}"#)
         #expect(status["type"] == "status")
