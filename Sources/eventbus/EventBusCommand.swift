@@ -14,4 +14,8 @@ struct EventBusCommand: ParsableCommand {
         subcommands: [TailCommand.self, PostCommand.self, StatusCommand.self, ModulesCommand.self, FilesCommand.self,
                       MetricsCommand.self, TopCommand.self, ModuleCommand.self]
     )
+
+    static func main() {
+        main(LeadingSocketOption.reordered(Array(CommandLine.arguments.dropFirst())))
+    }
 }

@@ -21,6 +21,9 @@ import Testing
         daemon.signal(SIGHUP)
         #expect(await daemon.waitFor("reloaded"))
         #expect(try await eventbus(["status", "--socket", chosen], in: directory).status == 0)
+        // The socket may also be named before the subcommand, in either spelling.
+        #expect(try await eventbus(["--socket", chosen, "status"], in: directory).status == 0)
+        #expect(try await eventbus(["--socket=\(chosen)", "modules"], in: directory).status == 0)
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0)
     }
