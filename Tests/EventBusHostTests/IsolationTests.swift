@@ -1,6 +1,7 @@
 import ControlProtocol
 import EventBusHost
 import Foundation
+import ModuleIsolation
 import Testing
 
 /// `isolation: process` with the real eventbusd and real worker processes: a module that
@@ -75,6 +76,13 @@ import Testing
         #expect(restarted["isolation"]?.stringValue == "process")
         #expect(restarted["last_crash"]?.stringValue?.hasPrefix("killed by signal \(signal) (SIG") == true, "\(restarted)")
         #expect(restarted["pid"]?.intValue != firstPID)
+        // The crash is reported with the module's file and line, by a quick, non-interactive backtracer.
+        #expect(daemon.output.contains("crashed:"), "\(daemon.output)")
+        #expect(daemon.output.contains("FixtureCrashing.swift:16"), "\(daemon.output)")
+        if ProcessInfo.processInfo.environment["SWIFT_BACKTRACE"] == nil, let pid = restarted["pid"]?.intValue {
+            let environment = try String(contentsOfFile: "/proc/\(pid)/environ", encoding: .utf8).split(separator: "\0")
+            #expect(environment.contains(Substring(WorkerProcess.crashBacktrace)), "\(environment)")
+        }
 
         // Both other modules got all 601 events; the restarted one works (its posts reach the host).
         let results = try await tail(["result.>"], count: 3, directory)
