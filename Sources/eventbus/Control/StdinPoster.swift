@@ -81,8 +81,17 @@ struct StdinPoster {
                 building.refused.append((lineNumber, problem))
                 return
             }
+            // A request is one line of at most maximumLineLength: a line that does not fit the
+            // batch starts the next one, and one that fits no batch is refused here.
+            if Self.batchFraming + line.count > ControlProtocol.maximumLineLength {
+                building.refused.append((lineNumber, "longer than a request may be (\(ControlProtocol.maximumLineLength) bytes with its framing)"))
+                return
+            }
+            if !building.lines.isEmpty, building.request.count + 1 + line.count + 3 > ControlProtocol.maximumLineLength {
+                try send()
+            }
             if building.lines.isEmpty {
-                building.request.append(contentsOf: #"{"op":"post","events":["#.utf8)
+                building.request.append(contentsOf: Self.batchHead)
             } else {
                 building.request.append(UInt8(ascii: ","))
             }
@@ -95,6 +104,10 @@ struct StdinPoster {
         try settle()
         return failed
     }
+
+    private static let batchHead = Array(#"{"op":"post","events":["#.utf8)
+    /// The bytes a batch of one line adds around it: the head, then `]}` and the newline.
+    private static let batchFraming = batchHead.count + 3
 
     /// Why `line` is not a `{"name": …, "fields": {…}}` object, or nil; the host checks the
     /// name and the fields' values.

@@ -58,6 +58,29 @@ import Testing
         #expect(received.jsonLines.map { $0["seq"]?.intValue ?? 0 } == sequences)
     }
 
+    @Test func postStdinSplitsBatchesAtTheLineLimitAndNamesALineThatFitsNone() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = directory.path + "/control.sock"
+        let daemon = try await DaemonProcessTests.Daemon.running("control:\n  socket: \(socket)\n", in: directory)
+        defer { withExtendedLifetime(daemon) {} }
+        // Two of these do not fit one request line; the one in the middle fits none.
+        func line(_ n: Int, padding: Int) -> String {
+            #"{"name":"load.big","fields":{"n":\#(n),"p":"\#(String(repeating: "x", count: padding))"}}"#
+        }
+        var lines = (1...6).map { line($0, padding: 600_000) }
+        lines.insert(line(0, padding: ControlProtocol.maximumLineLength), at: 3)
+        let input = try directory.write("big.jsonl", lines.joined(separator: "\n") + "\n")
+
+        let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "6", "load.>"], in: directory)
+        #expect(await waitForTailing(socket, count: 1))
+        let post = await (try CLIProcess(["post", "--stdin", "--socket", socket], in: directory, input: input)).finish()
+        #expect(post.status == 1)
+        #expect(post.stderr.contains("stdin:4: longer than a request may be"), "\(post.stderr)")
+        #expect(post.stderr.contains("1 line(s) of standard input were not posted"), "\(post.stderr)")
+        let received = await tail.finish()
+        #expect(received.jsonLines.map { $0["fields"]?["n"]?.intValue ?? 0 } == Array(1...6))
+    }
+
     @Test func bothBinariesPrintTheirVersion() async throws {
         let directory = try TemporaryDirectory()
         let cli = try await eventbus(["--version"], in: directory)
