@@ -135,7 +135,7 @@ public final class BusHost: @unchecked Sendable {
             // Before the modules, so their activate can subscribe to the journal.
             registerJournal(stateDirectory: config.stateDirectory)
             metrics?.name(journalWatches: config.watches)
-            modules.apply(config.modules, defaultCapacity: config.moduleMailboxCapacity, progress: progress)
+            modules.apply(config.modules, defaultMailbox: config.moduleMailbox, progress: progress)
             timers.apply(config.timers)
             watches.apply(config.watches)
             // Last, so modules are subscribed before the first imported event arrives.
@@ -172,7 +172,7 @@ public final class BusHost: @unchecked Sendable {
             metrics?.name(journalWatches: new.watches)
             timers.apply(new.timers)
             watches.apply(new.watches)
-            modules.apply(new.modules, defaultCapacity: new.moduleMailboxCapacity, progress: progress)
+            modules.apply(new.modules, defaultMailbox: new.moduleMailbox, progress: progress)
             controlServer?.apply(new.control)
             do throws(MetricsListenerError) {
                 try metrics?.apply(new.metrics, logger: logger)

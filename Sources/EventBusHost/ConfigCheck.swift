@@ -36,7 +36,7 @@ public enum ConfigCheck {
         }
         var lines = ["config \(config.file): syntax ok"]
         var problems = 0
-        lines.append("  module_mailbox_capacity: \(config.moduleMailboxCapacity), shutdown_timeout: \(config.shutdownTimeout)")
+        lines.append("  module_mailbox_capacity: \(config.moduleMailbox.events), module_mailbox_bytes: \(ByteSizeText.describe(config.moduleMailbox.bytes)), shutdown_timeout: \(config.shutdownTimeout)")
         let control = config.control
         lines.append("  control socket \(control.socketPath): tail \(control.tailGroup.map { "root and group \($0)" } ?? "root only"), post \(control.postGroup.map { "root and group \($0)" } ?? "root only"), client_buffer \(control.clientBuffer), client_buffer_bytes \(ByteSizeText.describe(control.clientBufferBytes)), replay_events \(control.replayEvents), replay_bytes \(ByteSizeText.describe(control.replayBytes))")
         for timer in config.timers {

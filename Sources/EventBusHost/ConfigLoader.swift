@@ -44,7 +44,7 @@ extension HostConfig {
         let document = ConfigNode(node: root, file: file, key: "")
         // Each section on its own: a mistake in one is reported with the mistakes of the others.
         var problems = ConfigProblems()
-        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_isolation", "shutdown_timeout", "control", "state_directory", "bridge", "metrics"]) {
+        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_mailbox_bytes", "module_isolation", "shutdown_timeout", "control", "state_directory", "bridge", "metrics"]) {
             problems.check { () throws(ConfigError) in
                 switch key {
                 case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
@@ -52,7 +52,8 @@ extension HostConfig {
                     config.stateDirectory = try value.string()
                     guard config.stateDirectory.hasPrefix("/") else { throw value.error("must be an absolute path") }
                 case "modules": config.modules = try parseModules(value, directory: directory)
-                case "module_mailbox_capacity": config.moduleMailboxCapacity = try value.int(atLeast: 1)
+                case "module_mailbox_capacity": config.moduleMailbox.events = try value.int(atLeast: 1)
+                case "module_mailbox_bytes": config.moduleMailbox.bytes = try value.byteSize(atLeast: 1)
                 case "module_isolation": config.moduleIsolation = try parseIsolation(value)
                 case "shutdown_timeout": config.shutdownTimeout = try value.duration()
                 case "control": config.control = try parseControl(value, directory: directory)
@@ -204,7 +205,7 @@ extension HostConfig {
                 guard isValidModuleName(name) else {
                     throw value.error("a module name is letters, digits, '.', '_' and '-', starting with a letter or digit")
                 }
-                let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "config", "isolation", "worker"])
+                let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "mailbox_bytes", "config", "isolation", "worker"])
                 guard let pathNode = fields["path"] else { throw value.error("a module needs a path (its .so file)") }
                 let path = try pathNode.string()
                 guard !path.isEmpty else { throw pathNode.error("must not be empty") }
@@ -229,6 +230,7 @@ extension HostConfig {
                 } else {
                     entry.isolationFromHost = true
                 }
+                entry.mailboxBytes = try fields["mailbox_bytes"]?.byteSize(atLeast: 1)
                 if let worker = fields["worker"] { entry.worker = try parseWorker(worker) }
                 modules.append(entry)
             }

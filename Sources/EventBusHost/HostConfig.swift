@@ -19,9 +19,9 @@ public struct HostConfig: Sendable {
     public var stateDirectory = HostConfig.defaultStateDirectory
     /// Handler modules (`modules`), in file order.
     public var modules: [ModuleEntry]
-    /// Events a module's mailbox holds before it drops (and announces) more
-    /// (`module_mailbox_capacity`); a module's `mailbox_capacity` overrides it.
-    public var moduleMailboxCapacity: Int
+    /// What a module's mailbox holds before it drops (and announces) more
+    /// (`module_mailbox_capacity`, `module_mailbox_bytes`); a module's entry may override them.
+    public var moduleMailbox: MailboxLimits
     /// How long a graceful shutdown may take in all: draining mailboxes, then deactivating
     /// modules (`shutdown_timeout`).
     public var shutdownTimeout: Duration
@@ -34,7 +34,6 @@ public struct HostConfig: Sendable {
     /// Serving `/metrics` over HTTP (`metrics`); off unless `metrics.listen` is set.
     public var metrics = MetricsSettings()
 
-    public static let defaultMailboxCapacity = 10_000
     /// `/var/lib/eventbus` as root, `$XDG_STATE_HOME/eventbus` (or `~/.local/state/eventbus`)
     /// otherwise, as systemd's `StateDirectory=` and the XDG base directories put it.
     public static var defaultStateDirectory: String {
@@ -46,12 +45,12 @@ public struct HostConfig: Sendable {
     public static let defaultShutdownTimeout = Duration.seconds(10)
 
     public init(file: String, timers: [TimerConfig] = [], modules: [ModuleEntry] = [],
-                moduleMailboxCapacity: Int = HostConfig.defaultMailboxCapacity,
+                moduleMailbox: MailboxLimits = MailboxLimits(),
                 shutdownTimeout: Duration = HostConfig.defaultShutdownTimeout) {
         self.file = file
         self.timers = timers
         self.modules = modules
-        self.moduleMailboxCapacity = moduleMailboxCapacity
+        self.moduleMailbox = moduleMailbox
         self.shutdownTimeout = shutdownTimeout
     }
 }
@@ -81,6 +80,8 @@ public struct ModuleEntry: Sendable {
     public var enabled: Bool
     /// This module's mailbox capacity, when it overrides `module_mailbox_capacity`.
     public var mailboxCapacity: Int?
+    /// This module's mailbox bytes, when it overrides `module_mailbox_bytes`.
+    public var mailboxBytes: Int?
     /// The module's own section (`config:`), handed to it as its ``ModuleContext/config``.
     public var config: ModuleConfig
     /// Where the section and each of its keys are in the file, for the check against the

@@ -60,14 +60,14 @@ final class ModuleHost: Sendable {
     /// removed or disabled ones, reconfigures changed ones, retries refused ones. Every outcome
     /// is logged and shows in ``statistics``; none is thrown, because one module's trouble must
     /// not stop the others. `progress` hears of each call into a module before it is made.
-    func apply(_ modules: [ModuleEntry], defaultCapacity: Int,
+    func apply(_ modules: [ModuleEntry], defaultMailbox: MailboxLimits,
                progress: (HostProgress) -> Void = { _ in }) {
         let current = Dictionary(uniqueKeysWithValues: slots.withLock { $0 }.map { slot in
             (slot.name, ModulePlan.Current(entry: slot.entry, isActive: slot.isActive,
-                                           mailboxCapacity: slot.mailbox.capacity))
+                                           mailbox: MailboxLimits(events: slot.mailbox.capacity, bytes: slot.mailbox.byteCapacity)))
         })
         let desired = Dictionary(uniqueKeysWithValues: modules.map { ($0.name, $0) })
-        for action in ModulePlan.actions(current: current, desired: modules, defaultCapacity: defaultCapacity) {
+        for action in ModulePlan.actions(current: current, desired: modules, defaultMailbox: defaultMailbox) {
             switch action {
             case .stop(let name, let removed):
                 guard let slot = slot(name) else { continue }
@@ -90,25 +90,25 @@ final class ModuleHost: Sendable {
                 deactivate(slot, reason: reason, becoming: .starting, progress: progress)
                 activate(slot, entry: desired[name]!, progress: progress)
             case .restartNeededForCapacity(let name):
-                logger.notice("modules.\(name): the new mailbox capacity applies when eventbusd restarts",
+                logger.notice("modules.\(name): the new mailbox limits apply when eventbusd restarts",
                               metadata: ["module": "\(name)"])
             case .start(let name):
                 let entry = desired[name]!
-                let slot = slot(name) ?? makeSlot(entry, capacity: entry.mailboxCapacity ?? defaultCapacity)
+                let slot = slot(name) ?? makeSlot(entry, mailbox: entry.mailboxLimits(default: defaultMailbox))
                 activate(slot, entry: entry, progress: progress)
             }
         }
         // Disabled modules are listed too, so status shows them.
         for entry in modules where !entry.enabled && slot(entry.name) == nil {
-            _ = makeSlot(entry, capacity: entry.mailboxCapacity ?? defaultCapacity)
+            _ = makeSlot(entry, mailbox: entry.mailboxLimits(default: defaultMailbox))
         }
         // Keep the registry in config order (new slots were appended; the config may reorder).
         let order = Dictionary(uniqueKeysWithValues: modules.enumerated().map { ($1.name, $0) })
         slots.withLock { $0.sort { order[$0.name, default: .max] < order[$1.name, default: .max] } }
     }
 
-    private func makeSlot(_ entry: ModuleEntry, capacity: Int) -> ModuleSlot {
-        let slot = ModuleSlot(entry: entry, mailboxCapacity: capacity)
+    private func makeSlot(_ entry: ModuleEntry, mailbox: MailboxLimits) -> ModuleSlot {
+        let slot = ModuleSlot(entry: entry, mailbox: mailbox)
         slots.withLock { $0.append(slot) }
         return slot
     }

@@ -23,12 +23,12 @@ enum ModulePlan {
     struct Current {
         var entry: ModuleEntry
         var isActive: Bool
-        var mailboxCapacity: Int
+        var mailbox: MailboxLimits
     }
 
     /// The actions, stops first (so a renamed module frees what it held before its successor
     /// starts), then changes, then starts, each group in config order.
-    static func actions(current: [String: Current], desired: [ModuleEntry], defaultCapacity: Int) -> [ModuleAction] {
+    static func actions(current: [String: Current], desired: [ModuleEntry], defaultMailbox: MailboxLimits) -> [ModuleAction] {
         var stops: [ModuleAction] = []
         var changes: [ModuleAction] = []
         var starts: [ModuleAction] = []
@@ -56,7 +56,7 @@ enum ModulePlan {
             if entry.isolation == .process && (now.entry.path != entry.path || now.entry.worker != entry.worker) {
                 changes.append(.restart(name: entry.name, reason: now.entry.path != entry.path
                     ? "path changed from \(now.entry.path) to \(entry.path)" : "worker settings changed"))
-                if (entry.mailboxCapacity ?? defaultCapacity) != now.mailboxCapacity {
+                if entry.mailboxLimits(default: defaultMailbox) != now.mailbox {
                     changes.append(.restartNeededForCapacity(name: entry.name))
                 }
                 continue
@@ -64,7 +64,7 @@ enum ModulePlan {
             if now.entry.path != entry.path {
                 changes.append(.restartNeededForPath(name: entry.name, running: now.entry.path, configured: entry.path))
             }
-            if (entry.mailboxCapacity ?? defaultCapacity) != now.mailboxCapacity {
+            if entry.mailboxLimits(default: defaultMailbox) != now.mailbox {
                 changes.append(.restartNeededForCapacity(name: entry.name))
             }
             if now.entry.config != entry.config {

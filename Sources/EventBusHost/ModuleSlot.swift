@@ -44,9 +44,9 @@ final class ModuleSlot: Sendable {
         var worker: WorkerSupervisor?
     }
 
-    init(entry: ModuleEntry, mailboxCapacity: Int) {
+    init(entry: ModuleEntry, mailbox limits: MailboxLimits) {
         self.name = entry.name
-        self.mailbox = Mailbox(label: entry.name, capacity: mailboxCapacity)
+        self.mailbox = Mailbox(label: entry.name, capacity: limits.events, byteCapacity: limits.bytes)
         self.state = Mutex(State(entry: entry, status: entry.enabled ? .starting : .disabled))
     }
 
@@ -102,6 +102,7 @@ final class ModuleSlot: Sendable {
             delivered: mailboxStatistics.delivered, dropped: mailboxStatistics.dropped,
             queued: mailboxStatistics.queued,
             errors: state.retiredErrors + (state.running?.inProcessErrors ?? 0) + (snapshot?.errors ?? 0))
+        statistics.queuedBytes = mailboxStatistics.queuedBytes
         statistics.isolation = state.entry.isolation
         if let snapshot {
             statistics.restarts = snapshot.restarts

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 @_spi(EventBusHost) import EventBusKit
 import Logging
 
@@ -54,7 +55,7 @@ final class ModuleStallWatch: @unchecked Sendable {
                 }
             } else if module.dropped > before {
                 stalled[module.name] = (before, module.delivered)
-                log.warning("module \(module.name) is stalled: its mailbox is full (\(module.queued) queued) and its events are dropped (\(module.dropped) dropped so far)")
+                log.warning("module \(module.name) is stalled: its mailbox is full (\(module.queued) queued, \(String(format: "%.1f", Double(module.queuedBytes) / 1_048_576)) MiB) and its events are dropped (\(module.dropped) dropped so far)")
             }
         }
     }

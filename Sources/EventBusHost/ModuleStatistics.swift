@@ -44,6 +44,8 @@ public struct ModuleStatistics: Sendable, Equatable {
     public var dropped: UInt64
     /// Events waiting in its mailbox now.
     public var queued: Int
+    /// Their estimated bytes (``MailboxLimits/bytes`` bounds them).
+    public var queuedBytes = 0
     /// Errors its handlers threw (``ModuleContext/report(_:while:)``), over every activation.
     public var errors: Int
     /// Where it runs: in a worker process (`process`) or in eventbusd (`none`).

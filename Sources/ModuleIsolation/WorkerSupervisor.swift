@@ -233,6 +233,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             "kinds": .array(["files", "journal"].filter(bus.hasSource(kind:)).map(JSON.string)),
             "heartbeat_ms": .int(max(10, heartbeat.clampedNanoseconds / 4_000_000)),
             "window": .int(Int64(mailbox.capacity)),
+            "window_bytes": .int(Int64(mailbox.byteCapacity)),
             "time_handlers": .bool(configuration.handlerDuration != nil),
         ]
         guard let reply = session.call(.start, start, expecting: .activated, timeout: configuration.callTimeout) else {

@@ -24,9 +24,10 @@ import Synchronization
 ///   progress (one thread hand-over less per batch).
 /// - A timer on a utility queue queues a heartbeat marker when no batch did for a while.
 ///
-/// Flow control: at most `window` events (the module's mailbox capacity) are handed to the
-/// module and not yet handled; past that, the main thread stops reading, the socket fills, and
-/// the host's bounded mailbox takes over (dropping and announcing, as for in-process modules).
+/// Flow control: at most `window` events and `windowBytes` bytes of them (the module's mailbox
+/// bounds) are handed to the module and not yet handled; past that, the main thread stops
+/// reading, the socket fills, and the host's bounded mailbox takes over (dropping and
+/// announcing, as for in-process modules).
 final class WorkerRuntime: BusRemote, @unchecked Sendable {
     private let channel: FrameChannel
     private let name: String
@@ -40,6 +41,8 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
     private var handedOver: UInt64 = 0
     private var handled: UInt64 = 0
     private var window: UInt64 = 10_000
+    private var heldBytes = 0
+    private var windowBytes = Mailbox.defaultByteCapacity
     private var heartbeatQueued = false
     private var acknowledgementsWaiting = 0
 
@@ -123,6 +126,7 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
 
     private func start(_ json: JSON) throws {
         window = UInt64(max(1, json["window"]?.intValue ?? 10_000))
+        windowBytes = Int(max(1, json["window_bytes"]?.intValue ?? Int64(Mailbox.defaultByteCapacity)))
         let path = json["path"]?.stringValue ?? ""
         let library: LoadedLibrary
         do {
@@ -138,7 +142,7 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
             bus.registerSource(kind: kind) { _, _ in preconditionFailure("a worker's bus never starts a source") }
         }
         // Unbounded here: the window above bounds it, and drops belong to the host's mailbox.
-        let mailbox = Mailbox(label: name, capacity: Int.max)
+        let mailbox = Mailbox(label: name, capacity: Int.max, byteCapacity: Int.max)
         self.mailbox = mailbox
         let channel = channel
         let log = ModuleLog { level, message in
@@ -185,17 +189,22 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
     private func deliver(_ batch: [(subscription: UInt64, event: Event)]) {
         guard let mailbox, let context else { return }
         let count = UInt64(batch.count)
+        let bytes = batch.reduce(0) { $0 + $1.event.estimatedBytes }
         flow.withLock {
             // Not while the module waits for an acknowledgement: its answer may be behind these
             // events in the socket. The excess is bounded by what the host lets pend (its
-            // channel's high-water mark) and the socket's buffers.
-            while handedOver - handled >= window && acknowledgementsWaiting == 0 { flow.wait() }
+            // channel's high-water mark) and the socket's buffers. A batch larger than the whole
+            // byte window goes when nothing else is held.
+            while (handedOver - handled >= window || (heldBytes > 0 && bytes > windowBytes - heldBytes))
+                && acknowledgementsWaiting == 0 { flow.wait() }
             handedOver += count
+            heldBytes += bytes
         }
         context.bus.deliverRemote(batch)
         mailbox.perform { [self] in
             flow.withLock {
                 handled += count
+                heldBytes -= bytes
                 flow.broadcast()
             }
             reportProgress()

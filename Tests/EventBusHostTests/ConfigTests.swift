@@ -151,6 +151,8 @@ import Testing
     @Test func rangeAndTypeErrorsInNestedSections() throws {
         let capacity = try error(in: "module_mailbox_capacity: 0\n")
         #expect(capacity.description.hasSuffix(":1: module_mailbox_capacity: must be at least 1, found 0"))
+        let bytes = try error(in: "module_mailbox_bytes: lots\n")
+        #expect(bytes.description.hasSuffix(":1: module_mailbox_bytes: expected a size such as 64MiB, 16 MB or 1048576 (bytes), found \"lots\""), "\(bytes)")
         let enabled = try error(in: """
             modules:
               hello:
@@ -193,6 +195,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let file = try directory.write("eventbus.yaml", """
             module_mailbox_capacity: 500
+            module_mailbox_bytes: 8MiB
             shutdown_timeout: 1.5s
             sources:
               timers:
@@ -216,9 +219,10 @@ import Testing
                 path: /opt/other.so
                 enabled: false
                 mailbox_capacity: 7
+                mailbox_bytes: 100 KiB
             """)
         let config = try HostConfig.load(from: file)
-        #expect(config.moduleMailboxCapacity == 500)
+        #expect(config.moduleMailbox == MailboxLimits(events: 500, bytes: 8 << 20))
         #expect(config.shutdownTimeout == .milliseconds(1500))
         #expect(config.timers.map(\.name) == ["heartbeat", "nightly"])
         #expect(config.timers[0].schedule == (try .every(.seconds(30), tolerance: .milliseconds(100))))
@@ -227,7 +231,7 @@ import Testing
         let hello = config.modules[0]
         #expect(hello.path == directory.path + "/modules/libHello.so")  // relative to the config
         #expect(hello.enabled)
-        #expect(hello.location == "\(file):13")
+        #expect(hello.location == "\(file):14")
         #expect(hello.config == ModuleConfig([
             "greeting": .string("hi"), "times": .int(3), "ratio": .double(0.5), "loud": .bool(true),
             "tags": .array([.string("a"), .string("b")]), "nested": .table(["x": .int(1)]),
@@ -235,6 +239,9 @@ import Testing
         #expect(config.modules[1].path == "/opt/other.so")
         #expect(!config.modules[1].enabled)
         #expect(config.modules[1].mailboxCapacity == 7)
+        #expect(config.modules[1].mailboxBytes == 102_400)
+        #expect(hello.mailboxLimits(default: config.moduleMailbox) == MailboxLimits(events: 500, bytes: 8 << 20))
+        #expect(config.modules[1].mailboxLimits(default: config.moduleMailbox) == MailboxLimits(events: 7, bytes: 102_400))
     }
 
     @Test func controlLimitsAndAccessKeys() throws {

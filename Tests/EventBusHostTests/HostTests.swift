@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import Testing
 
-/// The host with real module shared objects: isolation of failing, throwing and stalled modules,
+/// The host with real module shared objects: isolation of failing and throwing modules,
 /// reload, shutdown.
 @Suite struct HostTests {
     /// A host on a temp config file; `yaml` may use `$FIXTURES` for the build folder.
@@ -94,46 +94,6 @@ import Testing
         #expect(harness.statistics("throwing")?.errors == 4)
         #expect(harness.statistics("throwing")?.state == .active)
         #expect(harness.log.value.filter { $0.module == "throwing" && $0.message.contains("fixture handler fails on purpose") }.count == 4)
-        #expect(await harness.host.shutdown().isClean)
-    }
-
-    @Test func aStalledModuleDoesNotDelayOthersAndItsDropsAreCountedAndAnnounced() async throws {
-        let harness = try Harness("""
-            modules:
-              stalled:
-                path: $FIXTURES/libFixtureStalled.so
-                mailbox_capacity: 1000
-              counter:
-                path: $FIXTURES/libFixtureCounter.so
-                mailbox_capacity: 100000
-            """)
-        try await harness.host.start()
-        let bus = harness.host.bus
-        var released = false
-        defer { if !released { StalledFixture.release() } }
-
-        bus.post("test.first")  // the stalled module blocks on this one
-        #expect(await eventually { harness.statistics("stalled")?.delivered == 1 })
-        for index in 0..<50_000 { bus.post("test.item", fields: ["i": .int(Int64(index))]) }
-
-        // The other module gets every event while the stalled one is still blocked.
-        let counter = try await harness.report("result.counter.counter")
-        #expect(counter["count"] == 50_001)
-        #expect(counter["gaps"] == 0)
-        let stalledStatistics = try #require(harness.statistics("stalled"))
-        #expect(stalledStatistics.dropped > 0)
-        #expect(stalledStatistics.queued == 1000)  // its mailbox held its bound, no more
-
-        StalledFixture.release()
-        released = true
-        #expect(await eventually { harness.statistics("stalled")?.queued == 0 })
-        let stalled = try await harness.report("result.stalled")
-        let dropped = try #require(stalled["dropped"]?.intValue)
-        #expect(stalled["gaps"] == 1)  // one run of drops, one notice
-        #expect(UInt64(dropped) == harness.statistics("stalled")?.dropped)
-        // Everything it was sent: the first event, 50,000 items and the counter's report (dropped
-        // too, as it came while the module was stalled) arrived or were counted as dropped.
-        #expect(stalled["count"]!.intValue! + dropped == 50_002)
         #expect(await harness.host.shutdown().isClean)
     }
 
@@ -257,16 +217,5 @@ import Testing
     @Test func startFailsOnABadConfig() async throws {
         let harness = try Harness("modules: 3\n")
         await #expect(throws: ConfigError.self) { try await harness.host.start() }
-    }
-}
-
-/// Reaches into the loaded stalled fixture to let it go.
-enum StalledFixture {
-    static func release() {
-        let handle = dlopen(BuildProducts.fixture("FixtureStalled"), RTLD_NOW | RTLD_NOLOAD)
-        precondition(handle != nil, "the stalled fixture is not loaded")
-        let symbol = dlsym(handle, "fixture_stalled_release")
-        precondition(symbol != nil, "fixture_stalled_release missing")
-        unsafeBitCast(symbol, to: (@convention(c) () -> Void).self)()
     }
 }

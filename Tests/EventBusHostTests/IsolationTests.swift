@@ -102,6 +102,33 @@ import Testing
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
 
+    /// A stalled worker takes at most its mailbox's bytes, not its event count: the rest stays
+    /// in the host's bounded mailbox or is dropped and counted. (With only the count as its
+    /// window, the worker took all of them.)
+    @Test func aStalledWorkerTakesAtMostItsMailboxBytes() async throws {
+        let directory = try TemporaryDirectory()
+        let daemon = try await Daemon.running(config(directory, modules: """
+              stalled:
+                path: \(BuildProducts.fixture("FixtureStalled"))
+                isolation: process
+                mailbox_bytes: 1MiB
+                worker: {heartbeat_timeout: 60s}
+            """), in: directory)
+        _ = try ask(socket(directory), ["op": "post", "name": "test.first"])  // the module blocks on it
+        let large = JSON.string(String(repeating: "x", count: 200_000))
+        for index in 0..<100 {
+            _ = try ask(socket(directory), ["op": "post", "name": "test.large", "fields": ["i": .int(Int64(index)), "p": large]])
+        }
+        // In the worker ≤ 1 MiB, in the host's channel ≤ 2 MB, in the socket its buffers, in the
+        // host's mailbox ≤ 1 MiB: a few dozen of 200 kB at most; the rest is dropped.
+        #expect(await eventually { (module("stalled", directory)?["dropped"]?.intValue ?? 0) >= 50 },
+                "\(String(describing: module("stalled", directory)))")
+        let stalled = try #require(module("stalled", directory))
+        #expect((stalled["queued_bytes"]?.intValue ?? .max) <= 1 << 20, "\(stalled)")
+        daemon.signal(SIGKILL)
+        _ = await daemon.exitStatus()
+    }
+
     @Test func aHungModuleIsKilledForMissingHeartbeatsAndRestarted() async throws {
         let directory = try TemporaryDirectory()
         let daemon = try await Daemon.running(config(directory, modules: """

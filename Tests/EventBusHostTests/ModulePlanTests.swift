@@ -14,59 +14,68 @@ import Testing
     }
 
     func current(_ entry: ModuleEntry, active: Bool = true, capacity: Int = 10) -> ModulePlan.Current {
-        ModulePlan.Current(entry: entry, isActive: active, mailboxCapacity: capacity)
+        ModulePlan.Current(entry: entry, isActive: active, mailbox: limits(capacity))
     }
+
+    func limits(_ events: Int) -> MailboxLimits { MailboxLimits(events: events, bytes: 1 << 20) }
 
     @Test func unchangedModulesAreLeftAlone() {
         let a = entry("a")
-        #expect(ModulePlan.actions(current: ["a": current(a)], desired: [a], defaultCapacity: 10).isEmpty)
+        #expect(ModulePlan.actions(current: ["a": current(a)], desired: [a], defaultMailbox: limits(10)).isEmpty)
     }
 
     @Test func stopsComeBeforeChangesAndStarts() {
         let actions = ModulePlan.actions(
             current: ["old": current(entry("old")), "a": current(entry("a", config: ["x": .int(1)]))],
             desired: [entry("new"), entry("a", config: ["x": .int(2)])],
-            defaultCapacity: 10)
+            defaultMailbox: limits(10))
         #expect(actions == [.stop(name: "old", removed: true), .reconfigure(name: "a"), .start(name: "new")])
     }
 
     @Test func disablingStopsAndReEnablingStarts() {
         #expect(ModulePlan.actions(current: ["a": current(entry("a"))], desired: [entry("a", enabled: false)],
-                                   defaultCapacity: 10) == [.stop(name: "a", removed: false)])
+                                   defaultMailbox: limits(10)) == [.stop(name: "a", removed: false)])
         #expect(ModulePlan.actions(current: ["a": current(entry("a", enabled: false), active: false)],
-                                   desired: [entry("a")], defaultCapacity: 10) == [.start(name: "a")])
+                                   desired: [entry("a")], defaultMailbox: limits(10)) == [.start(name: "a")])
         // Still disabled: nothing to do.
         #expect(ModulePlan.actions(current: ["a": current(entry("a", enabled: false), active: false)],
-                                   desired: [entry("a", enabled: false)], defaultCapacity: 10).isEmpty)
+                                   desired: [entry("a", enabled: false)], defaultMailbox: limits(10)).isEmpty)
     }
 
     @Test func aRefusedModuleIsRetried() {
         #expect(ModulePlan.actions(current: ["a": current(entry("a"), active: false)], desired: [entry("a")],
-                                   defaultCapacity: 10) == [.start(name: "a")])
+                                   defaultMailbox: limits(10)) == [.start(name: "a")])
     }
 
     @Test func aChangedPathOrCapacityOfARunningModuleNeedsARestart() {
         let actions = ModulePlan.actions(current: ["a": current(entry("a"), capacity: 10)],
-                                         desired: [entry("a", path: "/n.so", capacity: 20)], defaultCapacity: 10)
+                                         desired: [entry("a", path: "/n.so", capacity: 20)], defaultMailbox: limits(10))
         #expect(actions == [.restartNeededForPath(name: "a", running: "/m.so", configured: "/n.so"),
                             .restartNeededForCapacity(name: "a")])
         // The default capacity changing counts too.
         #expect(ModulePlan.actions(current: ["a": current(entry("a"), capacity: 10)], desired: [entry("a")],
-                                   defaultCapacity: 50) == [.restartNeededForCapacity(name: "a")])
+                                   defaultMailbox: limits(50)) == [.restartNeededForCapacity(name: "a")])
+        // So do the bytes, the module's own or the default.
+        var bytes = entry("a")
+        bytes.mailboxBytes = 2 << 20
+        #expect(ModulePlan.actions(current: ["a": current(entry("a"))], desired: [bytes],
+                                   defaultMailbox: limits(10)) == [.restartNeededForCapacity(name: "a")])
+        #expect(ModulePlan.actions(current: ["a": current(entry("a"))], desired: [entry("a")],
+                                   defaultMailbox: MailboxLimits(events: 10, bytes: 3 << 20)) == [.restartNeededForCapacity(name: "a")])
     }
 
     @Test func aWorkerIsRestartedForANewPathIsolationOrWorkerSettings() {
         let running = entry("a", isolation: .process)
         #expect(ModulePlan.actions(current: ["a": current(running)], desired: [entry("a", path: "/n.so", isolation: .process)],
-                                   defaultCapacity: 10) == [.restart(name: "a", reason: "path changed from /m.so to /n.so")])
+                                   defaultMailbox: limits(10)) == [.restart(name: "a", reason: "path changed from /m.so to /n.so")])
         #expect(ModulePlan.actions(current: ["a": current(running)], desired: [entry("a", isolation: .none)],
-                                   defaultCapacity: 10) == [.restart(name: "a", reason: "isolation changed from process to none")])
+                                   defaultMailbox: limits(10)) == [.restart(name: "a", reason: "isolation changed from process to none")])
         var limited = entry("a", isolation: .process)
         limited.worker.openFilesLimit = 64
         #expect(ModulePlan.actions(current: ["a": current(running)], desired: [limited],
-                                   defaultCapacity: 10) == [.restart(name: "a", reason: "worker settings changed")])
+                                   defaultMailbox: limits(10)) == [.restart(name: "a", reason: "worker settings changed")])
         // A new config section alone is still the module's to apply.
         #expect(ModulePlan.actions(current: ["a": current(running)], desired: [entry("a", config: ["k": .int(1)], isolation: .process)],
-                                   defaultCapacity: 10) == [.reconfigure(name: "a")])
+                                   defaultMailbox: limits(10)) == [.reconfigure(name: "a")])
     }
 }

@@ -649,6 +649,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
             "delivered": .int(Int64(module.delivered)),
             "dropped": .int(Int64(module.dropped)),
             "queued": .int(Int64(module.queued)),
+            "queued_bytes": .int(Int64(module.queuedBytes)),
             "errors": .int(Int64(module.errors)),
         ]
         switch module.state {

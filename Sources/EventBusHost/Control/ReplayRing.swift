@@ -1,4 +1,4 @@
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
 /// The most recent events posted on the bus, for clients that ask for a replay (`since_seq`,

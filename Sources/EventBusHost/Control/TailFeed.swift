@@ -1,4 +1,4 @@
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
 /// One tailing client's bounded buffer: the bus's delivery loop puts events in, the client's

@@ -185,6 +185,8 @@ final class HostMetrics: Sendable {
                            labels: labels, total: module.dropped)
             scrape.gauge("eventbus_module_mailbox_depth", help: "Events waiting in the module's mailbox.",
                          labels: labels, value: Double(module.queued))
+            scrape.gauge("eventbus_module_mailbox_bytes", help: "Estimated bytes of the events waiting in the module's mailbox.",
+                         labels: labels, value: Double(module.queuedBytes))
             scrape.counter("eventbus_module_handler_errors_total", help: "Errors the module's handlers threw.",
                            labels: labels, total: UInt64(module.errors))
             scrape.counter("eventbus_module_restarts_total", help: "Restarts of the module's worker process after a crash.",

@@ -1,5 +1,5 @@
 import ControlProtocol
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import Testing
 @testable import EventBusHost

@@ -82,6 +82,56 @@ import Testing
         #expect(mailbox.statistics.queued == 0)
     }
 
+    /// The byte bound: a stalled subscriber's mailbox holds at most its bytes of events, those
+    /// the queue took but has not run included; past that, drops come as one gap. An event
+    /// larger than the whole bound still gets through when nothing waits.
+    @Test func aStalledMailboxHoldsAtMostItsBytesCountingTheBatchItTook() async throws {
+        let bus = Bus()
+        let mailbox = Mailbox(label: "bytes", capacity: 10_000, byteCapacity: 1 << 20)
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let subscriber = RecordingSubscriber()
+        subscriber.onValue = { event in
+            if event.name == "e.first" { entered.signal(); release.wait() }
+            return .none
+        }
+        try bus.scoped(to: mailbox).publisher(for: "e.*").subscribe(subscriber)
+        func post(_ name: String, bytes: Int) { bus.post(name, fields: ["p": .string(String(repeating: "x", count: bytes))]) }
+
+        // Three events of 300 kB, taken by the queue in one batch; the handler stalls on the first.
+        let gate = DispatchSemaphore(value: 0)
+        mailbox.perform { gate.wait() }
+        post("e.first", bytes: 300_000)
+        post("e.second", bytes: 300_000)
+        post("e.third", bytes: 300_000)
+        gate.signal()
+        entered.wait()
+        #expect(mailbox.statistics.queued == 2)
+        let held = mailbox.statistics.queuedBytes
+        #expect(held > 900_000 && held < 1 << 20, "\(held)")
+
+        // Taken but not run, they still hold their bytes: a fourth does not fit, nor does a large one.
+        post("e.fourth", bytes: 300_000)
+        post("e.huge", bytes: 3 << 20)
+        post("e.small", bytes: 10)  // fits
+        #expect(mailbox.statistics.dropped == 2)
+
+        release.signal()
+        #expect(await eventually { subscriber.events.count == 5 })
+        #expect(subscriber.names.prefix(3) == ["e.first", "e.second", "e.third"])
+        #expect(subscriber.events[3].gap?.dropped == 2)  // where the drops were
+        #expect(subscriber.events[4].name == "e.small")
+        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(mailbox.statistics.queuedBytes == 0)
+
+        // Nothing waits: an event over the whole bound is delivered.
+        post("e.huge", bytes: 3 << 20)
+        #expect(await eventually { subscriber.events.count == 6 })
+        #expect(subscriber.events[5].name == "e.huge")
+        #expect(mailbox.statistics.dropped == 2)
+        #expect(subscriber.violations.isEmpty)
+    }
+
     @Test func demandAndCancelAreHandledOnTheMailbox() async throws {
         let bus = Bus()
         let mailbox = Mailbox(label: "m")

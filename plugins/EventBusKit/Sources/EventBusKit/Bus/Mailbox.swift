@@ -9,13 +9,18 @@ import Synchronization
 /// burst costs one wake-up, not one per event. The module's pipelines then run on `queue`, one
 /// call at a time.
 ///
-/// Bounded: at most `capacity` events wait. Past that, events are dropped, counted in
+/// Bounded twice: at most `capacity` events and at most `byteCapacity` bytes of them
+/// (``Event/estimatedBytes``) wait — counted until their subscriber has been called, so the batch
+/// the queue has taken counts too. Past either bound, events are dropped, counted in
 /// ``Statistics/dropped``, and each affected subscription receives a ``Gap`` notice in their
 /// place. A stalled module therefore loses its own events — and says so — but never slows the
-/// publisher or any other module.
+/// publisher or any other module, nor holds more than its bytes of memory: ten thousand events
+/// of a megabyte each would be ten gigabytes. An event larger than `byteCapacity` is still
+/// taken when nothing waits, so no event is too large to be delivered at all.
 public final class Mailbox: Sendable {
     public let label: String
     public let capacity: Int
+    public let byteCapacity: Int
     /// The serial queue all of this mailbox's deliveries run on. Use it as the scheduler of
     /// time-based operators (`debounce(for:scheduler: mailbox.queue)`) to stay on it.
     public let queue: DispatchQueue
@@ -27,10 +32,12 @@ public final class Mailbox: Sendable {
         /// queue in a batch behind the one it is running. (What a shutdown loses if the module
         /// never gets to them.)
         public var queued: Int = 0
+        /// The estimated bytes of those events (0 when the mailbox has no byte bound).
+        public var queuedBytes: Int = 0
     }
 
     enum Job {
-        case event(SubscriptionCore, Event)
+        case event(SubscriptionCore, Event, bytes: Int)
         case gap(SubscriptionCore, MailboxGap)
         case request(SubscriptionCore, Int)
         case release(SubscriptionCore)
@@ -41,6 +48,8 @@ public final class Mailbox: Sendable {
     private struct State {
         var jobs = RingBuffer<Job>()
         var queuedEvents = 0
+        /// The estimated bytes of the events queued or taken and not yet delivered.
+        var heldBytes = 0
         var scheduled = false
         var statistics = Statistics()
         /// Called on the queue after each batch of jobs (see ``setBatchObserver(_:)``).
@@ -61,9 +70,15 @@ public final class Mailbox: Sendable {
     /// Jobs taken per lock acquisition by the queue.
     private static let batchSize = 256
 
-    public init(label: String, capacity: Int = 10_000) {
+    /// The default `byteCapacity`: 64 MiB.
+    public static let defaultByteCapacity = 64 << 20
+
+    /// A mailbox that holds at most `capacity` events and `byteCapacity` bytes of them
+    /// (`Int.max`: unbounded, and the events' sizes are never estimated).
+    public init(label: String, capacity: Int = 10_000, byteCapacity: Int = Mailbox.defaultByteCapacity) {
         self.label = label
         self.capacity = max(1, capacity)
+        self.byteCapacity = max(1, byteCapacity)
         self.queue = DispatchQueue(label: "eventbus.mailbox.\(label)")
     }
 
@@ -71,6 +86,7 @@ public final class Mailbox: Sendable {
         state.withLock { state in
             var statistics = state.statistics
             statistics.queued = state.queuedEvents + takenNotRun.load(ordering: .relaxed)
+            statistics.queuedBytes = state.heldBytes
             return statistics
         }
     }
@@ -135,7 +151,8 @@ public final class Mailbox: Sendable {
     /// Queues one event (or counts its drop); returns whether the queue must be woken.
     @inline(__always)
     private func enqueue(_ event: Event, for subscription: SubscriptionCore, in state: inout State) -> Bool {
-        guard state.queuedEvents < capacity else {
+        let bytes = byteCapacity == Int.max ? 0 : event.estimatedBytes
+        guard state.queuedEvents < capacity, state.heldBytes == 0 || bytes <= byteCapacity - state.heldBytes else {
             state.statistics.dropped += 1
             if let open = subscription.openMailboxGap {
                 open.gap.dropped += 1
@@ -149,7 +166,8 @@ public final class Mailbox: Sendable {
         }
         subscription.openMailboxGap = nil  // later drops get a notice after this event
         state.queuedEvents += 1
-        state.jobs.append(.event(subscription, event))
+        state.heldBytes += bytes
+        state.jobs.append(.event(subscription, event, bytes: bytes))
         return state.schedule()
     }
 
@@ -173,15 +191,19 @@ public final class Mailbox: Sendable {
         var batch: [Job] = []
         batch.reserveCapacity(Self.batchSize)
         var observer: (@Sendable () -> Void)?
+        var deliveredBytes = 0  // of the batch just run: held until then
         while true {
             observer?()
             let more = state.withLock { state -> Bool in
                 observer = state.batchObserver
+                state.heldBytes -= deliveredBytes
+                deliveredBytes = 0
                 var events = 0
                 defer { takenNotRun.store(events, ordering: .relaxed) }  // under the lock: statistics add both
                 while batch.count < Self.batchSize, let job = state.jobs.popFirst() {
                     switch job {
-                    case .event:
+                    case .event(_, _, let bytes):
+                        deliveredBytes += bytes
                         events += 1
                         state.queuedEvents -= 1
                         state.statistics.delivered += 1
@@ -198,7 +220,7 @@ public final class Mailbox: Sendable {
             guard more else { return }
             for job in batch {
                 switch job {
-                case .event(let subscription, let event):
+                case .event(let subscription, let event, _):
                     takenNotRun.subtract(1, ordering: .relaxed)
                     subscription.deliverOnLane(event)
                 case .gap(let subscription, let gap): subscription.deliverOnLane(gap.gap)

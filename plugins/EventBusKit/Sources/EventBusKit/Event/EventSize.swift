@@ -1,8 +1,7 @@
-import EventBusKit
-
 extension Event {
     /// What one event costs a buffer that holds it, in bytes: an estimate of both its memory and
-    /// its `event` line, for the byte budgets of the replay ring and of each client's buffer.
+    /// its `event` line, for the byte budgets of a module's ``Mailbox``, and of the host's replay
+    /// ring and each control client's buffer.
     ///
     /// The UTF-8 lengths of the name, the source, each field's key and each string value, plus
     /// fixed overheads for the rest (the line's keys, sequence, times; a field's quotes and
@@ -11,7 +10,7 @@ extension Event {
     /// cheap: a native string knows its UTF-8 length, nothing is encoded. It is not the exact
     /// line length (escapes make a line longer), but it is within a small factor of both the line
     /// and the heap it pins, which is all a budget of megabytes needs.
-    var estimatedBytes: Int {
+    @_spi(EventBusHost) public var estimatedBytes: Int {
         var bytes = Self.eventOverhead + name.utf8.count + source.utf8.count
         for (key, value) in fields {
             bytes += Self.fieldOverhead + key.utf8.count
