@@ -11,6 +11,9 @@ import Glibc
 // [--open-files N]. `--mode check` loads and checks the module for `eventbusd --check-config`
 // instead of running it (LoadCheckMode).
 
+/// The OOM score adjustment a worker gives itself (-1000…1000; the host's is usually 0).
+let workerOOMScoreAdjustment = 500
+
 func fail(_ message: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("eventbus-module-worker: \(message)\n".utf8))
     exit(status)
@@ -68,6 +71,15 @@ for ignored in [SIGINT, SIGTERM, SIGHUP] { signal(ignored, SIG_IGN) }
 limit(RLIMIT_DATA, "memory-limit")
 limit(RLIMIT_CPU, "cpu-limit")
 limit(RLIMIT_NOFILE, "open-files")
+
+// When memory runs out, the kernel's OOM killer picks the process with the highest score: make
+// that a worker — whose module is restarted — before eventbusd, which every module and client
+// depends on. Raising one's own score needs no privilege; a higher one (set for the host by
+// systemd's OOMScoreAdjust=, and inherited) is kept.
+if let current = (try? String(contentsOfFile: "/proc/self/oom_score_adj", encoding: .utf8))
+    .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }), current < workerOOMScoreAdjustment {
+    try? "\(workerOOMScoreAdjustment)".write(toFile: "/proc/self/oom_score_adj", atomically: false, encoding: .utf8)
+}
 
 // `_exit`: the host is gone or done with us; nothing is left to flush, and no module code (nor
 // atexit handler of it) should run any more.

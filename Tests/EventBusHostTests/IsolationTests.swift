@@ -79,6 +79,11 @@ import Testing
         // The crash is reported with the module's file and line, by a quick, non-interactive backtracer.
         #expect(daemon.output.contains("crashed:"), "\(daemon.output)")
         #expect(daemon.output.contains("FixtureCrashing.swift:16"), "\(daemon.output)")
+        // Under memory pressure the kernel kills a worker before the host.
+        if let pid = restarted["pid"]?.intValue {
+            let score = try String(contentsOfFile: "/proc/\(pid)/oom_score_adj", encoding: .utf8)
+            #expect(score.trimmingCharacters(in: .whitespacesAndNewlines) == "500")
+        }
         if ProcessInfo.processInfo.environment["SWIFT_BACKTRACE"] == nil, let pid = restarted["pid"]?.intValue {
             let environment = try String(contentsOfFile: "/proc/\(pid)/environ", encoding: .utf8).split(separator: "\0")
             #expect(environment.contains(Substring(WorkerProcess.crashBacktrace)), "\(environment)")
