@@ -38,7 +38,7 @@ public enum ConfigCheck {
         var problems = 0
         lines.append("  module_mailbox_capacity: \(config.moduleMailbox.events), module_mailbox_bytes: \(ByteSizeText.describe(config.moduleMailbox.bytes)), shutdown_timeout: \(config.shutdownTimeout)")
         let control = config.control
-        lines.append("  control socket \(control.socketPath): tail \(control.tailGroup.map { "root and group \($0)" } ?? "root only"), post \(control.postGroup.map { "root and group \($0)" } ?? "root only"), client_buffer \(control.clientBuffer), client_buffer_bytes \(ByteSizeText.describe(control.clientBufferBytes)), replay_events \(control.replayEvents), replay_bytes \(ByteSizeText.describe(control.replayBytes))")
+        lines.append("  control socket \(control.socketPath): tail \(control.tailGroup.map { "root and group \($0)" } ?? "root only"), post \(control.postGroup.map { "root and group \($0)" } ?? "root only"), client_buffer \(control.clientBuffer), client_buffer_bytes \(ByteSizeText.describe(control.clientBufferBytes)), replay_events \(control.replayEvents), replay_bytes \(ByteSizeText.describe(control.replayBytes)), watch_entries \(control.watchEntries)")
         for timer in config.timers {
             lines.append("  timer \(timer.name): \(timer.schedule)")
         }

@@ -502,6 +502,8 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     }
 
     var clientBuffer: (events: Int, bytes: Int) { lock.withLock { (settings.clientBuffer, settings.clientBufferBytes) } }
+    /// What one client's file watch may hold (`watch_entries`).
+    var watchEntries: Int { lock.withLock { settings.watchEntries } }
 
     /// The sequence of the newest event posted so far.
     var newestSequence: UInt64 { lock.withLock { ring.newestSequence } }

@@ -371,8 +371,10 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         // The client's own sources, after the feed is in place so their first events reach it.
         var subscriptions: [AnyCancellable] = []
         do {
+            let entryLimit = server.watchEntries
             for path in parsed.files {
-                subscriptions.append(try server.bus.files(at: path, recursive: parsed.recursive).sink { event in
+                let watch = try FileWatch(path: path, recursive: parsed.recursive, entryLimit: entryLimit)
+                subscriptions.append(try server.bus.files(watch).sink { event in
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }

@@ -56,6 +56,10 @@ public struct ControlSettings: Sendable, Equatable {
     }
 
     public var filesAccess: FilesAccess = .caller
+    /// Files and directories one `tail --files` watch may hold (`watch_entries`); a tree larger
+    /// than that gets an `fs.error` and its watch stops (``FileWatch/entryLimit``). A recursive
+    /// watch on `/` had taken 72 000 kernel watches and 250 MB of eventbusd.
+    public var watchEntries = ControlSettings.defaultWatchEntries
     /// Groups whose members may follow the journal with `tail --journal` (`journal_groups`);
     /// root always may. Empty: every tail-group member may.
     public var journalGroups: [String] = ControlSettings.defaultJournalGroups
@@ -71,6 +75,8 @@ public struct ControlSettings: Sendable, Equatable {
     /// share the events they hold (an event is copied by reference), so 80 stalled clients of
     /// one stream hold 16 MiB, not 1.3 GB.
     public static let defaultClientBufferBytes = 16 << 20
+    /// 100 000 entries: about 30 MB of eventbusd's memory for one watch at most.
+    public static let defaultWatchEntries = 100_000
     public static let defaultMaxClients = 4096
     public static let defaultMaxClientsPerUser = 64
 
@@ -96,7 +102,7 @@ public struct ControlSettings: Sendable, Equatable {
 extension HostConfig {
     static let controlKeys = ["socket", "tail_group", "post_group", "client_buffer", "client_buffer_bytes",
                               "replay_events", "replay_bytes",
-                              "max_clients", "max_clients_per_user", "reserved_files", "files_access", "journal_groups"]
+                              "max_clients", "max_clients_per_user", "reserved_files", "files_access", "watch_entries", "journal_groups"]
 
     /// Reads the `control:` section. Groups are looked up now, so a misspelt group is an error
     /// with its line, not a refusal later.
@@ -127,6 +133,7 @@ extension HostConfig {
                     throw value.error("must be caller (the client's own permissions decide) or tail_group (any tail-group member may watch any path), found \(text)")
                 }
                 settings.filesAccess = access
+            case "watch_entries": settings.watchEntries = try value.int(atLeast: 1)
             case "journal_groups":
                 settings.journalGroups = try value.sequence().map { item throws(ConfigError) in try item.string() }
             default: preconditionFailure("key \(key) allowed but not handled")

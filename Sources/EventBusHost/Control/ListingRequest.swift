@@ -46,7 +46,7 @@ enum ListingRequest {
         }
         let listing: FileListing
         do {
-            let watch = try FileWatch(path: path, recursive: recursive)
+            let watch = try FileWatch(path: path, recursive: recursive, entryLimit: server.watchEntries)
             // Holds the watch while the listing is taken: the monitor arms a new source on its
             // queue before it answers, so the listing follows the scan.
             let holder = try server.bus.files(watch).sink { _ in }

@@ -51,6 +51,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     private var unverifiedHead = 0
     /// The bus sequence of the last event posted: where a listing stands in the stream.
     private var lastSequence: UInt64 = 0
+    /// Set when the tree outgrew ``FileWatch/entryLimit``: the watch has stopped for good.
+    private var overLimit = false
     /// Entries visited by folder renames and removals: what tests count to see that a folder's
     /// operation costs its subtree, not the snapshot.
     private(set) var visitedByFolderOperations = 0
@@ -83,6 +85,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// Watches the root and records what is there. `initial`: the first arming, silent (subscribers
     /// get changes from now on); otherwise a re-arming, which reports what the root holds now.
     func arm(initial: Bool) {
+        guard !overLimit else { return }
         guard let state = FileState(path: root, following: true) else {
             let code = errno
             if initial {
@@ -107,10 +110,24 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         }
         if state.isDirectory {
             addTree(rootPath, report: !initial, failures: &failures)
+            if stopIfOverLimit() { return }
         } else {
             snapshot[root] = state
         }
         reportWatchFailures(failures)
+    }
+
+    /// Past ``FileWatch/entryLimit``: says so once and lets go of every kernel watch and entry;
+    /// returns whether the watch has stopped. Checked where the snapshot grows.
+    private func stopIfOverLimit() -> Bool {
+        if overLimit { return true }
+        guard let limit = options.entryLimit, snapshot.count > limit else { return false }
+        overLimit = true
+        disarm()
+        post(FileChange(kind: .error, path: root, isDirectory: rootIsDirectory, message:
+            "\(root) holds more than \(limit) files and directories, the limit of this watch; it has stopped. "
+            + "Watch a smaller tree\(options.recursive ? " (or without --recursive)" : ""), or raise the limit (control.watch_entries for eventbus tail)"))
+        return true
     }
 
     /// Stopped: lets go of everything, the bus handle included.
@@ -159,6 +176,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
                 if report, reported != true {
                     post(FileChange(kind: .created, path: path.path, isDirectory: state.isDirectory, origin: .scan))
                 }
+                if let limit = options.entryLimit, snapshot.count > limit { return }  // the caller stops the watch
                 if options.recursive && state.isDirectory { pending.append(path) }
             }
         }
@@ -293,7 +311,10 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         if isDirectory, options.recursive {
             var failures: [(String, Int32)] = []
             addTree(path, report: true, failures: &failures)
+            if stopIfOverLimit() { return }
             reportWatchFailures(failures)
+        } else {
+            _ = stopIfOverLimit()
         }
     }
 
@@ -493,6 +514,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// The kernel dropped events: say so, then report what changed against the snapshot. Returns
     /// whether it walked the tree (not when the root is awaited: there is no tree to walk).
     func overflowed() -> Bool {
+        guard !overLimit else { return false }  // stopped: nothing to make good
         let limit = readProcInteger("/proc/sys/fs/inotify/max_queued_events").map(String.init) ?? "?"
         post(FileChange(kind: .overflow, path: root, isDirectory: rootIsDirectory, message:
             "the kernel's inotify queue overflowed (fs.inotify.max_queued_events = \(limit)) and events were lost; "
@@ -503,6 +525,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             checkAwaitedRoot()
         } else if rootWatch != nil {
             counts = rescan()
+            if overLimit { return false }  // it said why it stopped instead
             rescanned = true
         }
         post(FileChange(kind: .rescanned, path: root, isDirectory: rootIsDirectory, origin: .rescan, message:
@@ -538,6 +561,10 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             watchOf.removeAll()
             rootWatch = addWatch(rootPath, following: true, failures: &failures)
             addTree(rootPath, report: false, failures: &failures)
+            if stopIfOverLimit() {
+                for watch in watchesBefore { monitor.release(watch, by: self) }
+                return (0, 0, 0)
+            }
         } else {
             snapshot.removeAll()
             snapshot[root] = state

@@ -82,6 +82,33 @@ import Testing
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
 
+    /// A recursive watch on a large tree is bounded by `watch_entries`: the client is told, in its
+    /// stream, and the watch stops; the rest of its subscription goes on.
+    @Test func aClientsWatchOfATreePastWatchEntriesStopsAndSaysSo() async throws {
+        let directory = try TemporaryDirectory()
+        let tree = directory.path + "/tree"
+        for folder in 0..<5 {
+            try FileManager.default.createDirectory(atPath: "\(tree)/d\(folder)", withIntermediateDirectories: true)
+            for file in 0..<5 { _ = try directory.write("tree/d\(folder)/f\(file)", "") }
+        }
+        let (yaml, socket) = controlConfig(directory, control: "  watch_entries: 20")
+        let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
+
+        let (connection, _) = try rawConnection(socket)
+        try connection.send(["op": "subscribe", "patterns": ["fs.>", "user.>"], "files": .string(tree), "recursive": .bool(true)])
+        #expect(try connection.readJSON()?["type"] == "subscribed")
+        let error = try #require(try connection.readJSON())
+        #expect(error["name"] == "fs.error", "\(error)")
+        #expect(error["source"]?.stringValue == "files:\(tree) recursive limit 20")
+        #expect(error["fields"]?["message"]?.stringValue?.contains("holds more than 20 files and directories") == true, "\(error)")
+
+        // The stream goes on: the client's other events still come.
+        _ = try ask(socket, ["op": "post", "name": "user.after"])
+        #expect(try connection.readJSON()?["name"] == "user.after")
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+    }
+
     @Test func theJournalUnitsOfOneSubscriptionShareOneReader() async throws {
         let directory = try TemporaryDirectory()
         let (yaml, socket) = controlConfig(directory)

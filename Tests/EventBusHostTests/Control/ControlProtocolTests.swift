@@ -199,6 +199,8 @@ import Testing
         #expect(error("control:\n  post_group: no-such-group-here\n") == "e.yaml:2: control.post_group: no group named \"no-such-group-here\" on this system")
         #expect(error("control:\n  sockett: /x\n").hasPrefix("e.yaml:2: control.sockett: unknown key; expected one of: socket, tail_group"))
         #expect(error("control:\n  client_buffer: 0\n") == "e.yaml:2: control.client_buffer: must be at least 1, found 0")
+        #expect(error("control:\n  watch_entries: 0\n") == "e.yaml:2: control.watch_entries: must be at least 1, found 0")
+        #expect(try HostConfig.parse("control:\n  watch_entries: 500\n", file: "e.yaml", directory: "/").control.watchEntries == 500)
         #expect(error("control:\n  socket: /\(String(repeating: "x", count: 120))\n").contains("a socket path has at most 107 bytes"))
     }
 }

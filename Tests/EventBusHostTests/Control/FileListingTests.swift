@@ -49,7 +49,7 @@ import Testing
         let json = try await eventbus(["files", "--socket", socket, "--json", "--recursive", open], in: directory)
         let listing = try #require(json.jsonLines.first)
         #expect(listing["type"] == "listing")
-        #expect(listing["source"]?.stringValue == "files:\(open) recursive")
+        #expect(listing["source"]?.stringValue == "files:\(open) recursive limit \(ControlSettings.defaultWatchEntries)")
         #expect(listing["root_exists"]?.boolValue == true)
         #expect(listing["seq"]?.intValue != nil)
         #expect(listing["entries"]?.arrayValue?.count == 5)

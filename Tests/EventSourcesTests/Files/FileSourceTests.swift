@@ -315,6 +315,42 @@ import Glibc
         #expect(recorder.all.map(\.kind) == [.rootDeleted])
     }
 
+    /// A watch with an entry limit: within it, an ordinary watch; one entry past it (by the first
+    /// scan, or by a tree that grows), an `fs.error` that says so, and the watch lets go of its
+    /// kernel watches and entries and reports nothing more.
+    @Test func aTreePastTheWatchsEntryLimitStopsTheWatchAndSaysSo() async throws {
+        let scratch = try fileScratch()
+        let harness = FileWatchHarness()
+        let root = scratch.at("tree")
+        fileMkdir(root)
+        for d in 0..<4 {
+            fileMkdir(root + "/d\(d)")
+            for f in 0..<4 { fileTouch(root + "/d\(d)/f\(f)") }
+        }
+        // 4 directories and 16 files: 20 entries.
+        let growing = try harness.subscribe(FileWatch(path: root, recursive: true, entryLimit: 24))
+        let tooSmall = try harness.subscribe(FileWatch(path: root, recursive: true, entryLimit: 19))
+        #expect(await eventually { tooSmall.of(.error).count == 1 })
+        let refusal = try #require(tooSmall.of(.error).first)
+        #expect(refusal.path == root)
+        #expect(refusal.message?.contains("holds more than 19 files and directories, the limit of this watch; it has stopped") == true,
+                "\(refusal)")
+
+        fileTouch(root + "/d0/new")
+        #expect(await eventually { growing.contains(.created, root + "/d0/new") })
+        fileMkdir(root + "/d9")  // the 22nd entry, then four more inside: over 24
+        for f in 0..<4 { fileTouch(root + "/d9/f\(f)") }
+        #expect(await eventually { growing.of(.error).count == 1 })
+        #expect(await eventually { harness.monitor.statistics.kernelWatches == 0 },
+                "both watches let go of every kernel watch")
+        let before = growing.all.count
+        fileTouch(root + "/d1/later")
+        fileTouch(root + "/d9/later")
+        try await Task.sleep(for: .milliseconds(200))  // room for events that must not come
+        #expect(growing.all.count == before)
+        #expect(tooSmall.all.map(\.kind) == [.error])
+    }
+
     @Test func aWatchedFileIsFollowedThroughEditorStyleReplacement() async throws {
         let scratch = try fileScratch()
         let harness = FileWatchHarness()
