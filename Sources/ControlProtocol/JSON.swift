@@ -115,7 +115,12 @@ private struct JSONParser {
         case UInt8(ascii: "f"): try literal("false"); return .bool(false)
         case UInt8(ascii: "n"): try literal("null"); return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try number()
-        default: throw error("unexpected character '\(Character(Unicode.Scalar(bytes[position])))'")
+        default:
+            // A printable ASCII character as itself; any other byte by its value, so a message
+            // about hostile input carries no control characters into a log or a terminal.
+            let byte = bytes[position]
+            throw error((0x21...0x7E).contains(byte) ? "unexpected character '\(Character(Unicode.Scalar(byte)))'"
+                                                      : "unexpected byte 0x\(String(byte, radix: 16, uppercase: true))")
         }
     }
 

@@ -173,6 +173,10 @@ public final class FrameChannel: @unchecked Sendable {
         }
     }
 
+    /// What ``readFrames(_:)`` returns when the peer closed (or the read failed), rather than
+    /// broke the protocol.
+    public static let endOfInput = "end of file"
+
     /// Reads frames until end of file, an error or a malformed frame, calling `handle` for each
     /// on this thread (the payload is valid during the call only). Returns why reading ended. A `handle` that throws ends it too.
     public func readFrames(_ handle: (FrameType, UnsafeRawBufferPointer) throws -> Void) -> String {
@@ -184,7 +188,7 @@ public final class FrameChannel: @unchecked Sendable {
             case .malformed(let reason):
                 return "malformed frame: \(reason)"
             case .needMore:
-                if !reader.fill(from: fd) { return "end of file" }
+                if !reader.fill(from: fd) { return Self.endOfInput }
             }
         }
     }

@@ -291,7 +291,11 @@ public final class WorkerSupervisor: @unchecked Sendable {
         let consumed = session.consumed.load(ordering: .relaxed)
         let lost = (sent > consumed ? sent - consumed : 0) + session.lostAfterClose.load(ordering: .relaxed) + queued
         let hung = session.killedAsHung.load(ordering: .relaxed)
-        let cause = hung ? "no heartbeat within \(configuration.settings.heartbeatTimeout) (killed with SIGKILL)" : "\(exit)"
+        // A reader that stopped before the end of input found the worker breaking the protocol
+        // (a module can write anything to the socket): say that, not only how the worker ended.
+        let cause = hung ? "no heartbeat within \(configuration.settings.heartbeatTimeout) (killed with SIGKILL)"
+            : reason == FrameChannel.endOfInput ? "\(exit)"
+            : "it broke the worker protocol (\(reason)), so the host ended its session; the worker \(exit)"
         crashed(cause: cause, exit: exit, lost: lost)
     }
 

@@ -32,6 +32,7 @@ import Testing
             ("9223372036854775808", "integer out of range"), ("[-9223372036854775809]", "integer out of range"),
             (#"{"a": 1, "b": 2, "a": 3}"#, #"the key "a" appears twice"#),
             (String(repeating: "[", count: 100), "nested more than 64 levels"),
+            ("@", "unexpected character '@'"), ("\u{1B}[31m", "unexpected byte 0x1B"), ("\u{7F}", "unexpected byte 0x7F"),
         ] {
             #expect(throws: JSONParseError.self, "\(text)") { try JSON.parse(text) }
             do { _ = try JSON.parse(text) } catch { #expect(error.message.contains(message), "\(text): \(error)") }

@@ -1,8 +1,13 @@
 import EventBusKit
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Test fixture: crashes its process with `fatalError` on `test.crash`, or in `deactivate` after
 /// `test.crash-at-stop`; counts other `test.>` events and on `test.report` posts
 /// `result.crashing` with the count. Logs when it activates, so a test sees each (re)start.
+/// In a worker only: on `test.garbage` it writes what its fields say straight into the worker's
+/// socket to the host (fd 3), as a hostile or broken module could (``Garbage``).
 final class Crashing: EventBusModule {
     let name = "fixture-crashing"
     let version = "1.0.0"
@@ -15,6 +20,7 @@ final class Crashing: EventBusModule {
             switch event.name {
             case "test.crash": fatalError("fixture crashes on purpose")
             case "test.crash-at-stop": crashAtStop = true
+            case "test.garbage": Garbage.write(event)
             case "test.report":
                 context.bus.post("result.crashing", source: "crashing", fields: ["count": .int(Int64(count))])
             default: count += 1
@@ -29,3 +35,33 @@ final class Crashing: EventBusModule {
 }
 
 @_cdecl("eventbus_module") public func entry() -> UnsafeRawPointer { exportModule(Crashing.init) }
+
+/// Bytes for the host's frame reader: `random` (`count` bytes from `seed`), `frame` (a frame of
+/// type `type` with `count` random payload bytes from `seed`), or `short` (a frame header that
+/// promises `count` payload bytes and brings 3).
+enum Garbage {
+    static func write(_ event: Event) {
+        guard case .int(let seed)? = event.fields["seed"], case .int(let count)? = event.fields["count"],
+              case .string(let mode)? = event.fields["mode"] else { return }
+        var state = UInt64(bitPattern: seed) | 1
+        func random() -> UInt8 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return UInt8(truncatingIfNeeded: state)
+        }
+        var bytes: [UInt8] = []
+        switch mode {
+        case "random":
+            bytes = (0..<count).map { _ in random() }
+        case "frame", "short":
+            let type = UInt8(truncatingIfNeeded: event.fields["type"]?.intValue ?? 0)
+            let length = UInt32(truncatingIfNeeded: count + 1)
+            bytes = withUnsafeBytes(of: length.littleEndian) { Array($0) } + [type]
+            bytes += (0..<(mode == "short" ? 3 : count)).map { _ in random() }
+        default:
+            return
+        }
+        _ = bytes.withUnsafeBytes { Glibc.write(3, $0.baseAddress, $0.count) }
+    }
+}
