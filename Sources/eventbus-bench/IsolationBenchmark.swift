@@ -69,6 +69,7 @@ private func isolationRun(mode: String, probe: String, events: Int, latencySecon
             path: \(probe)
             isolation: \(mode)
             mailbox_capacity: \(events + 10)
+            mailbox_bytes: \(events + 10)KiB
         """.utf8)))
     var logger = Logger(label: "eventbus-bench")
     logger.logLevel = .warning
