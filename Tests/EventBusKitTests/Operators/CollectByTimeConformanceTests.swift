@@ -333,6 +333,35 @@ struct CollectByTimeConformanceTests {
         #expect(sub.subscriptionCount == 1)
     }
 
+    @Test func aCancelFromInsideReceiveStopsDeliveryThere() {
+        let pub = Pub(), clock = Clock()
+        let sub = Sub(initialDemand: .unlimited) { sub, _ in
+            sub.cancel()
+            return .none
+        }
+        pub.collect(.byTimeOrCount(clock, .seconds(1), 1)).subscribe(sub)
+        pub.send(1)
+        pub.send(2)
+        pub.send(3)
+        clock.advance(by: .seconds(2))
+        #expect(sub.values == [[1]])
+        #expect(pub.subscription.history == [.requested(.unlimited), .cancelled])
+        #expect(clock.pendingCount == 0)
+    }
+
+    @Test func aRequestFromInsideReceiveIsServedAfterThatCallReturns() {
+        let pub = Pub(), clock = Clock()
+        let sub = Sub(initialDemand: .max(1)) { sub, _ in
+            sub.request(.max(1))
+            return .none
+        }
+        pub.collect(.byTimeOrCount(clock, .seconds(1), 1)).subscribe(sub)
+        for value in 1...3 { pub.send(value) }  // beyond the grant after the first: kept
+        clock.advance(by: .zero)
+        #expect(sub.values == [[1], [2], [3]])
+        #expect(sub.overlaps == 0 && sub.demandViolations == 0)
+    }
+
     @Test func aCancelFromInsideReceiveSubscriptionCancelsTheTimer() {
         let pub = Pub(), clock = Clock()
         let sub = CancelOnSubscription()
