@@ -44,9 +44,9 @@ struct CollectByTimeTests {
         runConcurrently(threads: 1) { _ in
             for value in 0..<total {
                 pub.send(value)
-                if value % 1_000 == 999 {
-                    let delivered = sub.values.count
-                    while sub.values.count == delivered { usleep(100) }
+                if value % 1_000 == 999 {  // (a minute at most: a broken tick fails, not hangs)
+                    let delivered = sub.values.count, deadline = Date() + 60
+                    while sub.values.count == delivered, Date() < deadline { usleep(100) }
                 }
             }
             pub.send(completion: .finished)
@@ -85,6 +85,27 @@ struct CollectByTimeTests {
         #expect(sub.values.joined().elementsEqual(0..<total))
         #expect(!sub.values.contains { $0.isEmpty || $0.count > 7 })
         #expect(sub.overlaps == 0 && sub.demandViolations == 0)
+    }
+
+    /// A scheduler that runs its actions at the same time (here each on a thread of its own): the
+    /// tick, the completion and the actions for full windows meet, and the downstream still gets
+    /// one call at a time, and the arrays in order.
+    @Test func onAConcurrentSchedulerDeliveryIsStillOneCallAtATimeInOrder() async {
+        let pub = TestPublisher<Int, Never>()
+        let sub = TestSubscriber<[Int], Never>(initialDemand: .unlimited) { _, _ in
+            usleep(20)  // widen the window for another action to come in
+            return .none
+        }
+        pub.collect(.byTimeOrCount(ThreadPerActionScheduler(), .microseconds(100), 3)).subscribe(sub)
+        let total = 6_000
+        runConcurrently(threads: 1) { _ in
+            for value in 0..<total { pub.send(value) }
+            pub.send(completion: .finished)
+        }
+        #expect(await eventually { sub.completions.count == 1 })
+        #expect(sub.values.joined().elementsEqual(0..<total))
+        #expect(!sub.values.contains { $0.isEmpty || $0.count > 3 })
+        #expect(sub.overlaps == 0)
     }
 
     /// On the bus, as a module writes it: a mailbox-scoped publisher collected on the mailbox's

@@ -332,3 +332,68 @@ final class VirtualTimeScheduler: Scheduler, @unchecked Sendable {
         }
     }
 }
+
+/// A scheduler that runs every action on a thread of its own, so actions really run at the same
+/// time (a concurrent dispatch queue may not, on few cores): `schedule(options:)` starts a thread
+/// per action; a repeating action gets one thread that runs it every interval until cancelled.
+/// Times are `DispatchQueue`'s.
+struct ThreadPerActionScheduler: Scheduler, Sendable {
+    typealias SchedulerTimeType = DispatchQueue.SchedulerTimeType
+    typealias SchedulerOptions = Never
+
+    var now: SchedulerTimeType { DispatchQueue.main.now }
+    var minimumTolerance: SchedulerTimeType.Stride { .zero }
+
+    func schedule(options: SchedulerOptions?, _ action: @escaping () -> Void) {
+        let action = UncheckedAction(action)
+        Thread { action.run() }.start()
+    }
+
+    func schedule(
+        after date: SchedulerTimeType,
+        tolerance: SchedulerTimeType.Stride,
+        options: SchedulerOptions?,
+        _ action: @escaping () -> Void
+    ) {
+        let action = UncheckedAction(action)
+        let due = date.dispatchTime.uptimeNanoseconds
+        Thread {
+            Self.sleep(until: due)
+            action.run()
+        }.start()
+    }
+
+    func schedule(
+        after date: SchedulerTimeType,
+        interval: SchedulerTimeType.Stride,
+        tolerance: SchedulerTimeType.Stride,
+        options: SchedulerOptions?,
+        _ action: @escaping () -> Void
+    ) -> Cancellable {
+        let action = UncheckedAction(action)
+        let cancelled = SharedBox(false)
+        let first = date.dispatchTime.uptimeNanoseconds, every = UInt64(max(1, interval.magnitude))
+        Thread {
+            var due = first
+            while !cancelled.value {
+                Self.sleep(until: due)
+                if cancelled.value { break }
+                action.run()
+                due += every
+            }
+        }.start()
+        return AnyCancellable { cancelled.value = true }
+    }
+
+    /// Until `due` (`DispatchTime` uptime nanoseconds).
+    private static func sleep(until due: UInt64) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        if due > now { usleep(UInt32(min((due - now) / 1_000, 1_000_000))) }
+    }
+}
+
+/// An action handed to another thread (the scheduler contract: the action may run anywhere).
+private final class UncheckedAction: @unchecked Sendable {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
+}
