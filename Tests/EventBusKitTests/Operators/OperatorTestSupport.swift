@@ -196,3 +196,204 @@ final class SharedBox<Value>: @unchecked Sendable {
         set { lock.withLock { _value = newValue } }
     }
 }
+
+/// A scheduler whose clock moves only when the test says so, for time-based operators.
+///
+/// `advance(by:)` runs every action due by the new time, in time order (actions due at the same
+/// time in the order they were scheduled), moving `now` to each one's time before running it; an
+/// action an action schedules runs in the same advance if it is due by then. `advance(by: .zero)`
+/// runs what is due now — what `schedule(options:)` queued. Actions run on the advancing thread,
+/// outside the scheduler's lock.
+final class VirtualTimeScheduler: Scheduler, @unchecked Sendable {
+    struct SchedulerTimeType: Strideable, Hashable {
+        let nanoseconds: Int
+
+        func distance(to other: Self) -> Stride { Stride(nanoseconds: other.nanoseconds - nanoseconds) }
+        func advanced(by stride: Stride) -> Self { Self(nanoseconds: nanoseconds + stride.nanoseconds) }
+        static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+        struct Stride: SchedulerTimeIntervalConvertible, Comparable, SignedNumeric, Hashable {
+            var nanoseconds: Int
+
+            init(nanoseconds: Int) { self.nanoseconds = nanoseconds }
+            init(integerLiteral value: Int) { nanoseconds = value }
+            init?<T: BinaryInteger>(exactly source: T) {
+                guard let value = Int(exactly: source) else { return nil }
+                nanoseconds = value
+            }
+
+            var magnitude: UInt { nanoseconds.magnitude }
+
+            static func seconds(_ s: Int) -> Self { Self(nanoseconds: s * 1_000_000_000) }
+            static func seconds(_ s: Double) -> Self { Self(nanoseconds: Int(s * 1_000_000_000)) }
+            static func milliseconds(_ ms: Int) -> Self { Self(nanoseconds: ms * 1_000_000) }
+            static func microseconds(_ us: Int) -> Self { Self(nanoseconds: us * 1_000) }
+            static func nanoseconds(_ ns: Int) -> Self { Self(nanoseconds: ns) }
+
+            static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+            static func + (lhs: Self, rhs: Self) -> Self { Self(nanoseconds: lhs.nanoseconds + rhs.nanoseconds) }
+            static func - (lhs: Self, rhs: Self) -> Self { Self(nanoseconds: lhs.nanoseconds - rhs.nanoseconds) }
+            static func * (lhs: Self, rhs: Self) -> Self { Self(nanoseconds: lhs.nanoseconds * rhs.nanoseconds) }
+            static func *= (lhs: inout Self, rhs: Self) { lhs = lhs * rhs }
+        }
+    }
+
+    typealias SchedulerOptions = Never
+
+    private struct Pending {
+        let id: Int
+        var due: SchedulerTimeType
+        /// The order actions due at the same time run in.
+        var sequence: Int
+        let interval: SchedulerTimeType.Stride?
+        let action: () -> Void
+    }
+
+    private let lock = NSLock()
+    private var _now = SchedulerTimeType(nanoseconds: 0)
+    private var pending: [Pending] = []
+    private var nextID = 0
+    private var nextSequence = 0
+
+    var now: SchedulerTimeType { lock.withLock { _now } }
+    var minimumTolerance: SchedulerTimeType.Stride { .zero }
+
+    /// Actions scheduled and neither run (one-shot) nor cancelled; a repeating one counts until
+    /// cancelled.
+    var pendingCount: Int { lock.withLock { pending.count } }
+
+    func schedule(options: SchedulerOptions?, _ action: @escaping () -> Void) {
+        _ = add(due: nil, interval: nil, action)
+    }
+
+    func schedule(
+        after date: SchedulerTimeType,
+        tolerance: SchedulerTimeType.Stride,
+        options: SchedulerOptions?,
+        _ action: @escaping () -> Void
+    ) {
+        _ = add(due: date, interval: nil, action)
+    }
+
+    func schedule(
+        after date: SchedulerTimeType,
+        interval: SchedulerTimeType.Stride,
+        tolerance: SchedulerTimeType.Stride,
+        options: SchedulerOptions?,
+        _ action: @escaping () -> Void
+    ) -> Cancellable {
+        precondition(interval > .zero, "VirtualTimeScheduler: a repeating action needs a positive interval")
+        let id = add(due: date, interval: interval, action)
+        return AnyCancellable { [weak self] in
+            guard let self else { return }
+            self.lock.withLock { self.pending.removeAll { $0.id == id } }
+        }
+    }
+
+    /// Moves the clock forward by `stride`, running every action due by then.
+    func advance(by stride: SchedulerTimeType.Stride) {
+        let target = now.advanced(by: stride)
+        while let action = takeNextDue(by: target) {
+            action()
+        }
+        lock.withLock { _now = max(_now, target) }
+    }
+
+    private func add(
+        due: SchedulerTimeType?, interval: SchedulerTimeType.Stride?, _ action: @escaping () -> Void
+    ) -> Int {
+        lock.withLock {
+            nextID += 1
+            nextSequence += 1
+            pending.append(Pending(id: nextID, due: due ?? _now, sequence: nextSequence,
+                                   interval: interval, action: action))
+            return nextID
+        }
+    }
+
+    /// The earliest action due by `target`, with the clock moved to its time; a repeating action
+    /// stays, due again one interval later.
+    private func takeNextDue(by target: SchedulerTimeType) -> (() -> Void)? {
+        lock.withLock {
+            let due = pending.indices.filter { pending[$0].due <= target }
+            guard let index = due.min(by: {
+                (pending[$0].due, pending[$0].sequence) < (pending[$1].due, pending[$1].sequence)
+            }) else { return nil }
+            let next = pending[index]
+            _now = max(_now, next.due)
+            if let interval = next.interval {
+                nextSequence += 1
+                pending[index].due = next.due.advanced(by: interval)
+                pending[index].sequence = nextSequence
+            } else {
+                pending.remove(at: index)
+            }
+            return next.action
+        }
+    }
+}
+
+/// A scheduler that runs every action on a thread of its own, so actions really run at the same
+/// time (a concurrent dispatch queue may not, on few cores): `schedule(options:)` starts a thread
+/// per action; a repeating action gets one thread that runs it every interval until cancelled.
+/// Times are `DispatchQueue`'s.
+struct ThreadPerActionScheduler: Scheduler, Sendable {
+    typealias SchedulerTimeType = DispatchQueue.SchedulerTimeType
+    typealias SchedulerOptions = Never
+
+    var now: SchedulerTimeType { DispatchQueue.main.now }
+    var minimumTolerance: SchedulerTimeType.Stride { .zero }
+
+    func schedule(options: SchedulerOptions?, _ action: @escaping () -> Void) {
+        let action = UncheckedAction(action)
+        Thread { action.run() }.start()
+    }
+
+    func schedule(
+        after date: SchedulerTimeType,
+        tolerance: SchedulerTimeType.Stride,
+        options: SchedulerOptions?,
+        _ action: @escaping () -> Void
+    ) {
+        let action = UncheckedAction(action)
+        let due = date.dispatchTime.uptimeNanoseconds
+        Thread {
+            Self.sleep(until: due)
+            action.run()
+        }.start()
+    }
+
+    func schedule(
+        after date: SchedulerTimeType,
+        interval: SchedulerTimeType.Stride,
+        tolerance: SchedulerTimeType.Stride,
+        options: SchedulerOptions?,
+        _ action: @escaping () -> Void
+    ) -> Cancellable {
+        let action = UncheckedAction(action)
+        let cancelled = SharedBox(false)
+        let first = date.dispatchTime.uptimeNanoseconds, every = UInt64(max(1, interval.magnitude))
+        Thread {
+            var due = first
+            while !cancelled.value {
+                Self.sleep(until: due)
+                if cancelled.value { break }
+                action.run()
+                due += every
+            }
+        }.start()
+        return AnyCancellable { cancelled.value = true }
+    }
+
+    /// Until `due` (`DispatchTime` uptime nanoseconds).
+    private static func sleep(until due: UInt64) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        if due > now { usleep(UInt32(min((due - now) / 1_000, 1_000_000))) }
+    }
+}
+
+/// An action handed to another thread (the scheduler contract: the action may run anywhere).
+private final class UncheckedAction: @unchecked Sendable {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
+}
