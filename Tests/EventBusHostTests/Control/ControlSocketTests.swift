@@ -329,7 +329,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let (yaml, socket) = controlConfig(directory, control: "  client_buffer: 100000")
         let configPath = try directory.write("eventbus.yaml", yaml)
-        let (logger, _) = recordingLogger()
+        let (logger, log) = recordingLogger()
         let host = BusHost(configPath: configPath, logger: logger, control: .configured)
         try await host.start()
         let perPoster = 2_000, posters = 3, tailers = 4
@@ -373,8 +373,13 @@ import Testing
         }
         let report = await host.shutdown()
         #expect(report.isClean)
+        // On a machine too loaded for a reading thread to keep up within the shutdown's time for
+        // clients, the host cuts the slow ones off and logs it (as aSlowReaderAtShutdown… shows);
+        // otherwise every stream ends with `end`.
+        let forced = log.value.contains { $0.message.contains("did not take their last lines") }
         for ending in endings {
-            #expect(try await ending.value?["reason"] == "shutdown")
+            let reason = try await ending.value?["reason"]
+            #expect(reason == "shutdown" || (forced && reason == nil), "\(log.value.map(\.message).suffix(5))")
         }
         #expect(!FileManager.default.fileExists(atPath: socket))
     }
