@@ -78,7 +78,11 @@ import Testing
         #expect(restarted["pid"]?.intValue != firstPID)
         // The crash is reported with the module's file and line, by a quick, non-interactive backtracer.
         #expect(daemon.output.contains("crashed:"), "\(daemon.output)")
-        #expect(daemon.output.contains("FixtureCrashing.swift:16"), "\(daemon.output)")
+        let line = try #require(try String(contentsOfFile: BuildProducts.repository + "/Tests/Fixtures/FixtureCrashing/FixtureCrashing.swift",
+                                           encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+            .firstIndex { $0.contains(#"case "test.crash": fatalError"#) }) + 1
+        #expect(daemon.output.contains("in libFixtureCrashing.so at "), "\(daemon.output)")
+        #expect(daemon.output.contains("FixtureCrashing.swift:\(line)"), "\(daemon.output)")
         // Under memory pressure the kernel kills a worker before the host.
         if let pid = restarted["pid"]?.intValue {
             let score = try String(contentsOfFile: "/proc/\(pid)/oom_score_adj", encoding: .utf8)
