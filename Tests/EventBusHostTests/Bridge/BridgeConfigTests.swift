@@ -56,6 +56,29 @@ import Testing
         #expect(durable.bridge?.durable?.domain == nil)
     }
 
+    @Test func theExportBufferBytesAreASize() throws {
+        let defaults = try #require(try load("bridge:\n  nats:\n    servers: [nats://a:1]\n    export: [\">\"]\n").get().bridge)
+        #expect(defaults.exportBufferBytes == 64 << 20)
+        #expect(defaults.exportBuffer == 100_000 && defaults.pendingLimit == 65_536)
+
+        let given = try #require(try load("""
+            bridge:
+              nats:
+                servers: [nats://a:1]
+                export: [">"]
+                import: [">"]
+                export_buffer_bytes: 1MiB
+                export_buffer: 500
+            """).get().bridge)
+        #expect(given.exportBufferBytes == 1 << 20)
+        #expect(given.exportBuffer == 500)
+        let notASize = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    export: [\">\"]\n    export_buffer_bytes: lots\n")
+        #expect(notASize.line == 5 && notASize.key == "bridge.nats.export_buffer_bytes")
+        #expect(notASize.message.contains("expected a size such as 64MiB"))
+        let zero = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    export: [\">\"]\n    export_buffer_bytes: 0\n")
+        #expect(zero.line == 5 && zero.key == "bridge.nats.export_buffer_bytes" && zero.message.contains("must be at least"))
+    }
+
     @Test func mistakesNameLineAndKey() throws {
         let badPattern = try error("""
             bridge:

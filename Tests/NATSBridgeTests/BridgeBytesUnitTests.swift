@@ -1,0 +1,91 @@
+@_spi(EventBusHost) import EventBusKit
+import Foundation
+@testable import NATSBridge
+import Testing
+
+/// The bridge's buffers are bounded in bytes as well as in count: the export queue (and what the
+/// exporter holds of it).
+@Suite struct BridgeBytesUnitTests {
+    static let large = String(repeating: "x", count: 200_000)
+
+    static func event(_ n: Int, _ pad: String = large) -> Event {
+        Event(name: "app.large", source: "test", fields: ["n": .int(Int64(n)), "pad": .string(pad)])
+    }
+
+    static func dropped(_ gaps: GapBook) -> [BridgeGap.Kind: Int] {
+        Dictionary(gaps.take().map { ($0.0.kind, $0.0.count) }, uniquingKeysWith: +)
+    }
+
+    @Test func pastItsBytesTheQueueDropsTheNewestAndCountsThem() {
+        let gaps = GapBook()
+        let queue = ExportQueue(capacity: 100_000, byteCapacity: 1 << 20, gaps: gaps)
+        let size = Self.event(1).estimatedBytes
+        #expect(size > 200_000 && 5 * size <= 1 << 20 && 6 * size > 1 << 20)
+        for n in 1...20 { queue.offer(Self.event(n)) }
+        #expect(queue.count == 5, "five of 200 kB fit in 1 MiB")
+        #expect(queue.bytes == 5 * size)
+        #expect(Self.dropped(gaps) == [.exportOverflow: 15])
+        // The newest were dropped: the first five wait, in order.
+        var batch: [Event] = [], sizes: [Int] = []
+        #expect(queue.take(max: 256, into: &batch, sizes: &sizes))
+        #expect(batch.map { $0["n"]?.intValue } == [1, 2, 3, 4, 5])
+        #expect(sizes == Array(repeating: size, count: 5))
+    }
+
+    @Test func theBatchInHandCountsUntilItIsReleased() {
+        let gaps = GapBook()
+        let queue = ExportQueue(capacity: 100_000, byteCapacity: 1 << 20, gaps: gaps)
+        for n in 1...5 { queue.offer(Self.event(n)) }
+        var batch: [Event] = [], sizes: [Int] = []
+        #expect(queue.take(max: 256, into: &batch, sizes: &sizes))
+        #expect(queue.count == 0)
+        // Taken, not released: the exporter still holds them, so there is no room yet.
+        queue.offer(Self.event(6))
+        #expect(queue.count == 0)
+        #expect(Self.dropped(gaps) == [.exportOverflow: 1])
+        queue.release(sizes.reduce(0, +))
+        #expect(queue.bytes == 0)
+        for n in 7...11 { queue.offer(Self.event(n)) }
+        #expect(queue.count == 5)
+        #expect(Self.dropped(gaps).isEmpty)
+    }
+
+    /// Durable: an event's estimate is swapped for what its unacknowledged publish holds, which
+    /// counts against the same bound until it is acknowledged.
+    @Test func unacknowledgedPublishesCountAgainstTheSameBound() {
+        let gaps = GapBook()
+        let queue = ExportQueue(capacity: 100_000, byteCapacity: 1 << 20, gaps: gaps)
+        for n in 1...5 { queue.offer(Self.event(n)) }
+        var batch: [Event] = [], sizes: [Int] = []
+        #expect(queue.take(max: 256, into: &batch, sizes: &sizes))
+        let inFlight = Exporter.inFlightBytes(200_050)
+        for size in sizes { queue.exchange(released: size, held: inFlight) }
+        #expect(queue.bytes == 5 * inFlight)
+        queue.offer(Self.event(6))
+        #expect(queue.count == 0)
+        for _ in 0..<5 { queue.release(inFlight) }  // acknowledged
+        #expect(queue.bytes == 0)
+        queue.offer(Self.event(7))
+        #expect(queue.count == 1)
+        #expect(Self.dropped(gaps) == [.exportOverflow: 1])
+    }
+
+    @Test func anEventLargerThanTheBoundIsTakenWhenNothingIsHeld() {
+        let gaps = GapBook()
+        let queue = ExportQueue(capacity: 100_000, byteCapacity: 100_000, gaps: gaps)
+        let small = Self.event(2, "s")
+        queue.offer(Self.event(1))  // 200 kB, twice the bound: nothing is held, so it is taken
+        #expect(queue.count == 1)
+        queue.offer(small)  // but nothing else while it is held
+        #expect(queue.count == 1)
+        var batch: [Event] = [], sizes: [Int] = []
+        #expect(queue.take(max: 256, into: &batch, sizes: &sizes))
+        queue.offer(small)
+        #expect(queue.count == 0)
+        queue.release(sizes[0])
+        queue.offer(small)
+        queue.offer(Self.event(3))  // too large while the small one waits
+        #expect(queue.count == 1)
+        #expect(Self.dropped(gaps) == [.exportOverflow: 3])
+    }
+}
