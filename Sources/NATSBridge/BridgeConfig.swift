@@ -32,6 +32,10 @@ public struct BridgeConfig: Sendable, Equatable {
     /// Messages a core import subscription holds before nats.c drops them as a slow consumer
     /// (`pending_limit`).
     public var pendingLimit = 65_536
+    /// Bytes of messages a core import subscription holds (`pending_bytes`, 64 MiB; at most
+    /// 2 GiB − 1, nats.c counts in 32 bits); past either limit nats.c drops them, announced as
+    /// `slow_consumer`.
+    public var pendingBytes = 64 << 20
     /// First and largest wait between reconnect attempts (`reconnect_wait`, `max_reconnect_wait`);
     /// the wait doubles per failed attempt in between.
     public var reconnectWait: Duration = .milliseconds(100)

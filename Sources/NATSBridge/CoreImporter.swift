@@ -21,8 +21,9 @@ import Foundation
 /// - a name matched by two import patterns reaches both subscriptions; only the subscription of
 ///   the first pattern that matches posts it.
 ///
-/// Slow-consumer drops (nats.c's pending limit) are read per subscription by the monitor
-/// (``pollDropped()``) and announced as `bridge.gap` (`slow_consumer`) with exact counts.
+/// Slow-consumer drops (nats.c's pending limits: `pending_limit` messages, `pending_bytes` bytes,
+/// whichever is reached first) are read per subscription by the monitor (``poll()``) and
+/// announced as `bridge.gap` (`slow_consumer`) with exact counts.
 final class CoreImporter: @unchecked Sendable {
     // @unchecked: `subscriptions` is set in `start` and cleared in `stop` (bridge control
     // queue); the message callbacks read immutable state and the Sendable bus/counters, and
@@ -90,10 +91,11 @@ final class CoreImporter: @unchecked Sendable {
     private let counters: BridgeCounters
     private let gaps: GapBook
     private let pendingLimit: Int
+    private let pendingBytes: Int
     private var subscriptions: [Subscription] = []
 
     init(client: NATSClient, bus: Bus, subjects: Subjects, patterns: [EventPattern], counters: BridgeCounters,
-         gaps: GapBook, pendingLimit: Int) {
+         gaps: GapBook, pendingLimit: Int, pendingBytes: Int) {
         self.client = client
         self.bus = bus
         self.subjects = subjects
@@ -101,6 +103,7 @@ final class CoreImporter: @unchecked Sendable {
         self.counters = counters
         self.gaps = gaps
         self.pendingLimit = pendingLimit
+        self.pendingBytes = pendingBytes
     }
 
     var filters: [String] { patterns.map(subjects.filter(for:)) }
@@ -126,7 +129,8 @@ final class CoreImporter: @unchecked Sendable {
                 subscription.importer.flush(subscription, unlessMoreWaitIn: nil)
                 subscription.completed.signal()
             }, closure), .connection, "completion callback")
-            try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), -1), .connection, "pending limits")
+            try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), Int32(clamping: pendingBytes)),
+                                  .connection, "pending limits")
             subscription.handle = handle
             subscriptions.append(subscription)
         }

@@ -118,7 +118,8 @@ public final class NATSBridge: @unchecked Sendable {
                                                           logger: logger, stateDirectory: stateDirectory)
                 } else {
                     let importer = CoreImporter(client: client, bus: bus, subjects: subjects, patterns: config.import,
-                                                counters: counters, gaps: gaps, pendingLimit: config.pendingLimit)
+                                                counters: counters, gaps: gaps, pendingLimit: config.pendingLimit,
+                                                pendingBytes: config.pendingBytes)
                     try importer.start()
                     core = importer
                 }

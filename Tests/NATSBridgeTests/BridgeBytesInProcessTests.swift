@@ -24,6 +24,49 @@ struct BridgeBytesInProcessTests {
         return (events, subscription)
     }
 
+    /// Core mode: a host that takes imports in slowly holds at most `pending_bytes` of them in
+    /// nats.c — 100 events of 200 kB with 1 MiB, far below `pending_limit`'s 65 536 messages —
+    /// and every one nats.c dropped is announced as `slow_consumer`, exactly.
+    @Test func aSlowCoreImporterHoldsAtMostItsPendingBytesAndAnnouncesEveryDrop() async throws {
+        let directory = try TemporaryDirectory("bridge-bytes")
+        let server = try NATSServer(storage: directory.path)
+        let busA = Bus(), busB = Bus()
+        var exporting = BridgeConfig(servers: [server.url], host: "alpha")
+        exporting.export = [try EventPattern("app.>")]
+        var importing = BridgeConfig(servers: [server.url], host: "beta")
+        importing.import = [try EventPattern("app.>")]
+        importing.pendingBytes = 1 << 20
+        let a = try start(exporting, busA, directory)
+        let b = try start(importing, busB, directory)
+        defer { a.stop(); b.stop() }
+        // B's subscriber takes 100 ms per large event, on the bus's delivery loop — which is
+        // nats.c's delivery thread while it posts: nats.c holds what arrives meanwhile.
+        let (received, subscription) = try collect(busB, "app.>") { event in
+            if event.name == "app.large" { usleep(100_000) }
+        }
+        defer { subscription.cancel() }
+        let (gapEvents, gapSubscription) = try collect(busB, "bridge.gap")
+        defer { gapSubscription.cancel() }
+        #expect(await eventually {
+            busA.post("app.warmup")
+            return received.value.contains { $0.name == "app.warmup" }
+        })
+        let pad = String(repeating: "x", count: 200_000)
+        for n in 1...100 { busA.post("app.large", fields: ["n": .int(Int64(n)), "pad": .string(pad)]) }
+        func large() -> [Int64] { received.value.filter { $0.name == "app.large" }.compactMap { $0["n"]?.intValue } }
+        func dropped() -> Int {
+            gapEvents.value.compactMap(BridgeGap.init).filter { $0.kind == .slowConsumer }.reduce(0) { $0 + ($1.dropped ?? 0) }
+        }
+        #expect(await eventually { large().count + dropped() == 100 },
+                "received \(large().count), announced \(dropped()) dropped; \(b.statistics)")
+        try await Task.sleep(for: .milliseconds(600))  // a later announcement would come now
+        #expect(large().count + dropped() == 100)
+        #expect(dropped() > 0, "nats.c dropped nothing: its byte limit was not applied")
+        #expect(large() == large().sorted())
+        #expect(b.statistics.lost == UInt64(dropped()))
+        print("slow core importer with pending_bytes 1 MiB: \(large().count) of 100 events of 200 kB taken in, \(dropped()) dropped and announced")
+    }
+
     /// Durable mode: publishes the stream has not acknowledged count against `export_buffer_bytes`
     /// with the events that wait. A frozen server (SIGSTOP) takes publishes into its socket
     /// without acknowledging them; uncounted, nats.c's window of 4 096 unacknowledged publishes
