@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// The bridge's buffers are bounded in bytes as well as in count: the export queue (and what the
-/// exporter holds of it).
+/// exporter holds of it), a core subscription's batch, the importer's shape cache.
 @Suite struct BridgeBytesUnitTests {
     static let large = String(repeating: "x", count: 200_000)
 
@@ -87,5 +87,43 @@ import Testing
         queue.offer(Self.event(3))  // too large while the small one waits
         #expect(queue.count == 1)
         #expect(Self.dropped(gaps) == [.exportOverflow: 3])
+    }
+
+    /// A core subscription posts its batch once it holds a megabyte of payloads, not only at 256
+    /// events: nats.c's pending limits do not bound what the delivery thread has gathered.
+    @Test func aCoreImportBatchIsFullAtItsBytes() {
+        var batch = ImportBatch()
+        batch.append(Self.event(1), bytes: 600_000)
+        #expect(!batch.isFull)
+        batch.append(Self.event(2), bytes: 600_000)
+        #expect(batch.isFull)
+        batch.removeAll()
+        #expect(batch.events.isEmpty && batch.bytes == 0 && !batch.isFull)
+        for n in 1...255 { batch.append(Self.event(n, "s"), bytes: 60) }
+        #expect(!batch.isFull)
+        batch.append(Self.event(256, "s"), bytes: 60)
+        #expect(batch.isFull)
+    }
+
+    /// The shape cache of each subject keeps keys, not the last event's values: thousands of
+    /// subjects would otherwise pin a large event each.
+    @Test func theShapeCacheKeepsNoValues() throws {
+        let cache = WireFormat.ShapeCache()
+        let big = String(repeating: "v", count: 1 << 20)
+        let payload = WireFormatShapeTests.payload(sequence: 1, [("n", .int(1)), ("pad", .string(big))])
+        let event = try payload.withUnsafeBytes { try WireFormat.decode($0, name: "app.big", host: "alpha", shapes: cache).event }
+        #expect(event["pad"]?.stringValue == big)
+        #expect(cache.pinnedBytes > 0 && cache.pinnedBytes < 1_024, "pins \(cache.pinnedBytes) bytes")
+        // The shape is used: the next payload of the same keys decodes through it, values its own.
+        let next = WireFormatShapeTests.payload(sequence: 2, [("pad", .string("small")), ("n", .int(2))])
+        let second = try next.withUnsafeBytes { try WireFormat.decode($0, name: "app.big", host: "alpha", shapes: cache).event }
+        #expect(second["pad"] == "small" && second["n"] == 2 && second.origin?.sequence == 2 && second.origin?.host == "alpha")
+
+        // Keys too large are not kept at all; such payloads still decode.
+        let longKey = String(repeating: "k", count: 100_000)
+        let keyed = WireFormatShapeTests.payload(sequence: 3, [(longKey, .int(3))])
+        let third = try keyed.withUnsafeBytes { try WireFormat.decode($0, name: "app.big", host: "alpha", shapes: cache).event }
+        #expect(third[longKey] == 3)
+        #expect(cache.pinnedBytes == 0)
     }
 }
