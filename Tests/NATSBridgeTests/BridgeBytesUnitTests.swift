@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// The bridge's buffers are bounded in bytes as well as in count: the export queue (and what the
-/// exporter holds of it), a core subscription's batch, the importer's shape cache.
+/// exporter holds of it), a core subscription's batch, the importer's shape cache, a gap's names.
 @Suite struct BridgeBytesUnitTests {
     static let large = String(repeating: "x", count: 200_000)
 
@@ -125,5 +125,19 @@ import Testing
         let third = try keyed.withUnsafeBytes { try WireFormat.decode($0, name: "app.big", host: "alpha", shapes: cache).event }
         #expect(third[longKey] == 3)
         #expect(cache.pinnedBytes == 0)
+    }
+
+    /// A gap keeps up to 16 names per kind; a name can be as long as a request line.
+    @Test func aGapKeepsNamesShortened() throws {
+        let gaps = GapBook()
+        let long = "app." + String(repeating: "é", count: 500_000)
+        gaps.record(.exportOverflow, count: 1, subject: long)
+        gaps.record(.exportOverflow, count: 1, subject: "app.short")
+        let record = try #require(gaps.take().first?.0)
+        #expect(record.count == 2)
+        #expect(record.subjects.count == 2)
+        #expect(record.subjects[0].utf8.count <= GapRecord.subjectBytesLimit && record.subjects[0].hasPrefix("app.éé"))
+        #expect(record.subjects[0].hasSuffix("…"))
+        #expect(record.subjects[1] == "app.short")
     }
 }
