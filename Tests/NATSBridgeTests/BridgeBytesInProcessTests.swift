@@ -123,4 +123,36 @@ struct BridgeBytesInProcessTests {
         #expect(large() == Array(1...Int64(large().count)), "the newest were dropped, the first ones kept")
         #expect(await eventually { a.statistics.exportQueuedBytes == 0 && a.statistics.exportInFlight == 0 }, "\(a.statistics)")
     }
+
+    /// Durable mode fetches at most a few megabytes per batch; a message larger than that (a
+    /// server with a larger max_payload) is fetched alone instead of stopping the import.
+    @Test func aDurableImportTakesAMessageLargerThanABatchsBytes() async throws {
+        let directory = try TemporaryDirectory("bridge-bytes")
+        let server = try NATSServer(storage: directory.path, configuration: "max_payload: 8MB\n")
+        let busA = Bus(), busB = Bus()
+        var exporting = BridgeConfig(servers: [server.url], host: "alpha")
+        exporting.export = [try EventPattern("app.>")]
+        exporting.durable = BridgeConfig.Durable()
+        var importing = BridgeConfig(servers: [server.url], host: "beta")
+        importing.import = [try EventPattern("app.>")]
+        importing.durable = BridgeConfig.Durable()
+        let a = try start(exporting, busA, directory)
+        let b = try start(importing, busB, directory)
+        defer { a.stop(); b.stop() }
+        let (received, subscription) = try collect(busB, "app.>")
+        defer { subscription.cancel() }
+        #expect(await eventually {
+            busA.post("app.warmup")
+            return received.value.contains { $0.name == "app.warmup" }
+        })
+        let huge = String(repeating: "h", count: 5 << 20)
+        busA.post("app.huge", fields: ["pad": .string(huge)])
+        for n in 1...3 { busA.post("app.after", fields: ["n": .int(Int64(n))]) }
+        #expect(await eventually(timeout: .seconds(30)) { received.value.filter { $0.name == "app.after" }.count == 3 },
+                "beta: \(b.statistics)")
+        let names = received.value.map(\.name).filter { $0 != "app.warmup" }
+        #expect(names == ["app.huge", "app.after", "app.after", "app.after"])
+        #expect(received.value.first { $0.name == "app.huge" }?["pad"]?.stringValue?.utf8.count == 5 << 20)
+        #expect(b.statistics.lastError == nil)
+    }
 }

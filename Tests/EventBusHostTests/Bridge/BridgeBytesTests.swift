@@ -89,4 +89,40 @@ struct BridgeBytesTests {
         await b.kill(SIGTERM)
         server.stop()
     }
+
+    /// A host catching up on a stream of large events (100 of 900 kB, stored while it was down)
+    /// fetches them a few megabytes at a time: its peak memory grows by a fraction of what it
+    /// takes in. (256 per fetch, bounded by count only, was all 90 MB at once — and as much again
+    /// decoded.)
+    @Test func aHostCatchingUpOnLargeEventsFetchesAFewMegabytesAtATime() async throws {
+        let directory = try TemporaryDirectory("bridge-bytes")
+        let server = try NATSServer(storage: directory.path)
+        defer { server.stop() }
+        let settings = "durable: {stream: BIGBUS, max_age: 1h}"
+        let a = try BridgedHost("alpha", server: server, in: directory, bridge: "export: [\"load.>\"]\n\(settings)",
+                                control: "replay_bytes: 1MiB")
+        let b = try BridgedHost("beta", server: server, in: directory, bridge: "import: [\"load.>\"]\n\(settings)",
+                                control: "replay_bytes: 1MiB")
+        // Beta's first run records its position and its peak memory when idle.
+        try await b.start()
+        #expect(await eventually { b.daemon?.output.contains("importing from stream BIGBUS") == true })
+        try await a.start()
+        try post(a.socket, "load.tick", 1...3)
+        #expect(await eventually { b.count("imported") == 3 })
+        let idlePeak = Self.memoryKiB(try #require(b.daemon?.process.processIdentifier), "VmHWM")
+        await b.kill(SIGTERM)
+
+        for part in 0..<5 {
+            try Self.postLarge(a.socket, (part * 20 + 1)...(part * 20 + 20), size: 900_000, chunk: 10)
+            #expect(await eventually { a.count("exported") == Int64(3 + part * 20 + 20) }, "status \(String(describing: a.bridgeStatus))")
+        }
+        try await b.start()
+        #expect(await eventually { b.count("imported") == 100 }, "status \(String(describing: b.bridgeStatus))")
+        let peak = Self.memoryKiB(try #require(b.daemon?.process.processIdentifier), "VmHWM")
+        print("beta catching up on 100 events of 900 kB: peak RSS \(idlePeak) KiB idle, \(peak) KiB after")
+        #expect(peak - idlePeak < 40_000, "peak \(idlePeak) KiB → \(peak) KiB")
+        #expect(b.count("lost") == 0)
+        await a.kill(SIGTERM)
+        await b.kill(SIGTERM)
+    }
 }
