@@ -15,6 +15,8 @@ extension HostConfig {
     ///     tls: {ca: ca.pem, cert: client.pem, key: client-key.pem}
     ///     export: ["deploy.>", "app.*"]
     ///     import: [">"]
+    ///     export_buffer_bytes: 64MiB  # and export_buffer: 100000 (events)
+    ///     pending_bytes: 64MiB        # core imports nats.c holds; and pending_limit (messages)
     ///     durable: {stream: EVENTBUS, max_age: 24h, max_bytes: 1073741824, max_msgs: 0}
     ///     # behind a leaf node: durable: {stream: EVENTBUS, js_domain: hub}
     /// ```
@@ -29,8 +31,8 @@ extension HostConfig {
 
     private static let natsKeys = [
         "servers", "host", "user", "password", "token", "nkey", "creds", "tls", "export", "import",
-        "subject_prefix", "export_buffer", "reconnect_buffer", "pending_limit", "reconnect_wait",
-        "max_reconnect_wait", "ping_interval", "max_pings_out", "send_asap", "durable",
+        "subject_prefix", "export_buffer", "export_buffer_bytes", "reconnect_buffer", "pending_limit", "pending_bytes",
+        "reconnect_wait", "max_reconnect_wait", "ping_interval", "max_pings_out", "send_asap", "durable",
     ]
 
     private static func parseNATS(_ node: ConfigNode, directory: String) throws(ConfigError) -> BridgeConfig {
@@ -76,8 +78,14 @@ extension HostConfig {
             if let problem = tokenProblem(config.subjectPrefix) { throw prefix.error(problem) }
         }
         if let value = fields["export_buffer"] { config.exportBuffer = try value.int(atLeast: 1) }
+        if let value = fields["export_buffer_bytes"] { config.exportBufferBytes = try value.byteSize(atLeast: 1) }
         if let value = fields["reconnect_buffer"] { config.reconnectBufferBytes = try value.int(atLeast: 0) }
         if let value = fields["pending_limit"] { config.pendingLimit = try value.int(atLeast: 1) }
+        if let value = fields["pending_bytes"] {
+            config.pendingBytes = try value.byteSize(atLeast: 1)
+            // nats.c counts a subscription's pending bytes in an int.
+            guard config.pendingBytes <= Int(Int32.max) else { throw value.error("must be less than 2 GiB (nats.c counts in 32 bits)") }
+        }
         if let value = fields["reconnect_wait"] { config.reconnectWait = try positive(value) }
         if let value = fields["max_reconnect_wait"] { config.maxReconnectWait = try positive(value) }
         if let value = fields["ping_interval"] { config.pingInterval = try positive(value) }

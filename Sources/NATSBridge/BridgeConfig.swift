@@ -20,11 +20,22 @@ public struct BridgeConfig: Sendable, Equatable {
     /// publisher is busy; in durable mode also while NATS is unreachable. Past this, new events
     /// are dropped, counted and announced as `bridge.gap` (kind `export_overflow`).
     public var exportBuffer = 100_000
+    /// Estimated bytes (``Event/estimatedBytes``) of the events the bridge holds on their way
+    /// out (`export_buffer_bytes`, 64 MiB): waiting in the export buffer, being published, and
+    /// in durable mode published but not yet acknowledged or waiting to be published again.
+    /// Past this, new events are dropped and announced as `export_overflow`, as past
+    /// `exportBuffer`. An event larger than the whole bound still goes when the bridge holds no
+    /// other export, so no event is too large to be exported at all.
+    public var exportBufferBytes = 64 << 20
     /// Bytes nats.c keeps for publishes while reconnecting (`reconnect_buffer`), core mode.
     public var reconnectBufferBytes = 8 * 1024 * 1024
     /// Messages a core import subscription holds before nats.c drops them as a slow consumer
     /// (`pending_limit`).
     public var pendingLimit = 65_536
+    /// Bytes of messages a core import subscription holds (`pending_bytes`, 64 MiB; at most
+    /// 2 GiB − 1, nats.c counts in 32 bits); past either limit nats.c drops them, announced as
+    /// `slow_consumer`.
+    public var pendingBytes = 64 << 20
     /// First and largest wait between reconnect attempts (`reconnect_wait`, `max_reconnect_wait`);
     /// the wait doubles per failed attempt in between.
     public var reconnectWait: Duration = .milliseconds(100)

@@ -86,9 +86,28 @@ struct GapRecord {
 
     mutating func add(count: Int, subject: String, at time: Date) {
         self.count += count
-        if subjects.count < 16, !subjects.contains(subject) { subjects.append(subject) }
+        if subjects.count < 16 {
+            let subject = Self.shortened(subject)
+            if !subjects.contains(subject) { subjects.append(subject) }
+        }
         if from == nil { from = time }
         until = time
+    }
+
+    /// The most UTF-8 bytes of one name or subject a gap keeps: a name can be as long as a
+    /// request line (a megabyte), and a gap keeps sixteen of them per kind, in its record and
+    /// in the announced event.
+    static let subjectBytesLimit = 256
+
+    /// `subject`, cut at ``subjectBytesLimit`` bytes (on a character boundary) and marked with "…".
+    static func shortened(_ subject: String) -> String {
+        guard subject.utf8.count > subjectBytesLimit else { return subject }
+        var kept = ""
+        for character in subject {
+            guard kept.utf8.count + character.utf8.count <= subjectBytesLimit - 3 else { break }
+            kept.append(character)
+        }
+        return kept + "…"
     }
 
     func gap(host: String) -> BridgeGap {
@@ -115,13 +134,15 @@ final class GapBook: Sendable {
         records.withLock { records in
             if var existing = records[gap.kind] {
                 existing.count += gap.count
-                for subject in gap.subjects where existing.subjects.count < 16 && !existing.subjects.contains(subject) {
+                for subject in gap.subjects.map(GapRecord.shortened) where existing.subjects.count < 16 && !existing.subjects.contains(subject) {
                     existing.subjects.append(subject)
                 }
                 existing.from = min(existing.from ?? gap.from ?? Date(), gap.from ?? Date())
                 existing.until = max(existing.until ?? gap.until ?? Date(), gap.until ?? Date())
                 records[gap.kind] = existing
             } else {
+                var gap = gap
+                gap.subjects = gap.subjects.prefix(16).map(GapRecord.shortened)
                 records[gap.kind] = gap
             }
         }

@@ -12,6 +12,9 @@ public struct BridgeStatistics: Sendable {
     /// Events waiting to be published, and (durable) published but not yet acknowledged.
     public var exportQueued: Int
     public var exportInFlight: Int
+    /// The estimated bytes of those exports — waiting, being published and (durable)
+    /// unacknowledged — that `export_buffer_bytes` bounds.
+    public var exportQueuedBytes: Int
     /// Remote events posted on the local bus.
     public var imported: UInt64
     /// Imports not yet posted: messages waiting in nats.c (core) or in the stream for this

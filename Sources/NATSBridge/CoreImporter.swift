@@ -10,10 +10,11 @@ import Foundation
 /// burst arrives many at once. The callback appends the decoded event to the subscription's
 /// batch and posts the batch (`Bus.post(contentsOf:)`, one compare-and-swap or lock for all of
 /// it) when nats.c has no further message waiting for the subscription, or when the batch holds
-/// ``batchLimit`` events. An event alone — the paced case — is posted by its own callback, so
-/// batching adds no latency; in a burst the next callback follows at once. The batch keeps the
-/// order messages arrived in, and echoes and skipped names never enter it. When the
-/// subscription closes, nats.c's completion callback posts what is left on the same thread.
+/// ``ImportBatch/countLimit`` events or ``ImportBatch/byteLimit`` bytes. An event alone — the
+/// paced case — is posted by its own callback, so batching adds no latency; in a burst the next
+/// callback follows at once. The batch keeps the order messages arrived in, and echoes and
+/// skipped names never enter it. When the subscription closes, nats.c's completion callback
+/// posts what is left on the same thread.
 ///
 /// Exactly once per host, in this mode's at-most-once terms:
 /// - the host's own events come back under `*` and are dropped here (counted as echoes): NATS
@@ -21,8 +22,13 @@ import Foundation
 /// - a name matched by two import patterns reaches both subscriptions; only the subscription of
 ///   the first pattern that matches posts it.
 ///
-/// Slow-consumer drops (nats.c's pending limit) are read per subscription by the monitor
-/// (``pollDropped()``) and announced as `bridge.gap` (`slow_consumer`) with exact counts.
+/// Slow-consumer drops (nats.c's pending limits: `pending_limit` messages, `pending_bytes` bytes,
+/// whichever is reached first) are read per subscription by the monitor (``poll()``) and
+/// announced as `bridge.gap` (`slow_consumer`) with exact counts.
+///
+/// Bytes: what a subscription holds is bounded — nats.c's pending messages by `pending_bytes`,
+/// the batch being gathered by ``ImportBatch/byteLimit``, the routes by ``routeBytesLimit``
+/// (each route's payload shape keeps keys, not values: see ``WireFormat/ShapeCache``).
 final class CoreImporter: @unchecked Sendable {
     // @unchecked: `subscriptions` is set in `start` and cleared in `stop` (bridge control
     // queue); the message callbacks read immutable state and the Sendable bus/counters, and
@@ -36,12 +42,14 @@ final class CoreImporter: @unchecked Sendable {
         var dropped: Int64 = 0
         /// Decoded events not posted yet, in arrival order: touched only on this subscription's
         /// delivery thread (nats.c runs the completion callback there too, after the last message).
-        var batch: [Event] = []
+        var batch = ImportBatch()
         /// Signalled by nats.c's completion callback, once the last batch is posted.
         let completed = DispatchSemaphore(value: 0)
         /// Routes by subject (FNV-1a of its bytes), touched only on this subscription's delivery
         /// thread: a message on a known subject costs no String and no pattern matching.
         private var routes: [UInt64: Route] = [:]
+        /// What `routes` holds of subjects, bounded by ``CoreImporter/routeBytesLimit``.
+        private var routeBytes = 0
         /// The route used last: messages come in runs of one subject, and comparing its bytes
         /// costs less than hashing them and looking the hash up.
         private var last: Route?
@@ -71,8 +79,13 @@ final class CoreImporter: @unchecked Sendable {
             }
             let bytes = Array(UnsafeRawBufferPointer(start: subject, count: length))
             let route = importer.makeRoute(bytes, index: index)
-            if routes.count >= 4_096 { routes.removeAll(keepingCapacity: true) }
+            let cost = CoreImporter.routeBytes(subjectLength: length)
+            if routes.count >= 4_096 || routeBytes + cost > CoreImporter.routeBytesLimit {
+                routes.removeAll(keepingCapacity: true)
+                routeBytes = 0
+            }
             routes[hash] = route
+            routeBytes += cost
             return route
         }
 
@@ -90,10 +103,11 @@ final class CoreImporter: @unchecked Sendable {
     private let counters: BridgeCounters
     private let gaps: GapBook
     private let pendingLimit: Int
+    private let pendingBytes: Int
     private var subscriptions: [Subscription] = []
 
     init(client: NATSClient, bus: Bus, subjects: Subjects, patterns: [EventPattern], counters: BridgeCounters,
-         gaps: GapBook, pendingLimit: Int) {
+         gaps: GapBook, pendingLimit: Int, pendingBytes: Int) {
         self.client = client
         self.bus = bus
         self.subjects = subjects
@@ -101,6 +115,7 @@ final class CoreImporter: @unchecked Sendable {
         self.counters = counters
         self.gaps = gaps
         self.pendingLimit = pendingLimit
+        self.pendingBytes = pendingBytes
     }
 
     var filters: [String] { patterns.map(subjects.filter(for:)) }
@@ -126,7 +141,8 @@ final class CoreImporter: @unchecked Sendable {
                 subscription.importer.flush(subscription, unlessMoreWaitIn: nil)
                 subscription.completed.signal()
             }, closure), .connection, "completion callback")
-            try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), -1), .connection, "pending limits")
+            try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), Int32(clamping: pendingBytes)),
+                                  .connection, "pending limits")
             subscription.handle = handle
             subscriptions.append(subscription)
         }
@@ -146,9 +162,15 @@ final class CoreImporter: @unchecked Sendable {
         let shapes = WireFormat.ShapeCache()
     }
 
-    /// The most events one batch holds: bounds the batch's memory and how long a burst's first
-    /// event waits for its post.
-    static let batchLimit = 256
+    /// What a route costs the routes table, counted against ``routeBytesLimit``: its subject three
+    /// times (the bytes, the host and the name) and the most its payload shape keeps
+    /// (``WireFormat/ShapeCache/keyBytesLimit``), rounded up.
+    static func routeBytes(subjectLength: Int) -> Int { 3 * subjectLength + WireFormat.ShapeCache.keyBytesLimit + 256 }
+
+    /// The routes of one subscription hold at most this (a subject may be 4 KiB, nats-server's
+    /// control line): 4 096 routes of short subjects fit, a flood of long distinct names clears
+    /// the table sooner instead of pinning tens of megabytes.
+    static let routeBytesLimit = 8 << 20
 
     /// nats.c's delivery thread of `subscription`: decodes a message into the batch.
     private func receive(_ message: OpaquePointer, on subscription: Subscription) {
@@ -171,7 +193,7 @@ final class CoreImporter: @unchecked Sendable {
         do {
             let decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host,
                                                 shapes: route.shapes)
-            subscription.batch.append(decoded.event)
+            subscription.batch.append(decoded.event, bytes: length)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
         }
@@ -182,15 +204,15 @@ final class CoreImporter: @unchecked Sendable {
     /// batch has room. Without a handle (the subscription has completed) or when nats.c cannot
     /// tell (a closed subscription), it posts.
     private func flush(_ subscription: Subscription, unlessMoreWaitIn handle: OpaquePointer?) {
-        guard !subscription.batch.isEmpty else { return }
-        if let handle, subscription.batch.count < Self.batchLimit {
+        guard !subscription.batch.events.isEmpty else { return }
+        if let handle, !subscription.batch.isFull {
             var messages: Int32 = 0
             var bytes: Int32 = 0
             if natsSubscription_GetPending(handle, &messages, &bytes) == NATS_OK, messages > 0 { return }
         }
-        bus.post(contentsOf: subscription.batch)
-        counters.imported.add(UInt64(subscription.batch.count), ordering: .relaxed)
-        subscription.batch.removeAll(keepingCapacity: true)
+        bus.post(contentsOf: subscription.batch.events)
+        counters.imported.add(UInt64(subscription.batch.events.count), ordering: .relaxed)
+        subscription.batch.removeAll()
     }
 
     /// The route for a subject not seen before (slow path).
@@ -241,5 +263,32 @@ final class CoreImporter: @unchecked Sendable {
 
     deinit {
         _ = subscriptions  // the callbacks' closures live as long as the importer
+    }
+}
+
+/// The events a core import subscription has decoded and not yet posted, bounded in count and
+/// in bytes: nats.c's pending limits bound what it holds for the subscription, not what the
+/// delivery thread gathers from it — 256 messages of a megabyte would be a quarter gigabyte.
+struct ImportBatch {
+    /// The most events one batch holds: bounds how long a burst's first event waits for its post.
+    static let countLimit = 256
+    /// Payload bytes past which a batch is posted: a few hundred ordinary events, one large one.
+    static let byteLimit = 1 << 20
+
+    private(set) var events: [Event] = []
+    /// Payload bytes of `events`.
+    private(set) var bytes = 0
+
+    mutating func append(_ event: Event, bytes: Int) {
+        events.append(event)
+        self.bytes += bytes
+    }
+
+    /// Whether it must be posted now rather than wait for the messages nats.c still holds.
+    var isFull: Bool { events.count >= Self.countLimit || bytes >= Self.byteLimit }
+
+    mutating func removeAll() {
+        events.removeAll(keepingCapacity: true)
+        bytes = 0
     }
 }

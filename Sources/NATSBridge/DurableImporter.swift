@@ -7,11 +7,11 @@ import Synchronization
 /// Durable-mode imports: this host's durable consumer on the stream, read by a pull
 /// subscription on the importer's own thread — the thread that posts imports into the bus.
 ///
-/// Per batch (at most 256 messages): drop redeliveries (stream sequence ≤ the ledger's), echoes
-/// and names no import pattern wants; write the ledger (see ``ImportLedger``); post the events
-/// as one batch (`Bus.post(contentsOf:)`); acknowledge what was taken. At start and after every
-/// reconnect the consumer is re-created to deliver right after the ledger's position
-/// (``JetStreamSetup/placeConsumer(startSequence:filter:)``).
+/// Per batch (at most 256 messages and ``batchBytes``, or one larger message): drop redeliveries
+/// (stream sequence ≤ the ledger's), echoes and names no import pattern wants; write the ledger
+/// (see ``ImportLedger``); post the events as one batch (`Bus.post(contentsOf:)`); acknowledge
+/// what was taken. At start and after every reconnect the consumer is re-created to deliver
+/// right after the ledger's position (``JetStreamSetup/placeConsumer(startSequence:filter:)``).
 ///
 /// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
 /// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
@@ -102,8 +102,36 @@ final class DurableImporter: @unchecked Sendable {
         subscription = nil
     }
 
+    /// The bytes a fetch asks the server for at most (its `max_bytes`), so a batch of large
+    /// messages — 256 of a megabyte would be a quarter gigabyte, and as much again decoded — is
+    /// a few megabytes. A message larger than this alone is answered "Message Size Exceeds
+    /// MaxBytes" and fetched by itself (``fetch(_:alone:)``).
+    static let batchBytes: Int64 = 4 << 20
+
+    /// One fetch: up to 256 messages and ``batchBytes``, waiting at most 250 ms for the first
+    /// (`NoWait`: nats.c 3.4 then returns what it has as soon as messages came, like
+    /// `natsSubscription_Fetch`, instead of waiting for the whole batch); `alone`, one message of
+    /// any size.
+    private func fetch(_ list: inout natsMsgList, alone: Bool) -> natsStatus {
+        var request = jsFetchRequest()
+        jsFetchRequest_Init(&request)
+        request.Batch = alone ? 1 : 256
+        request.MaxBytes = alone ? 0 : Self.batchBytes
+        request.NoWait = true
+        request.Expires = 250 * 1_000_000
+        return natsSubscription_FetchRequest(&list, subscription, &request)
+    }
+
+    /// Whether this thread's last nats.c error is the server's 409 for a message larger than a
+    /// fetch's `max_bytes` (nats.c 3.4 returns it as `NATS_ERR` with the server's text).
+    private static func exceededMaxBytes() -> Bool {
+        guard let text = nats_GetLastError(nil) else { return false }
+        return String(cString: text).contains("Exceeds MaxBytes")
+    }
+
     private func run() {
         var list = natsMsgList()
+        var alone = false
         while !stopping.load(ordering: .relaxed) {
             if needsRebind.load(ordering: .relaxed) || subscription == nil {
                 guard client.state == .connected else { Thread.sleep(forTimeInterval: 0.05); continue }
@@ -119,8 +147,14 @@ final class DurableImporter: @unchecked Sendable {
                     continue
                 }
             }
-            var errorCode = jsErrCode(0)
-            let status = natsSubscription_Fetch(&list, subscription, 256, 250, &errorCode)
+            let status = fetch(&list, alone: alone)
+            if !alone, status != NATS_OK, status != NATS_TIMEOUT, Self.exceededMaxBytes() {
+                // The next message is larger than a batch's bytes: the server left it for a
+                // fetch of its own.
+                alone = true
+                continue
+            }
+            alone = false
             switch status {
             case NATS_OK:
                 take(list)

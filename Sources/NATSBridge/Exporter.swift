@@ -13,6 +13,14 @@ import Synchronization
 ///   server drops a re-published event within its duplicate window. While the connection is
 ///   down the thread waits and events wait in the export queue (bounded: overflow is announced).
 ///   A publish whose acknowledgement fails or times out is published again, with the same id.
+///
+/// Bytes: the queue's byte bound covers every export the bridge holds. The exporter releases an
+/// event's bytes once nats.c has it (core: nats.c's buffers are bounded by themselves, the
+/// reconnect buffer by `reconnect_buffer`) or, durable, swaps them for what an unacknowledged
+/// publish holds (``inFlightBytes(_:)``: nats.c keeps the message until its acknowledgement, and a
+/// failed one is copied into the retry list), released when the stream acknowledged it or it
+/// was given up. Without that, nats.c's window of 4 096 unacknowledged publishes and the retry
+/// list could hold 4 096 events of any size beside the queue's bound.
 final class Exporter: @unchecked Sendable {
     // @unchecked: `thread` state is touched only on the exporter thread; `retries` is locked.
 
@@ -112,13 +120,20 @@ final class Exporter: @unchecked Sendable {
         }
     }
 
+    /// What an unacknowledged publish of `payload` bytes holds, counted against the export
+    /// buffer's bytes: the payload, and nats.c's message, subject, id header and map entry (or
+    /// the retry list's entry) rounded up. Used at publish and at acknowledgement alike, so what
+    /// is added is exactly what is released.
+    static func inFlightBytes(_ payload: Int) -> Int { payload + 256 }
+
     private func runCore() {
         var batch: [Event] = []
+        var sizes: [Int] = []
         var payload: [UInt8] = []
         payload.reserveCapacity(512)
         var last = LastSubject()
         var lastSent: UInt64 = 0
-        while queue.take(max: 256, into: &batch) {
+        while queue.take(max: 256, into: &batch, sizes: &sizes) {
             for event in batch {
                 last.update(event.name, subjects)
                 guard last.exportable else {
@@ -139,6 +154,9 @@ final class Exporter: @unchecked Sendable {
             }
             if batch.count < 256 { sendNow(&lastSent) }
             batch.removeAll(keepingCapacity: true)
+            // nats.c has them (or they were announced as lost): the queue may take their bytes again.
+            queue.release(sizes.reduce(0, +))
+            sizes.removeAll(keepingCapacity: true)
         }
     }
 
@@ -168,13 +186,14 @@ final class Exporter: @unchecked Sendable {
 
     private func runDurable() {
         var batch: [Event] = []
+        var sizes: [Int] = []
         var payload: [UInt8] = []
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
         options.MaxWait = 5_000
         // Events are taken from the queue only while connected, so while NATS is away they wait
         // in the bounded queue (its overflow announced), not in this thread's hands.
-        while waitUntilConnected(), queue.take(max: 256, into: &batch) {
+        while waitUntilConnected(), queue.take(max: 256, into: &batch, sizes: &sizes) {
             if batch.isEmpty { publishRetries(&options) }  // woken for retries or a reconnect
             var index = 0
             holding.store(batch.count, ordering: .relaxed)
@@ -186,15 +205,28 @@ final class Exporter: @unchecked Sendable {
                 let event = batch[index]
                 guard Self.isExportable(event.name) else {
                     gaps.record(.publishFailed, count: 1, subject: event.name)
+                    queue.release(sizes[index])
                     index += 1
                     continue
                 }
                 WireFormat.encode(event, instance: instance, into: &payload)
                 let id = messageID(event.sequence)
-                if publish(subjects.subject(for: event.name), payload, id: id, &options) { index += 1 }
+                // Swapped before publishing: the acknowledgement may come before js_PublishAsync returns.
+                let inFlight = Self.inFlightBytes(payload.count)
+                queue.exchange(released: sizes[index], held: inFlight)
+                switch publish(subjects.subject(for: event.name), payload, id: id, &options) {
+                case .inFlight:
+                    index += 1
+                case .failed:
+                    queue.release(inFlight)
+                    index += 1
+                case .again:
+                    queue.exchange(released: inFlight, held: sizes[index])
+                }
             }
             lingerIfDrained(batch.count)
             batch.removeAll(keepingCapacity: true)
+            sizes.removeAll(keepingCapacity: true)
         }
         // Stopping: what is in flight gets a moment to be acknowledged.
         var complete = jsPubOptions()
@@ -206,9 +238,18 @@ final class Exporter: @unchecked Sendable {
 
     private func messageID(_ sequence: UInt64) -> String { "\(subjects.host):\(instance):\(sequence)" }
 
-    /// Publishes asynchronously; false if it must be tried again (connection down, or nats.c's
-    /// window of unacknowledged publishes is full).
-    private func publish(_ subject: String, _ payload: [UInt8], id: String, _ options: inout jsPubOptions) -> Bool {
+    private enum Published {
+        /// nats.c has it until the stream acknowledges it (or the acknowledgement fails).
+        case inFlight
+        /// Not published: the connection is down, or nats.c's window of unacknowledged publishes
+        /// is full. To be tried again.
+        case again
+        /// Refused for good, and announced.
+        case failed
+    }
+
+    /// Publishes asynchronously.
+    private func publish(_ subject: String, _ payload: [UInt8], id: String, _ options: inout jsPubOptions) -> Published {
         let status = id.withCString { idPointer in
             options.MsgId = idPointer
             defer { options.MsgId = nil }
@@ -219,15 +260,15 @@ final class Exporter: @unchecked Sendable {
         switch status {
         case NATS_OK:
             counters.inFlight.add(1, ordering: .relaxed)
-            return true
+            return .inFlight
         case NATS_TIMEOUT:
-            return false  // the window was full for StallWait: try again
+            return .again  // the window was full for StallWait: try again
         case NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED, NATS_NOT_YET_CONNECTED, NATS_INSUFFICIENT_BUFFER:
             queue.pause(0.05)
-            return false
+            return .again
         default:
             gaps.record(.publishFailed, count: 1, subject: subject)
-            return true
+            return .failed
         }
     }
 
@@ -267,21 +308,31 @@ final class Exporter: @unchecked Sendable {
         var rest = pending[...]
         while let first = rest.first {
             guard client.state == .connected else { break }
-            if publish(first.subject, first.data, id: first.id, &options) { rest.removeFirst() }
+            // Its bytes are held since its first publish: until acknowledged or given up.
+            switch publish(first.subject, first.data, id: first.id, &options) {
+            case .inFlight: rest.removeFirst()
+            case .failed:
+                queue.release(Self.inFlightBytes(first.data.count))
+                rest.removeFirst()
+            case .again: break
+            }
         }
         if !rest.isEmpty { retries.withLock { retryList.insert(contentsOf: rest, at: 0) } }
     }
 
     /// nats.c's publish-acknowledgement callback (its reply subscription's thread): counts what
-    /// the stream stored and queues failed publishes to be published again.
+    /// the stream stored and queues failed publishes to be published again. The bytes an
+    /// unacknowledged publish held are released, unless it is to be published again.
     func acknowledged(_ message: OpaquePointer?, _ ack: UnsafeMutablePointer<jsPubAck>?, _ error: UnsafeMutablePointer<jsPubAckErr>?) {
         counters.inFlight.subtract(1, ordering: .relaxed)
         if let ack {
             counters.exported.add(1, ordering: .relaxed)
             if ack.pointee.Duplicate { counters.duplicatesDroppedByServer.add(1, ordering: .relaxed) }
+            if let message { queue.release(Self.inFlightBytes(Int(natsMsg_GetDataLength(message)))) }
             return
         }
         guard let error, let message = error.pointee.Msg ?? message else {
+            // nats.c always names the message (nats.h); without one, its bytes stay counted.
             gaps.record(.publishFailed, count: 1, subject: "?", detail: "a publish failed and nats.c did not say which")
             return
         }
@@ -292,13 +343,17 @@ final class Exporter: @unchecked Sendable {
         case NATS_NO_RESPONDERS, NATS_TIMEOUT, NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED:
             if error.pointee.Err == NATS_NO_RESPONDERS { needsStream.store(true, ordering: .relaxed) }  // no stream listens
             // Not stored, or stored and the acknowledgement lost: publish again with the same id.
-            guard data.count >= 17 else { return }
+            guard data.count >= 17 else {
+                queue.release(Self.inFlightBytes(length))
+                return
+            }
             let sequence = data[9..<17].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
             retries.withLock { retryList.append((subject, data, messageID(sequence))) }
             queue.wake()
         default:
             let text = error.pointee.ErrText.map { String(cString: $0) } ?? BridgeError.text(error.pointee.Err)
             gaps.record(.publishFailed, count: 1, subject: subject, detail: text)
+            queue.release(Self.inFlightBytes(length))
         }
     }
 

@@ -93,7 +93,7 @@ public final class NATSBridge: @unchecked Sendable {
             try BridgeError.check(natsConnection_JetStream(&jetStream, client.connection, &options), .jetStream,
                                   "JetStream context\(config.durable?.domain.map { " (domain \($0))" } ?? "")")
         }
-        let queue = ExportQueue(capacity: config.exportBuffer, gaps: gaps)
+        let queue = ExportQueue(capacity: config.exportBuffer, byteCapacity: config.exportBufferBytes, gaps: gaps)
         var ensureStream: (() throws -> Void)?
         if let durable = config.durable, let jetStream {
             let setup = JetStreamSetup(jetStream: jetStream, durable: durable, subjects: subjects, consumer: "")
@@ -118,7 +118,8 @@ public final class NATSBridge: @unchecked Sendable {
                                                           logger: logger, stateDirectory: stateDirectory)
                 } else {
                     let importer = CoreImporter(client: client, bus: bus, subjects: subjects, patterns: config.import,
-                                                counters: counters, gaps: gaps, pendingLimit: config.pendingLimit)
+                                                counters: counters, gaps: gaps, pendingLimit: config.pendingLimit,
+                                                pendingBytes: config.pendingBytes)
                     try importer.start()
                     core = importer
                 }
@@ -229,7 +230,8 @@ public final class NATSBridge: @unchecked Sendable {
             host: config.host, mode: config.durable == nil ? "core" : "durable", state: state, servers: config.servers,
             exported: counters.exported.load(ordering: .relaxed), exportQueued: (current.queue?.count ?? 0) + (current.exporter?.retryCount ?? 0)
                 + (current.exporter?.holding.load(ordering: .relaxed) ?? 0),
-            exportInFlight: counters.inFlight.load(ordering: .relaxed), imported: counters.imported.load(ordering: .relaxed),
+            exportInFlight: counters.inFlight.load(ordering: .relaxed), exportQueuedBytes: max(0, current.queue?.bytes ?? 0),
+            imported: counters.imported.load(ordering: .relaxed),
             importLag: counters.importLag.load(ordering: .relaxed), echoesDropped: counters.echoesDropped.load(ordering: .relaxed),
             redeliveriesDropped: counters.redeliveriesDropped.load(ordering: .relaxed),
             duplicatesDroppedByServer: counters.duplicatesDroppedByServer.load(ordering: .relaxed),

@@ -75,8 +75,16 @@ enum WireFormat {
     /// SipHash runs per event (three for the origin fields), the largest part of decoding.
     /// The host is fixed per subject, so the template already holds it.
     ///
+    /// It keeps keys, never values: the template's values are placeholders (every one is set
+    /// anew for each payload), or each subject would pin its last event — a megabyte string
+    /// field per subject, thousands of subjects. A shape whose keys take more than
+    /// ``keyBytesLimit`` is not kept (such payloads are decoded key by key).
+    ///
     /// Threads: one cache per subject of a core subscription, touched only on its delivery thread.
     final class ShapeCache {
+        /// UTF-8 bytes of keys a shape keeps at most.
+        static let keyBytesLimit = 1_024
+
         fileprivate struct Shape {
             /// UTF-8 of each key other than the origin fields, with its index in `template`.
             var keys: [[UInt8]]
@@ -89,6 +97,15 @@ enum WireFormat {
         fileprivate var shape: Shape?
 
         init() {}
+
+        /// What the cached shape pins: the UTF-8 of its keys (kept twice) and of the string
+        /// values in its template (the host's alone, as values are placeholders).
+        var pinnedBytes: Int {
+            guard let shape else { return 0 }
+            return shape.keys.reduce(0) { $0 + $1.count } + shape.template.reduce(0) { total, field in
+                if case .string(let text) = field.value { total + field.key.utf8.count + text.utf8.count } else { total + field.key.utf8.count }
+            }
+        }
     }
 
     /// The event a payload describes, named `name`, with its origin fields added; the header.
@@ -238,17 +255,24 @@ enum WireFormat {
 extension WireFormat.ShapeCache {
     /// Keeps `fields` (just decoded key by key) as the template for the next payloads.
     fileprivate func learn(_ fields: [String: FieldValue]) {
+        shape = nil
         guard let sequenceIndex = fields.index(forKey: EventOrigin.sequenceField),
               let instanceIndex = fields.index(forKey: EventOrigin.instanceField) else { return }
         var keys: [[UInt8]] = []
         var indices: [Dictionary<String, FieldValue>.Index] = []
+        var keyBytes = 0
         for index in fields.indices {
             let key = fields.keys[index]
             guard key != EventOrigin.hostField, key != EventOrigin.sequenceField, key != EventOrigin.instanceField else { continue }
+            keyBytes += key.utf8.count
+            guard keyBytes <= Self.keyBytesLimit, keys.count < 64 else { return }  // 64: the most the fast path takes
             keys.append(Array(key.utf8))
             indices.append(index)
         }
-        shape = Shape(keys: keys, indices: indices, template: fields, sequenceIndex: sequenceIndex, instanceIndex: instanceIndex)
+        // A copy keeps the storage's layout, so the indices hold; only the values are replaced.
+        var template = fields
+        for index in indices { template.values[index] = .bool(false) }
+        shape = Shape(keys: keys, indices: indices, template: template, sequenceIndex: sequenceIndex, instanceIndex: instanceIndex)
     }
 }
 

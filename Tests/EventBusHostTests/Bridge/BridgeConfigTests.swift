@@ -56,6 +56,41 @@ import Testing
         #expect(durable.bridge?.durable?.domain == nil)
     }
 
+    @Test func theBridgesByteBoundsAreSizes() throws {
+        let defaults = try #require(try load("bridge:\n  nats:\n    servers: [nats://a:1]\n    export: [\">\"]\n").get().bridge)
+        #expect(defaults.exportBufferBytes == 64 << 20 && defaults.pendingBytes == 64 << 20)
+        #expect(defaults.exportBuffer == 100_000 && defaults.pendingLimit == 65_536)
+
+        let given = try #require(try load("""
+            bridge:
+              nats:
+                servers: [nats://a:1]
+                export: [">"]
+                import: [">"]
+                export_buffer_bytes: 1MiB
+                pending_bytes: 16 MB
+                export_buffer: 500
+            """).get().bridge)
+        #expect(given.exportBufferBytes == 1 << 20)
+        #expect(given.pendingBytes == 16 << 20)  // MB means MiB, as everywhere in the config
+        #expect(given.exportBuffer == 500)
+        let plain = try #require(try load("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    pending_bytes: 1048576\n").get().bridge)
+        #expect(plain.pendingBytes == 1_048_576)
+
+        let notASize = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    export: [\">\"]\n    export_buffer_bytes: lots\n")
+        #expect(notASize.line == 5 && notASize.key == "bridge.nats.export_buffer_bytes")
+        #expect(notASize.message.contains("expected a size such as 64MiB"))
+        let zero = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    export: [\">\"]\n    export_buffer_bytes: 0\n")
+        #expect(zero.line == 5 && zero.key == "bridge.nats.export_buffer_bytes" && zero.message.contains("must be at least"))
+        let noPending = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    pending_bytes: 0\n")
+        #expect(noPending.line == 5 && noPending.key == "bridge.nats.pending_bytes" && noPending.message.contains("must be at least"))
+        let tooMuch = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    pending_bytes: 2GiB\n")
+        #expect(tooMuch.line == 5 && tooMuch.key == "bridge.nats.pending_bytes")
+        #expect(tooMuch.message == "must be less than 2 GiB (nats.c counts in 32 bits)")
+        let file = try #require(try? error("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    pending_bytes: [1]\n").file)
+        #expect(file.hasSuffix("eventbus.yaml"))
+    }
+
     @Test func mistakesNameLineAndKey() throws {
         let badPattern = try error("""
             bridge:
