@@ -262,6 +262,8 @@ final class HostMetrics: Sendable {
         ]
         for (name, help, total) in counters { scrape.counter(name, help: help, total: total) }
         scrape.gauge("eventbus_bridge_export_queued", help: "Events waiting to be published to NATS.", value: Double(bridge.exportQueued))
+        scrape.gauge("eventbus_bridge_export_queued_bytes", help: "Estimated bytes of the exports held (bounded by export_buffer_bytes).",
+                     value: Double(bridge.exportQueuedBytes))
         scrape.gauge("eventbus_bridge_import_lag", help: "Imports not yet posted on the local bus.", value: Double(bridge.importLag))
     }
 

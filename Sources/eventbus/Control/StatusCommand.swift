@@ -47,7 +47,7 @@ struct StatusCommand: ParsableCommand {
         func n(_ key: String) -> Int64 { bridge[key]?.intValue ?? 0 }
         var lines = [
             "bridge:        \(bridge["mode"]?.stringValue ?? "?") NATS as \(bridge["host"]?.stringValue ?? "?"), \(bridge["state"]?.stringValue ?? "?") (\((bridge["servers"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")))",
-            "  exported \(n("exported")) (queued \(n("export_queued")), in flight \(n("export_in_flight")))   imported \(n("imported")) (lag \(n("import_lag")))",
+            "  exported \(n("exported")) (queued \(n("export_queued")), in flight \(n("export_in_flight")), \(n("export_queued_bytes") / 1024) KiB held)   imported \(n("imported")) (lag \(n("import_lag")))",
             "  lost \(n("lost")) in \(n("gaps")) gap(s)   echoes dropped \(n("echoes_dropped"))   redeliveries dropped \(n("redeliveries_dropped"))   disconnects \(n("disconnects")), reconnects \(n("reconnects"))",
         ]
         for origin in bridge["origins"]?.arrayValue ?? [] {
