@@ -7,7 +7,8 @@ import Glibc
 /// `test.crash-at-stop`; counts other `test.>` events and on `test.report` posts
 /// `result.crashing` with the count. Logs when it activates, so a test sees each (re)start.
 /// In a worker only: on `test.garbage` it writes what its fields say straight into the worker's
-/// socket to the host (fd 3), as a hostile or broken module could (``Garbage``).
+/// socket to the host (fd 3), as a hostile or broken module could (``Garbage``). On `test.spam`
+/// it logs `count` lines at once.
 final class Crashing: EventBusModule {
     let name = "fixture-crashing"
     let version = "1.0.0"
@@ -21,6 +22,8 @@ final class Crashing: EventBusModule {
             case "test.crash": fatalError("fixture crashes on purpose")
             case "test.crash-at-stop": crashAtStop = true
             case "test.garbage": Garbage.write(event)
+            case "test.spam":
+                for line in 0..<(event["count"]?.intValue ?? 0) { context.log.info("spam line \(line)") }
             case "test.report":
                 context.bus.post("result.crashing", source: "crashing", fields: ["count": .int(Int64(count))])
             default: count += 1

@@ -1,0 +1,40 @@
+@testable import EventBusHost
+import Foundation
+import Testing
+
+/// A module that logs in a loop must not drown eventbusd's own log (journald rate-limits the
+/// whole service): its lines are limited, and the next line written says how many were left out.
+@Suite struct ModuleLogLimitTests {
+    @Test func aBurstThenARateThenWhatWasLeftOutIsSaid() {
+        let second: UInt64 = 1_000_000_000
+        let bucket = ModuleLogLimit.Bucket(ModuleLogLimit(burst: 3, perSecond: 2), now: 0)
+        #expect((0..<3).map { _ in bucket.take(at: 0) } == [.write, .write, .write])
+        #expect(bucket.take(at: 0) == .suppress)
+        #expect(bucket.take(at: second / 4) == .suppress)  // half a line earned
+        #expect(bucket.take(at: second / 2) == .writeAfterSuppressed(2))
+        #expect(bucket.take(at: second / 2) == .suppress)
+        // Quiet for long: back to the whole burst, not more.
+        #expect((0..<4).map { _ in bucket.take(at: 100 * second) } == [.writeAfterSuppressed(1), .write, .write, .suppress])
+    }
+
+    @Test func aModuleLoggingInALoopIsCutToItsLimitAndTheHostSaysSo() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = directory.path + "/control.sock"
+        let daemon = try await DaemonProcessTests.Daemon.running("""
+            control: {socket: \(socket)}
+            modules:
+              chatty:
+                path: \(BuildProducts.fixture("FixtureCrashing"))
+            """, in: directory)
+        _ = try ask(socket, ["op": "post", "name": "test.spam", "fields": ["count": .int(5_000)]])
+        #expect(await daemon.waitFor("spam line 999"))
+        try await Task.sleep(for: .milliseconds(1_100))  // a hundred lines' worth of rate
+        _ = try ask(socket, ["op": "post", "name": "test.spam", "fields": ["count": .int(1)]])
+        #expect(await daemon.waitFor("module chatty logged too fast:"), "\(daemon.output.suffix(500))")
+        let written = daemon.output.components(separatedBy: "spam line ").count - 1
+        #expect(written >= 1_000 && written < 1_200, "\(written) lines of 5 001 written")
+        #expect(!daemon.output.contains("spam line 4999"))
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0)
+    }
+}
