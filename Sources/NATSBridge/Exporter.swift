@@ -8,7 +8,9 @@ import Synchronization
 ///
 /// - Core mode: `natsConnection_Publish`. While disconnected nats.c keeps publishes in its
 ///   reconnect buffer; when that is full, publishing fails with `NATS_INSUFFICIENT_BUFFER` and
-///   the lost events are recorded for a `bridge.gap` (`reconnect_buffer`).
+///   the lost events are recorded for a `bridge.gap` (`reconnect_buffer`). When the connection
+///   breaks (a hung server's write deadline), what nats.c took since the server last confirmed
+///   is announced as possibly lost (`export_unconfirmed`, ``connectionLost()``).
 /// - Durable mode: `js_PublishAsync` with the message id `<host>:<instance>:<sequence>`, so the
 ///   server drops a re-published event within its duplicate window. While the connection is
 ///   down the thread waits and events wait in the export queue (bounded: overflow is announced).
@@ -147,7 +149,9 @@ final class Exporter: @unchecked Sendable {
                     }
                 }
                 switch status {
-                case NATS_OK: counters.exported.add(1, ordering: .relaxed)
+                case NATS_OK:
+                    counters.exported.add(1, ordering: .relaxed)
+                    published.add(1, ordering: .relaxed)
                 case NATS_INSUFFICIENT_BUFFER: gaps.record(.reconnectBuffer, count: 1, subject: event.name)
                 default: gaps.record(.publishFailed, count: 1, subject: event.name)
                 }
@@ -175,8 +179,39 @@ final class Exporter: @unchecked Sendable {
     private func sendNow(_ lastSent: inout UInt64) {
         let now = MonotonicClock.now()
         guard now &- lastSent >= Self.flushGap else { return }
-        _ = natsConnection_FlushTimeout(client.connection, Self.flushWait)  // a timeout changes nothing: the bytes are written
+        let before = published.load(ordering: .relaxed)
+        // A timeout changes nothing: the bytes are written. A PONG says the server has read them.
+        if natsConnection_FlushTimeout(client.connection, Self.flushWait) == NATS_OK { confirm(before) }
         lastSent = MonotonicClock.now()
+    }
+
+    /// Core mode: publishes nats.c took, and how many of those the server has confirmed it read
+    /// (a flush's PONG came back after them). When the connection breaks, what nats.c took and
+    /// the server did not confirm may have been lost with it — in nats.c's write buffer or the
+    /// socket's, a few megabytes against a server that hung — and core NATS cannot say which.
+    private let published = Atomic<UInt64>(0)
+    private let confirmed = Atomic<UInt64>(0)
+
+    /// Raises `confirmed` to `count` (never lowers it); returns what it was.
+    @discardableResult
+    private func confirm(_ count: UInt64) -> UInt64 {
+        var current = confirmed.load(ordering: .relaxed)
+        while current < count {
+            let (exchanged, original) = confirmed.compareExchange(expected: current, desired: count, ordering: .relaxed)
+            if exchanged { return current }
+            current = original
+        }
+        return current
+    }
+
+    /// Core mode, nats.c's disconnected callback: how many publishes since the server last
+    /// confirmed may be lost with the connection (at most; nats.c may still deliver those it
+    /// kept in its reconnect buffer). They count as confirmed from now on: said once.
+    func connectionLost() -> Int {
+        guard jetStream == nil else { return 0 }
+        let now = published.load(ordering: .relaxed)
+        let before = confirm(now)
+        return now > before ? Int(now - before) : 0
     }
 
     /// Milliseconds; bounds the wait when the server is slow or gone.
