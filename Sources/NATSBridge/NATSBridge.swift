@@ -179,10 +179,7 @@ public final class NATSBridge: @unchecked Sendable {
         counters.disconnects.add(1, ordering: .relaxed)
         disconnectedAt.withLock { if $0 == nil { $0 = Date() } }
         logger.warning("bridge: disconnected from NATS; reconnecting")
-        if let unconfirmed = parts.withLock({ $0.exporter })?.connectionLost(), unconfirmed > 0 {
-            gaps.record(.exportUnconfirmed, count: unconfirmed, subject: subjects.subject(for: ">"),
-                        detail: "up to \(unconfirmed) export(s) the server had not confirmed when the connection broke")
-        }
+        parts.withLock({ $0.exporter })?.connectionBroke()
     }
 
     private func reconnected() {

@@ -33,9 +33,12 @@ struct BridgeHungServerTests {
 
     /// The default ping interval (20 s): within these tests only the write deadline can find
     /// the connection dead. A short reconnect wait, so the resumed server is found soon.
-    func config(_ host: String, _ server: NATSServer, durable: Bool) -> BridgeConfig {
+    /// `writeDeadline`: the status tests take a long one (8 s), so that a status that waited on
+    /// nats.c's lock would wait far longer than the test's bound, not just about as long.
+    func config(_ host: String, _ server: NATSServer, durable: Bool, writeDeadline: Duration = .seconds(2)) -> BridgeConfig {
         var config = BridgeConfig(servers: [server.url], host: host)
         config.maxReconnectWait = .seconds(1)
+        config.writeDeadline = writeDeadline
         if durable { config.durable = BridgeConfig.Durable() }
         return config
     }
@@ -67,7 +70,7 @@ struct BridgeHungServerTests {
         let server = try NATSServer(storage: directory.path)
         defer { server.stop() }
         let busA = Bus(), busB = Bus()
-        var exporting = config("alpha", server, durable: false)
+        var exporting = config("alpha", server, durable: false, writeDeadline: .seconds(8))
         exporting.export = [try EventPattern("app.>")]
         var importing = config("beta", server, durable: false)
         importing.import = [try EventPattern("app.>")]
@@ -87,11 +90,11 @@ struct BridgeHungServerTests {
         defer { server.resume() }
         let frozen = Date()
         postLarge(busA, "app.large")
-        // The exporter fills the sockets within a moment and waits in its write.
-        let longest = await longestStatusWait(a, for: .seconds(4), bound: .seconds(3))
-        #expect(longest != nil, "statistics did not answer within 3 s while the server was frozen")
-        // The write deadline (2 s) breaks the connection, though no ping could tell.
-        #expect(await eventually(timeout: .seconds(30)) { holds(within: .seconds(3)) { a.statistics.state == "reconnecting" } },
+        // The exporter fills the sockets within a moment and waits in its write (8 s).
+        let longest = await longestStatusWait(a, for: .seconds(5), bound: .seconds(2))
+        #expect(longest != nil, "statistics did not answer within 2 s while the server was frozen")
+        // The write deadline breaks the connection, though no ping could tell.
+        #expect(await eventually(timeout: .seconds(30)) { holds(within: .seconds(10)) { a.statistics.state == "reconnecting" } },
                 "still \(a.statistics.state) with the server frozen")
         #expect(a.statistics.disconnects >= 1)
         let broken = Date()
@@ -126,7 +129,7 @@ struct BridgeHungServerTests {
         let server = try NATSServer(storage: directory.path)
         defer { server.stop() }
         let busA = Bus(), busB = Bus()
-        var exporting = config("alpha", server, durable: true)
+        var exporting = config("alpha", server, durable: true, writeDeadline: .seconds(8))
         exporting.export = [try EventPattern("app.>")]
         var importing = config("beta", server, durable: true)
         importing.import = [try EventPattern("app.>")]
@@ -145,9 +148,9 @@ struct BridgeHungServerTests {
         server.suspend()
         defer { server.resume() }
         postLarge(busA, "app.large")
-        let longest = await longestStatusWait(a, for: .seconds(4), bound: .seconds(3))
-        #expect(longest != nil, "statistics did not answer within 3 s while the server was frozen")
-        #expect(await eventually(timeout: .seconds(30)) { holds(within: .seconds(3)) { a.statistics.state == "reconnecting" } },
+        let longest = await longestStatusWait(a, for: .seconds(5), bound: .seconds(2))
+        #expect(longest != nil, "statistics did not answer within 2 s while the server was frozen")
+        #expect(await eventually(timeout: .seconds(30)) { holds(within: .seconds(10)) { a.statistics.state == "reconnecting" } },
                 "still \(a.statistics.state) with the server frozen")
         server.resume()
 
