@@ -44,6 +44,16 @@ public struct BridgeConfig: Sendable, Equatable {
     /// the connection stale (`ping_interval`, `max_pings_out`).
     public var pingInterval: Duration = .seconds(20)
     public var maxPingsOut = 2
+    /// How long one write to the server may take (nats.c's write deadline; 0: none, nats.c's
+    /// default). A server that hangs — frozen, or behind a link that black-holes — keeps the TCP
+    /// connection open and stops reading: once the socket's send buffer is full (a few MB), a
+    /// write without a deadline waits for good, holding nats.c's connection lock, and the
+    /// connection is never found dead (the pings wait for the same lock). With it the write
+    /// fails, nats.c drops the connection and reconnects (to another server, if one is listed).
+    /// 2 s: a live server on any link that carries the bridge's traffic takes a write (nats.c's
+    /// 32 KiB buffer, or one large event) far sooner, so only a hung one reaches it; and it bounds
+    /// how long the exporter, and a host stopping, waits on a hung server.
+    public var writeDeadline: Duration = .seconds(2)
     /// Whether nats.c writes each publish at once instead of letting its flusher thread gather
     /// them (`send_asap`): lower latency at low rates (the flusher's gathering is most of the
     /// p50), a write per event at high rates.

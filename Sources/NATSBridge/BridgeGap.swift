@@ -27,6 +27,14 @@ public struct BridgeGap: Sendable, Hashable {
         case streamExpired = "stream_expired"
         /// An export nats.c or the server refused (too large, a closed connection).
         case publishFailed = "publish_failed"
+        /// Core mode: the connection broke (a server that hung, its write deadline passed) while
+        /// exports nats.c had taken were not yet confirmed by the server; some of them may be
+        /// lost (how many, core NATS cannot tell: the log says at most how many).
+        case exportUnconfirmed = "export_unconfirmed"
+
+        /// Whether the gap's count is the number of events lost; otherwise the announcement
+        /// carries no `dropped` and ``BridgeStatistics/lost`` does not count it.
+        public var countIsExact: Bool { self != .disconnected && self != .exportUnconfirmed }
     }
 
     public var kind: Kind

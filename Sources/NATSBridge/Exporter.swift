@@ -8,7 +8,9 @@ import Synchronization
 ///
 /// - Core mode: `natsConnection_Publish`. While disconnected nats.c keeps publishes in its
 ///   reconnect buffer; when that is full, publishing fails with `NATS_INSUFFICIENT_BUFFER` and
-///   the lost events are recorded for a `bridge.gap` (`reconnect_buffer`).
+///   the lost events are recorded for a `bridge.gap` (`reconnect_buffer`). When the connection
+///   breaks (a hung server's write deadline), what nats.c took since the server last confirmed
+///   is announced as possibly lost (`export_unconfirmed`, ``connectionBroke()``).
 /// - Durable mode: `js_PublishAsync` with the message id `<host>:<instance>:<sequence>`, so the
 ///   server drops a re-published event within its duplicate window. While the connection is
 ///   down the thread waits and events wait in the export queue (bounded: overflow is announced).
@@ -133,6 +135,7 @@ final class Exporter: @unchecked Sendable {
         payload.reserveCapacity(512)
         var last = LastSubject()
         var lastSent: UInt64 = 0
+        var failed = false
         while queue.take(max: 256, into: &batch, sizes: &sizes) {
             for event in batch {
                 last.update(event.name, subjects)
@@ -147,12 +150,26 @@ final class Exporter: @unchecked Sendable {
                     }
                 }
                 switch status {
-                case NATS_OK: counters.exported.add(1, ordering: .relaxed)
-                case NATS_INSUFFICIENT_BUFFER: gaps.record(.reconnectBuffer, count: 1, subject: event.name)
-                default: gaps.record(.publishFailed, count: 1, subject: event.name)
+                case NATS_OK:
+                    counters.exported.add(1, ordering: .relaxed)
+                    published.add(1, ordering: .relaxed)
+                case NATS_INSUFFICIENT_BUFFER:
+                    // Reconnecting already: nats.c's disconnected callback says what may be lost.
+                    gaps.record(.reconnectBuffer, count: 1, subject: event.name)
+                default:
+                    gaps.record(.publishFailed, count: 1, subject: event.name)
+                    failed = true
                 }
             }
-            if batch.count < 256 { sendNow(&lastSent) }
+            if failed {
+                // A write failed (its deadline passed, the socket is shut): what the server had
+                // not confirmed may be lost with the connection. Said now, not only when nats.c's disconnected callback comes: a
+                // flush in between could pass for a confirmation (see `sendNow`).
+                recordUnconfirmed()
+                failed = false
+            } else if batch.count < 256 {
+                sendNow(&lastSent)
+            }
             batch.removeAll(keepingCapacity: true)
             // nats.c has them (or they were announced as lost): the queue may take their bytes again.
             queue.release(sizes.reduce(0, +))
@@ -175,8 +192,55 @@ final class Exporter: @unchecked Sendable {
     private func sendNow(_ lastSent: inout UInt64) {
         let now = MonotonicClock.now()
         guard now &- lastSent >= Self.flushGap else { return }
-        _ = natsConnection_FlushTimeout(client.connection, Self.flushWait)  // a timeout changes nothing: the bytes are written
+        let before = published.load(ordering: .relaxed)
+        // A timeout changes nothing: the bytes are written. A PONG says the server has read them
+        // — though nats.c 3.4 also returns OK, at once and without a PONG, when the PING's write
+        // fails (a socket its write deadline shut, before nats.c noticed): a publish in the same
+        // batch fails then too and `runCore` skips this, but a batch whose publishes all went
+        // into nats.c's buffer is confirmed wrongly. (Limit: see docs/fleet.md.)
+        if natsConnection_FlushTimeout(client.connection, Self.flushWait) == NATS_OK { confirm(before) }
         lastSent = MonotonicClock.now()
+    }
+
+    /// Core mode: publishes nats.c took, and how many of those the server has confirmed it read
+    /// (a flush's PONG came back after them). When the connection breaks, what nats.c took and
+    /// the server did not confirm may have been lost with it — in nats.c's write buffer or the
+    /// socket's, a few megabytes against a server that hung — and core NATS cannot say which.
+    private let published = Atomic<UInt64>(0)
+    private let confirmed = Atomic<UInt64>(0)
+
+    /// Raises `confirmed` to `count` (never lowers it); returns what it was.
+    @discardableResult
+    private func confirm(_ count: UInt64) -> UInt64 {
+        var current = confirmed.load(ordering: .relaxed)
+        while current < count {
+            let (exchanged, original) = confirmed.compareExchange(expected: current, desired: count, ordering: .relaxed)
+            if exchanged { return current }
+            current = original
+        }
+        return current
+    }
+
+    /// Core mode, nats.c's disconnected callback.
+    func connectionBroke() { recordUnconfirmed() }
+
+    /// Core mode, the exporter thread after a failed publish or nats.c's disconnected callback:
+    /// records what may be lost, once.
+    private func recordUnconfirmed() {
+        let unconfirmed = connectionLost()
+        guard unconfirmed > 0 else { return }
+        gaps.record(.exportUnconfirmed, count: unconfirmed, subject: subjects.subject(for: ">"),
+                    detail: "up to \(unconfirmed) export(s) the server had not confirmed when the connection broke")
+    }
+
+    /// How many publishes since the server last
+    /// confirmed may be lost with the connection (at most; nats.c may still deliver those it
+    /// kept in its reconnect buffer). They count as confirmed from now on: said once.
+    private func connectionLost() -> Int {
+        guard jetStream == nil else { return 0 }
+        let now = published.load(ordering: .relaxed)
+        let before = confirm(now)
+        return now > before ? Int(now - before) : 0
     }
 
     /// Milliseconds; bounds the wait when the server is slow or gone.
@@ -263,7 +327,10 @@ final class Exporter: @unchecked Sendable {
             return .inFlight
         case NATS_TIMEOUT:
             return .again  // the window was full for StallWait: try again
-        case NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED, NATS_NOT_YET_CONNECTED, NATS_INSUFFICIENT_BUFFER:
+        case NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED, NATS_NOT_YET_CONNECTED, NATS_INSUFFICIENT_BUFFER,
+             NATS_IO_ERROR, NATS_STALE_CONNECTION:
+            // IO error: a write failed (its deadline passed on a hung server, the socket is shut)
+            // and nats.c has not started reconnecting yet. Published again after the reconnect.
             queue.pause(0.05)
             return .again
         default:

@@ -179,6 +179,7 @@ public final class NATSBridge: @unchecked Sendable {
         counters.disconnects.add(1, ordering: .relaxed)
         disconnectedAt.withLock { if $0 == nil { $0 = Date() } }
         logger.warning("bridge: disconnected from NATS; reconnecting")
+        parts.withLock({ $0.exporter })?.connectionBroke()
     }
 
     private func reconnected() {
@@ -212,7 +213,7 @@ public final class NATSBridge: @unchecked Sendable {
         for (record, detail) in gaps.take() {
             let gap = record.gap(host: config.host)
             var announced = gap
-            if record.kind == .disconnected { announced.dropped = nil }
+            if !record.kind.countIsExact { announced.dropped = nil }
             else { counters.lost.add(UInt64(record.count), ordering: .relaxed) }
             counters.gaps.add(1, ordering: .relaxed)
             logger.warning("bridge: \(record.kind.rawValue): \(announced.dropped.map { "\($0) event(s) lost" } ?? "events may be lost") (\(record.subjects.joined(separator: ", ")))\(detail.map { ": \($0)" } ?? "")")
@@ -224,7 +225,7 @@ public final class NATSBridge: @unchecked Sendable {
 
     public var statistics: BridgeStatistics {
         let current = parts.withLock { $0 }
-        let state = stopped.load(ordering: .relaxed) ? "stopped" : (current.client?.state.rawValue ?? "starting")
+        let state = stopped.load(ordering: .relaxed) ? "stopped" : (current.client?.state.name ?? "starting")
         let origins = current.durable?.origins.withLock { $0 } ?? [:]
         return BridgeStatistics(
             host: config.host, mode: config.durable == nil ? "core" : "durable", state: state, servers: config.servers,

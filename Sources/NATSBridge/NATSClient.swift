@@ -1,6 +1,7 @@
 import CNATS
 @_spi(EventBusHost) import EventBusKit
 import Foundation
+import Synchronization
 
 /// One nats.c connection with the bridge's options: servers, authentication, TLS, reconnecting
 /// forever with a doubling wait, and callbacks for what the bridge must count and announce.
@@ -9,6 +10,18 @@ import Foundation
 /// nats.c calls ``Events`` on its own threads: connection events (disconnected, reconnected,
 /// closed) and asynchronous errors (a slow consumer) on its connection-callback thread. The
 /// closures must not block; the bridge only updates counters and wakes its own threads there.
+///
+/// ## Never waiting on nats.c's connection lock to ask
+/// nats.c holds its connection's lock while it writes to the socket and while its reconnect
+/// thread tries a server (up to the connect timeout each attempt): anything that takes that lock
+/// — `natsConnection_Status`, a publish, a flush, an unsubscribe — waits meanwhile. Against a
+/// server that hangs (frozen, or a link that black-holes) without a write deadline a write waits
+/// for good once the socket's send buffer is full, and everything after it with it. So:
+/// - ``state`` is not asked of nats.c: it is tracked from nats.c's connection callbacks into an
+///   atomic (``State``), so status and the bridge's own threads read it without the lock;
+/// - ``BridgeConfig/writeDeadline`` bounds every write (`natsOptions_SetWriteDeadline`): a write
+///   that cannot finish within it fails, nats.c shuts the socket down and reconnects, and the
+///   lock is released.
 final class NATSClient: @unchecked Sendable {
     // @unchecked: `connection` is set once in `init` and read-only afterwards; nats.c's
     // connection is thread-safe.
@@ -21,8 +34,17 @@ final class NATSClient: @unchecked Sendable {
         var error: @Sendable (_ status: natsStatus, _ subscription: OpaquePointer?) -> Void = { _, _ in }
     }
 
-    enum State: String, Sendable {
+    enum State: UInt8, Sendable {
         case connecting, connected, reconnecting, closed
+
+        var name: String {
+            switch self {
+            case .connecting: "connecting"
+            case .connected: "connected"
+            case .reconnecting: "reconnecting"
+            case .closed: "closed"
+            }
+        }
     }
 
     private(set) var connection: OpaquePointer!
@@ -46,6 +68,8 @@ final class NATSClient: @unchecked Sendable {
             throw BridgeError(.connection, "cannot connect to \(config.servers.joined(separator: ", ")): \(BridgeError.text(status))")
         }
         self.connection = connection
+        // Connected at once: no callback says so. (Unless a callback already moved the state on.)
+        if status == NATS_OK { self.events.state.compareExchange(expected: State.connecting.rawValue, desired: State.connected.rawValue, ordering: .relaxed) }
     }
 
     private func configure(_ options: OpaquePointer, _ config: BridgeConfig, name: String) throws(BridgeError) {
@@ -86,6 +110,8 @@ final class NATSClient: @unchecked Sendable {
         try BridgeError.check(natsOptions_SetPingInterval(options, config.pingInterval.milliseconds), .options, "ping interval")
         try BridgeError.check(natsOptions_SetMaxPingsOut(options, Int32(clamping: config.maxPingsOut)), .options, "max pings out")
         try BridgeError.check(natsOptions_SetTimeout(options, max(500, min(2_000, config.pingInterval.milliseconds))), .options, "connect timeout")
+        // Non-blocking socket, each write bounded: see the type's notes. 0 (none) is nats.c's default.
+        try BridgeError.check(natsOptions_SetWriteDeadline(options, max(0, config.writeDeadline.milliseconds)), .options, "write deadline")
         // The callbacks' closure is the box, retained for nats.c until its last callback
         // (closed), so a callback still running while the client goes away finds it alive.
         let closure = Unmanaged.passRetained(events).toOpaque()
@@ -94,13 +120,18 @@ final class NATSClient: @unchecked Sendable {
             Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().reconnectDelay(attempts: Int(attempts))
         }, closure), .options, "reconnect delay")
         try BridgeError.check(natsOptions_SetDisconnectedCB(options, { _, closure in
-            Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().value.disconnected()
+            let box = Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue()
+            box.enter(.reconnecting)
+            box.value.disconnected()
         }, closure), .options, "disconnected callback")
         try BridgeError.check(natsOptions_SetReconnectedCB(options, { _, closure in
-            Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().value.reconnected()
+            let box = Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue()
+            box.enter(.connected)
+            box.value.reconnected()
         }, closure), .options, "reconnected callback")
         try BridgeError.check(natsOptions_SetClosedCB(options, { _, closure in
             let box = Unmanaged<Box>.fromOpaque(closure!)
+            box.takeUnretainedValue().enter(.closed)
             box.takeUnretainedValue().value.closed()
             box.release()  // nats.c calls nothing after this
         }, closure), .options, "closed callback")
@@ -109,23 +140,24 @@ final class NATSClient: @unchecked Sendable {
         }, closure), .options, "error handler")
         // The first connect retries in the background too; `reconnected` announces success.
         try BridgeError.check(natsOptions_SetRetryOnFailedConnect(options, true, { _, closure in
-            Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue().value.reconnected()
+            let box = Unmanaged<Box>.fromOpaque(closure!).takeUnretainedValue()
+            box.enter(.connected)
+            box.value.reconnected()
         }, closure), .options, "retry on failed connect")
     }
 
-    var state: State {
-        switch natsConnection_Status(connection) {
-        case NATS_CONN_STATUS_CONNECTED: return .connected
-        case NATS_CONN_STATUS_RECONNECTING, NATS_CONN_STATUS_DISCONNECTED: return .reconnecting
-        case NATS_CONN_STATUS_CLOSED: return .closed
-        default: return .connecting
-        }
-    }
+    /// The connection's state as nats.c's callbacks last told it: read without nats.c's
+    /// connection lock (never `natsConnection_Status`, which waits for it), so it answers at once
+    /// while nats.c is stuck writing to a hung server or trying one. It may lag nats.c by the
+    /// callback's delivery: connected a moment after nats.c is, reconnecting a moment after the
+    /// connection broke — what a publish meanwhile finds out by itself.
+    var state: State { State(rawValue: events.state.load(ordering: .relaxed)) ?? .connecting }
 
     /// Closes the connection and waits until nats.c has stopped calling back. After this,
     /// `events` are no longer called and the client can go.
     func close() {
         natsConnection_Close(connection)
+        events.enter(.closed)
     }
 
     deinit {
@@ -137,6 +169,18 @@ final class NATSClient: @unchecked Sendable {
         let value: Events
         let reconnectWait: Duration
         let maxReconnectWait: Duration
+        /// ``State``'s raw value, written by nats.c's callbacks (and by `init` and `close`).
+        let state = Atomic<UInt8>(State.connecting.rawValue)
+
+        /// Closed is for good: a late callback does not reopen it.
+        func enter(_ new: State) {
+            var current = state.load(ordering: .relaxed)
+            while current != State.closed.rawValue {
+                let (exchanged, original) = state.compareExchange(expected: current, desired: new.rawValue, ordering: .relaxed)
+                if exchanged { return }
+                current = original
+            }
+        }
 
         init(_ value: Events, reconnectWait: Duration, maxReconnectWait: Duration) {
             self.value = value

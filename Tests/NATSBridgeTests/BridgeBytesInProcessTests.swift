@@ -73,9 +73,9 @@ struct BridgeBytesInProcessTests {
     /// would hold as many large events beside the bound.
     ///
     /// Small enough to stay far below what the sockets to the frozen server take in (about 2 MB
-    /// here): a publish that fills them blocks in `send` holding nats.c's connection lock (the
-    /// bridge sets no write deadline), and then so does everything that asks the connection
-    /// anything — `statistics` included. So nothing here asks while the server is frozen.
+    /// here): a publish that fills them waits in `send` until the write deadline breaks the
+    /// connection, and this test is about the bound, not the reconnect (`BridgeHungServerTests`
+    /// is about that, and about `statistics` answering meanwhile).
     @Test func unacknowledgedPublishesCountAgainstTheExportBytes() async throws {
         let directory = try TemporaryDirectory("bridge-bytes")
         let server = try NATSServer(storage: directory.path)
