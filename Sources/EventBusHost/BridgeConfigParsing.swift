@@ -32,7 +32,7 @@ extension HostConfig {
     private static let natsKeys = [
         "servers", "host", "user", "password", "token", "nkey", "creds", "tls", "export", "import",
         "subject_prefix", "export_buffer", "export_buffer_bytes", "reconnect_buffer", "pending_limit", "pending_bytes",
-        "reconnect_wait", "max_reconnect_wait", "ping_interval", "max_pings_out", "send_asap", "durable",
+        "reconnect_wait", "max_reconnect_wait", "ping_interval", "max_pings_out", "write_deadline", "send_asap", "durable",
     ]
 
     private static func parseNATS(_ node: ConfigNode, directory: String) throws(ConfigError) -> BridgeConfig {
@@ -90,6 +90,7 @@ extension HostConfig {
         if let value = fields["max_reconnect_wait"] { config.maxReconnectWait = try positive(value) }
         if let value = fields["ping_interval"] { config.pingInterval = try positive(value) }
         if let value = fields["max_pings_out"] { config.maxPingsOut = try value.int(atLeast: 1) }
+        if let value = fields["write_deadline"] { config.writeDeadline = try value.duration() }
         if let value = fields["send_asap"] { config.sendAsap = try value.bool() }
         if config.maxReconnectWait < config.reconnectWait {
             throw (fields["max_reconnect_wait"] ?? node).error("must not be shorter than reconnect_wait")

@@ -30,6 +30,7 @@ import Testing
                 export: ["deploy.>", "app.*"]
                 import: [">"]
                 ping_interval: 5s
+                write_deadline: 500ms
                 durable: {stream: FLEET, max_age: 2h, max_bytes: 1000000, max_msgs: 500, ack_wait: 10s, start: all, js_domain: hub}
             """).get()
         let bridge = try #require(config.bridge)
@@ -40,6 +41,7 @@ import Testing
         #expect(bridge.export.map(\.description) == ["deploy.>", "app.*"])
         #expect(bridge.import.map(\.description) == [">"])
         #expect(bridge.pingInterval == .seconds(5))
+        #expect(bridge.writeDeadline == .milliseconds(500))
         let durable = try #require(bridge.durable)
         #expect(durable.stream == "FLEET" && durable.maxAge == .seconds(7200) && durable.maxBytes == 1_000_000)
         #expect(durable.maxMessages == 500 && durable.ackWait == .seconds(10) && durable.startAtBeginning)
