@@ -8,22 +8,6 @@ import TestSupport
 /// The bridge's byte bounds against a real nats-server, in this process.
 @Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
 struct BridgeBytesInProcessTests {
-    func start(_ config: BridgeConfig, _ bus: Bus, _ directory: TemporaryDirectory) throws -> NATSBridge {
-        let bridge = NATSBridge(config: config, bus: bus, stateDirectory: directory.at("state-\(config.host)"),
-                                logger: Logger(label: "bridge-\(config.host)"))
-        try bridge.start()
-        return bridge
-    }
-
-    func collect(_ bus: Bus, _ pattern: String, each: @escaping @Sendable (Event) -> Void = { _ in }) throws -> (Collected<[Event]>, AnyCancellable) {
-        let events = Collected<[Event]>([])
-        let subscription = try bus.publisher(for: pattern).sink { event in
-            each(event)
-            events.update { $0.append(event) }
-        }
-        return (events, subscription)
-    }
-
     /// Core mode: a host that takes imports in slowly holds at most `pending_bytes` of them in
     /// nats.c — 100 events of 200 kB with 1 MiB, far below `pending_limit`'s 65 536 messages —
     /// and every one nats.c dropped is announced as `slow_consumer`, exactly.
@@ -36,8 +20,8 @@ struct BridgeBytesInProcessTests {
         var importing = BridgeConfig(servers: [server.url], host: "beta")
         importing.import = [try EventPattern("app.>")]
         importing.pendingBytes = 1 << 20
-        let a = try start(exporting, busA, directory)
-        let b = try start(importing, busB, directory)
+        let a = try startBridge(exporting, busA, directory)
+        let b = try startBridge(importing, busB, directory)
         defer { a.stop(); b.stop() }
         // B's subscriber takes 100 ms per large event, on the bus's delivery loop — which is
         // nats.c's delivery thread while it posts: nats.c holds what arrives meanwhile.
@@ -90,8 +74,8 @@ struct BridgeBytesInProcessTests {
         var importing = BridgeConfig(servers: [server.url], host: "beta")
         importing.import = [try EventPattern("app.>")]
         importing.durable = BridgeConfig.Durable()
-        let a = try start(exporting, busA, directory)
-        let b = try start(importing, busB, directory)
+        let a = try startBridge(exporting, busA, directory)
+        let b = try startBridge(importing, busB, directory)
         defer { a.stop(); b.stop() }
         let (received, subscription) = try collect(busB, "app.>")
         defer { subscription.cancel() }
@@ -144,8 +128,8 @@ struct BridgeBytesInProcessTests {
         var importing = BridgeConfig(servers: [server.url], host: "beta")
         importing.import = [try EventPattern("app.>")]
         importing.durable = BridgeConfig.Durable()
-        let a = try start(exporting, busA, directory)
-        let b = try start(importing, busB, directory)
+        let a = try startBridge(exporting, busA, directory)
+        let b = try startBridge(importing, busB, directory)
         defer { a.stop(); b.stop() }
         let (received, subscription) = try collect(busB, "app.>")
         defer { subscription.cancel() }

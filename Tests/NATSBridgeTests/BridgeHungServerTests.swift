@@ -18,19 +18,6 @@ struct BridgeHungServerTests {
     static let count = 400
     static let pad = String(repeating: "x", count: 50_000)
 
-    func start(_ config: BridgeConfig, _ bus: Bus, _ directory: TemporaryDirectory) throws -> NATSBridge {
-        let bridge = NATSBridge(config: config, bus: bus, stateDirectory: directory.at("state-\(config.host)"),
-                                logger: Logger(label: "bridge-\(config.host)"))
-        try bridge.start()
-        return bridge
-    }
-
-    func collect(_ bus: Bus, _ pattern: String) throws -> (Collected<[Event]>, AnyCancellable) {
-        let events = Collected<[Event]>([])
-        let subscription = try bus.publisher(for: pattern).sink { event in events.update { $0.append(event) } }
-        return (events, subscription)
-    }
-
     /// The default ping interval (20 s): within these tests only the write deadline can find
     /// the connection dead. A short reconnect wait, so the resumed server is found soon.
     /// `writeDeadline`: the status tests take a long one (8 s), so that a status that waited on
@@ -74,8 +61,8 @@ struct BridgeHungServerTests {
         exporting.export = [try EventPattern("app.>")]
         var importing = config("beta", server, durable: false)
         importing.import = [try EventPattern("app.>")]
-        let a = try start(exporting, busA, directory)
-        let b = try start(importing, busB, directory)
+        let a = try startBridge(exporting, busA, directory)
+        let b = try startBridge(importing, busB, directory)
         defer { a.stop(); b.stop() }
         let (received, subscription) = try collect(busB, "app.>")
         defer { subscription.cancel() }
@@ -135,8 +122,8 @@ struct BridgeHungServerTests {
         exporting.export = [try EventPattern("app.>")]
         var importing = config("beta", server, durable: true)
         importing.import = [try EventPattern("app.>")]
-        let a = try start(exporting, busA, directory)
-        let b = try start(importing, busB, directory)
+        let a = try startBridge(exporting, busA, directory)
+        let b = try startBridge(importing, busB, directory)
         defer { a.stop(); b.stop() }
         let (received, subscription) = try collect(busB, "app.>")
         defer { subscription.cancel() }
@@ -177,7 +164,7 @@ struct BridgeHungServerTests {
         var both = config("alpha", server, durable: false)
         both.export = [try EventPattern("app.>")]
         both.import = [try EventPattern("other.>")]
-        let a = try start(both, bus, directory)
+        let a = try startBridge(both, bus, directory)
         #expect(await eventually { a.statistics.state == "connected" })
         server.suspend()
         defer { server.resume() }

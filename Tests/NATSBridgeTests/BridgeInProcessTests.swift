@@ -22,16 +22,7 @@ struct BridgeInProcessTests {
         config.export = try export.map(EventPattern.init)
         config.import = try imports.map(EventPattern.init)
         if durable { config.durable = BridgeConfig.Durable() }
-        let bridge = NATSBridge(config: config, bus: bus, stateDirectory: directory.at("state-\(host)"),
-                                logger: Logger(label: "bridge-\(host)"))
-        try bridge.start()
-        return bridge
-    }
-
-    func collect(_ bus: Bus, _ pattern: String) throws -> (Collected<[Event]>, AnyCancellable) {
-        let events = Collected<[Event]>([])
-        let subscription = try bus.publisher(for: pattern).sink { event in events.update { $0.append(event) } }
-        return (events, subscription)
+        return try startBridge(config, bus, directory)
     }
 
     /// Posts `app.warmup` on `bus` until one reaches `received`: then the importing side is

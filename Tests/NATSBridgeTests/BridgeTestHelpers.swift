@@ -1,0 +1,25 @@
+import EventBusKit
+import Foundation
+import Logging
+import NATSBridge
+import TestSupport
+
+/// A started bridge for `config` on `bus`, keeping its state under `directory`.
+func startBridge(_ config: BridgeConfig, _ bus: Bus, _ directory: TemporaryDirectory) throws -> NATSBridge {
+    let bridge = NATSBridge(config: config, bus: bus, stateDirectory: directory.at("state-\(config.host)"),
+                            logger: Logger(label: "bridge-\(config.host)"))
+    try bridge.start()
+    return bridge
+}
+
+/// The events of `pattern` on `bus` as they come (each also handed to `each`), until the
+/// subscription is cancelled.
+func collect(_ bus: Bus, _ pattern: String, each: @escaping @Sendable (Event) -> Void = { _ in }) throws
+    -> (Collected<[Event]>, AnyCancellable) {
+    let events = Collected<[Event]>([])
+    let subscription = try bus.publisher(for: pattern).sink { event in
+        each(event)
+        events.update { $0.append(event) }
+    }
+    return (events, subscription)
+}
