@@ -31,10 +31,7 @@ struct BridgeBytesInProcessTests {
         defer { subscription.cancel() }
         let (gapEvents, gapSubscription) = try collect(busB, "bridge.gap")
         defer { gapSubscription.cancel() }
-        #expect(await eventually {
-            busA.post("app.warmup")
-            return received.value.contains { $0.name == "app.warmup" }
-        })
+        await warmUp(busA, received)
         let pad = String(repeating: "x", count: 200_000)
         for n in 1...100 { busA.post("app.large", fields: ["n": .int(Int64(n)), "pad": .string(pad)]) }
         func large() -> [Int64] { received.value.filter { $0.name == "app.large" }.compactMap { $0["n"]?.intValue } }
@@ -81,10 +78,7 @@ struct BridgeBytesInProcessTests {
         defer { subscription.cancel() }
         let (gapEvents, gapSubscription) = try collect(busA, "bridge.gap")
         defer { gapSubscription.cancel() }
-        #expect(await eventually {
-            busA.post("app.warmup")
-            return received.value.contains { $0.name == "app.warmup" }
-        })
+        await warmUp(busA, received)
         #expect(await eventually { a.statistics.exportInFlight == 0 && a.statistics.exportQueuedBytes == 0 })
 
         server.suspend()
@@ -133,10 +127,7 @@ struct BridgeBytesInProcessTests {
         defer { a.stop(); b.stop() }
         let (received, subscription) = try collect(busB, "app.>")
         defer { subscription.cancel() }
-        #expect(await eventually {
-            busA.post("app.warmup")
-            return received.value.contains { $0.name == "app.warmup" }
-        })
+        await warmUp(busA, received)
         let huge = String(repeating: "h", count: 5 << 20)
         busA.post("app.huge", fields: ["pad": .string(huge)])
         for n in 1...3 { busA.post("app.after", fields: ["n": .int(Int64(n))]) }

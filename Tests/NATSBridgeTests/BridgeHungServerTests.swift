@@ -68,10 +68,7 @@ struct BridgeHungServerTests {
         defer { subscription.cancel() }
         let (gapEvents, gapSubscription) = try collect(busA, "bridge.gap")
         defer { gapSubscription.cancel() }
-        #expect(await eventually {
-            busA.post("app.warmup")
-            return received.value.contains { $0.name == "app.warmup" }
-        })
+        await warmUp(busA, received)
 
         server.suspend()
         defer { server.resume() }
@@ -129,10 +126,7 @@ struct BridgeHungServerTests {
         defer { subscription.cancel() }
         let (gapEvents, gapSubscription) = try collect(busA, "bridge.gap")
         defer { gapSubscription.cancel() }
-        #expect(await eventually {
-            busA.post("app.warmup")
-            return received.value.contains { $0.name == "app.warmup" }
-        })
+        await warmUp(busA, received)
 
         server.suspend()
         defer { server.resume() }

@@ -25,15 +25,6 @@ struct BridgeInProcessTests {
         return try startBridge(config, bus, directory)
     }
 
-    /// Posts `app.warmup` on `bus` until one reaches `received`: then the importing side is
-    /// subscribed (durable: its consumer is bound) and the next events are the test's own.
-    func warmUp(_ bus: Bus, _ received: Collected<[Event]>) async {
-        #expect(await eventually {
-            bus.post("app.warmup")
-            return received.value.contains { $0.name == "app.warmup" }
-        })
-    }
-
     @Test(arguments: [false, true])
     func everyFieldTypeSurvivesTheTripWithItsOrigin(durable: Bool) async throws {
         let busA = Bus(), busB = Bus()

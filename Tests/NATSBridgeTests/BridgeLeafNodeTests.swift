@@ -50,10 +50,7 @@ struct BridgeLeafNodeTests {
         let subscription = try core.publisher(for: "app.>").sink { event in received.update { $0.append(event) } }
         defer { subscription.cancel() }
         // Until the hub host's consumer is bound and the leaf host has found the stream.
-        #expect(await eventually {
-            edge.post("app.warmup")
-            return received.value.contains { $0.name == "app.warmup" }
-        })
+        await warmUp(edge, received)
         for n in 1...20 { edge.post("app.deploy", fields: ["n": .int(Int64(n))]) }
         #expect(await eventually { received.value.filter { $0.name == "app.deploy" }.count == 20 })
         let deploys = received.value.filter { $0.name == "app.deploy" }

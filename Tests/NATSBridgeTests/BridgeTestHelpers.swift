@@ -2,6 +2,7 @@ import EventBusKit
 import Foundation
 import Logging
 import NATSBridge
+import Testing
 import TestSupport
 
 /// A started bridge for `config` on `bus`, keeping its state under `directory`.
@@ -22,4 +23,13 @@ func collect(_ bus: Bus, _ pattern: String, each: @escaping @Sendable (Event) ->
         events.update { $0.append(event) }
     }
     return (events, subscription)
+}
+
+/// Posts `app.warmup` on `bus` until one reaches `received`: then the importing side is
+/// subscribed (durable: its consumer is bound) and the next events are the test's own.
+func warmUp(_ bus: Bus, _ received: Collected<[Event]>) async {
+    #expect(await eventually {
+        bus.post("app.warmup")
+        return received.value.contains { $0.name == "app.warmup" }
+    })
 }

@@ -117,11 +117,14 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         reportWatchFailures(failures)
     }
 
+    /// The snapshot holds more than ``FileWatch/entryLimit`` entries.
+    private var isOverLimit: Bool { options.entryLimit.map { snapshot.count > $0 } ?? false }
+
     /// Past ``FileWatch/entryLimit``: says so once and lets go of every kernel watch and entry;
     /// returns whether the watch has stopped. Checked where the snapshot grows.
     private func stopIfOverLimit() -> Bool {
         if overLimit { return true }
-        guard let limit = options.entryLimit, snapshot.count > limit else { return false }
+        guard let limit = options.entryLimit, isOverLimit else { return false }
         overLimit = true
         disarm()
         post(FileChange(kind: .error, path: root, isDirectory: rootIsDirectory, message:
@@ -176,7 +179,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
                 if report, reported != true {
                     post(FileChange(kind: .created, path: path.path, isDirectory: state.isDirectory, origin: .scan))
                 }
-                if let limit = options.entryLimit, snapshot.count > limit { return }  // the caller stops the watch
+                if isOverLimit { return }  // the caller stops the watch
                 if options.recursive && state.isDirectory { pending.append(path) }
             }
         }
