@@ -113,10 +113,39 @@ public struct WorkerProcess: Sendable {
     /// interactive: nobody is at a worker's terminal.
     public static let crashBacktrace = "SWIFT_BACKTRACE=enable=yes,interactive=no,symbolicate=fast"
 
-    /// The host's environment (read once: eventbusd never changes it) with ``crashBacktrace``.
+    /// ``crashBacktrace`` with the backtracer to use: `swift-backtrace` next to the worker (an
+    /// installed package ships it there, beside the Swift runtime it bundles), else the
+    /// toolchain's, where the runtime looks by itself. With neither, backtraces are off: the
+    /// runtime would otherwise log "unable to locate swift-backtrace" at every worker start.
+    static func crashBacktraceSetting(workerDirectory: String, runtimeBacktracer: String?) -> String {
+        let shipped = workerDirectory + "/swift-backtrace"
+        if access(shipped, X_OK) == 0 { return crashBacktrace + ",swift-backtrace=" + shipped }
+        if let runtimeBacktracer, access(runtimeBacktracer, X_OK) == 0 { return crashBacktrace }
+        return "SWIFT_BACKTRACE=enable=no"
+    }
+
+    /// Where the Swift runtime looks for its backtracer when not told: relative to
+    /// libswiftCore.so (`<prefix>/lib/swift/linux/libswiftCore.so` →
+    /// `<prefix>/libexec/swift/linux/swift-backtrace`).
+    static var runtimeBacktracer: String? {
+        // The loaded libswiftCore.so, as the process's own mappings name it (dladdr's Dl_info
+        // is not visible to Swift's Glibc module).
+        guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8),
+              let line = maps.split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
+              let slash = line.firstIndex(of: "/") else { return nil }
+        var prefix = String(line[slash...])
+        for _ in 0..<4 { prefix = (prefix as NSString).deletingLastPathComponent }
+        return prefix + "/libexec/swift/linux/swift-backtrace"
+    }
+
+    /// The host's environment (read once: eventbusd never changes it) with the crash backtrace
+    /// setting (``crashBacktraceSetting(workerDirectory:runtimeBacktracer:)``).
     private static let workerEnvironment: [String] = {
         var entries = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
-        if ProcessInfo.processInfo.environment["SWIFT_BACKTRACE"] == nil { entries.append(crashBacktrace) }
+        if ProcessInfo.processInfo.environment["SWIFT_BACKTRACE"] == nil {
+            entries.append(crashBacktraceSetting(workerDirectory: (defaultExecutable as NSString).deletingLastPathComponent,
+                                                 runtimeBacktracer: runtimeBacktracer))
+        }
         return entries
     }()
 

@@ -50,6 +50,9 @@ _ = fcntl(3, F_SETFD, FD_CLOEXEC)
 // A closed socket must be an error return, not a signal.
 signal(SIGPIPE, SIG_IGN)
 
+// A fatal signal ends the worker even when it was sent rather than caused (FatalSignals).
+FatalSignals.install()
+
 // The host owns this process's life: it asks the module to deactivate over the socket, kills a
 // hung worker with SIGKILL, and its own death kills this one (PDEATHSIG above). Signals meant
 // for the host that reach its whole process group or cgroup — Ctrl-C or a closed terminal,
