@@ -10,6 +10,15 @@ protocol HeldSource: Hashable, Sendable {
     /// The options, for the log.
     var summary: String { get }
     func publisher(on bus: Bus) throws -> EventPublisher
+    /// Subscribes the host to it. The default does nothing with the events: the subscription
+    /// only keeps the shared source running.
+    func hold(on bus: Bus, logger: Logger) throws -> AnyCancellable
+}
+
+extension HeldSource {
+    func hold(on bus: Bus, logger: Logger) throws -> AnyCancellable {
+        try publisher(on: bus).sink { _ in }
+    }
 }
 
 /// The sources of one kind the host holds open.
@@ -41,8 +50,7 @@ final class HeldSources<Source: HeldSource> {
         }
         for source in sources where running[source.name] == nil {
             do {
-                // The sink does nothing: the subscription keeps the shared source running.
-                running[source.name] = (source, try source.publisher(on: bus).sink { _ in })
+                running[source.name] = (source, try source.hold(on: bus, logger: logger))
                 logger.info("\(Source.noun) \(source.name) started (\(source.summary))")
             } catch {
                 logger.error("\(Source.noun) \(source.name) not started (\(source.summary)): \(error)")

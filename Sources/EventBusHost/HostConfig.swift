@@ -1,3 +1,4 @@
+import ControlProtocol
 import EventBusKit
 import Foundation
 import ModuleIsolation
@@ -7,7 +8,11 @@ import NATSBridge
 /// Plain values: reading the file is ``HostConfig/load(from:)``'s business, acting on it the
 /// host's.
 public struct HostConfig: Sendable {
-    public static let defaultPath = "/etc/eventbus/eventbus.yaml"
+    /// `eventbus.yaml` in `$CONFIGURATION_DIRECTORY` when systemd set it
+    /// (`ConfigurationDirectory=`), else `/etc/eventbus/eventbus.yaml`.
+    public static var defaultPath: String {
+        (ServiceDirectories.first(of: ProcessInfo.processInfo.environment["CONFIGURATION_DIRECTORY"]) ?? "/etc/eventbus") + "/eventbus.yaml"
+    }
 
     /// The file it was read from, as named.
     public var file: String
@@ -34,14 +39,22 @@ public struct HostConfig: Sendable {
     /// Serving `/metrics` over HTTP (`metrics`); off unless `metrics.listen` is set.
     public var metrics = MetricsSettings()
 
-    /// `/var/lib/eventbus` as root, `$XDG_STATE_HOME/eventbus` (or `~/.local/state/eventbus`)
-    /// otherwise, as systemd's `StateDirectory=` and the XDG base directories put it.
+    /// Where state goes when the config names no `state_directory`: the first folder of
+    /// `$STATE_DIRECTORY` when systemd set it (`StateDirectory=` in the unit, which also makes
+    /// it writable under `ProtectSystem=strict` and owned by the service's user), else
+    /// `/var/lib/eventbus` as root, else `$XDG_STATE_HOME/eventbus` (or
+    /// `~/.local/state/eventbus`), as the XDG base directories put it.
     public static var defaultStateDirectory: String {
-        if getuid() == 0 { return "/var/lib/eventbus" }
-        let environment = ProcessInfo.processInfo.environment
+        defaultStateDirectory(environment: ProcessInfo.processInfo.environment, userID: getuid())
+    }
+
+    static func defaultStateDirectory(environment: [String: String], userID: uid_t) -> String {
+        if let systemd = ServiceDirectories.first(of: environment["STATE_DIRECTORY"]) { return systemd }
+        if userID == 0 { return "/var/lib/eventbus" }
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/eventbus" }
         return (environment["HOME"] ?? "/tmp") + "/.local/state/eventbus"
     }
+
     public static let defaultShutdownTimeout = Duration.seconds(10)
 
     public init(file: String, timers: [TimerConfig] = [], modules: [ModuleEntry] = [],

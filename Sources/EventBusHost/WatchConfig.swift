@@ -1,4 +1,5 @@
 import EventBusKit
+import Logging
 
 /// A file or journal watch of `sources.files` / `sources.journal`, kept running by the host.
 public struct WatchConfig: Sendable, Hashable {
@@ -31,6 +32,23 @@ extension WatchConfig: HeldSource {
         switch source {
         case .files(let options): return try bus.files(options)
         case .journal(let options): return try bus.journal(options)
+        }
+    }
+
+    /// A journal watch with a `consumer` is acknowledged by the host as its entries reach the
+    /// bus (``JournalWatchAcknowledger``), so its position is saved even when no module
+    /// acknowledges.
+    func hold(on bus: Bus, logger: Logger) throws -> AnyCancellable {
+        guard case .journal(let options) = source, options.consumer != nil else {
+            return try publisher(on: bus).sink { _ in }
+        }
+        let acknowledger = JournalWatchAcknowledger(bus: bus, watch: name, logger: logger)
+        let subscription = try bus.journal(options).sink { acknowledger.receive($0) }
+        // Stopping: take no more entries, save the newest taken, then leave the source.
+        return AnyCancellable {
+            acknowledger.close()
+            acknowledger.finish()
+            subscription.cancel()
         }
     }
 }

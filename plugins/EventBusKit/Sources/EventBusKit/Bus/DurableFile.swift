@@ -11,10 +11,11 @@ import Glibc
         public var errno: Int32
     }
 
-    /// Writes `contents` to `directory/name` (creating `directory`, mode 0700; the file 0600).
+    /// Writes `contents` to `directory/name` (creating `directory` and any missing parent, mode
+    /// 0700; the file 0600).
     public static func replace(_ path: String, in directory: String, with contents: String) throws(Failure) {
         func fail(_ doing: String) -> Failure { Failure(doing: doing, errno: Glibc.errno) }
-        if mkdir(directory, 0o700) != 0 && Glibc.errno != EEXIST { throw fail("create \(directory)") }
+        try makeDirectory(directory)
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw fail("create \(temporary)") }
@@ -31,5 +32,16 @@ import Glibc
         guard directoryFD >= 0 else { throw fail("open \(directory)") }
         defer { close(directoryFD) }
         guard fsync(directoryFD) == 0 else { throw fail("fsync \(directory)") }
+    }
+
+    /// `mkdir -p` with mode 0700: a state directory such as `~/.local/state/eventbus` may be the
+    /// first of its parents to be needed.
+    private static func makeDirectory(_ directory: String) throws(Failure) {
+        if mkdir(directory, 0o700) == 0 || Glibc.errno == EEXIST { return }
+        guard Glibc.errno == ENOENT, let slash = directory.lastIndex(of: "/"), slash != directory.startIndex else {
+            throw Failure(doing: "create \(directory)", errno: Glibc.errno)
+        }
+        try makeDirectory(String(directory[..<slash]))
+        if mkdir(directory, 0o700) != 0 && Glibc.errno != EEXIST { throw Failure(doing: "create \(directory)", errno: Glibc.errno) }
     }
 }
