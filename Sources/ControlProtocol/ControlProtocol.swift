@@ -24,6 +24,13 @@ public enum ControlProtocol {
         return base + "/eventbus/control.sock"
     }
 
+    /// Where eventbusd itself listens when nothing names a socket: in `$RUNTIME_DIRECTORY` when
+    /// systemd made one for it (`RuntimeDirectory=`), else ``defaultSocketPath(userID:runtimeDirectory:)``.
+    public static func hostSocketPath() -> String {
+        if let runtime = ServiceDirectories.first(of: environment("RUNTIME_DIRECTORY")) { return runtime + "/control.sock" }
+        return defaultSocketPath()
+    }
+
     /// The socket of a system-wide eventbusd (run as root).
     public static let systemSocketPath = "/run/eventbus/control.sock"
 

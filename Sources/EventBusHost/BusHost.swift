@@ -30,7 +30,7 @@ public final class BusHost: @unchecked Sendable {
     private var isShutDown = false
     private let controlServer: ControlServer?
     private let bridge: HostBridge
-    private let inheritedControlSocket: Int32?
+    private let inheritedControlSocket: (fileDescriptor: Int32, path: String?)?
     /// Replaces the config's `control.socket` (eventbusd's `--socket`), at start and each reload.
     private let controlSocketOverride: String?
     private var stallWatch: ModuleStallWatch?
@@ -88,7 +88,7 @@ public final class BusHost: @unchecked Sendable {
             }, metrics: { [weak metrics] in metrics?.render() ?? [] })
             metrics?.attach(clients: { [weak server] in server?.clientFigures() })
             controlServer = server
-            if case .inherited(fileDescriptor: let fd) = control { inheritedControlSocket = fd } else { inheritedControlSocket = nil }
+            if case .inherited(let fd, let path) = control { inheritedControlSocket = (fd, path) } else { inheritedControlSocket = nil }
         }
     }
 
@@ -127,7 +127,9 @@ public final class BusHost: @unchecked Sendable {
                 return .failure(ConfigError(file: config.file, line: nil, key: "metrics.listen", message: error.description))
             }
             do throws(ControlServer.StartError) {
-                try controlServer?.start(settings: config.control, inherited: inheritedControlSocket)
+                var settings = config.control
+                if let inheritedPath = inheritedControlSocket?.path { settings.socketPath = inheritedPath }
+                try controlServer?.start(settings: settings, inherited: inheritedControlSocket?.fileDescriptor)
             } catch {
                 metrics?.stop()
                 return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: error.description))
@@ -140,6 +142,10 @@ public final class BusHost: @unchecked Sendable {
             watches.apply(config.watches)
             // Last, so modules are subscribed before the first imported event arrives.
             bridge.apply(config.bridge, stateDirectory: config.stateDirectory)
+            // Clients waited in the backlog until now: what they post reaches every module.
+            do throws(ControlServer.StartError) { try controlServer?.startAccepting() } catch {
+                return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: error.description))
+            }
             self.config = config
             stallWatch = ModuleStallWatch(logger: logger) { [modules] in modules.statistics }
             return .success(config)
@@ -152,18 +158,18 @@ public final class BusHost: @unchecked Sendable {
     }
 
     /// Reads the config again and applies the differences (see ``ModulePlan``). A config that
-    /// does not load is logged and the running one stays. Returns whether the new config was
-    /// applied. `progress` as for ``start(progress:)``.
+    /// does not load is logged and the running one stays. Returns what became of it. `progress`
+    /// as for ``start(progress:)``.
     @discardableResult
-    public func reload(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async -> Bool {
+    public func reload(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async -> ReloadOutcome {
         await onControlQueue { [self] in
-            guard !isShutDown else { return false }
+            guard !isShutDown else { return .refused("eventbusd is shutting down") }
             let new: HostConfig
             do {
                 new = try loadConfig()
             } catch {
                 logger.error("reload failed, keeping the running config: \(error)")
-                return false
+                return .refused("\(error); the running config stays")
             }
             if new.stateDirectory != config?.stateDirectory {
                 // Running journal watches keep their driver; new ones use the new directory.
@@ -182,9 +188,16 @@ public final class BusHost: @unchecked Sendable {
             bridge.apply(new.bridge, stateDirectory: new.stateDirectory)
             config = new
             let active = modules.statistics.filter { $0.state == .active }.count
-            logger.info("reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)")
-            return true
+            let summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)"
+            logger.info("\(summary)")
+            return .applied(summary)
         }
+    }
+
+    /// Lets control clients allowed to (root, eventbusd's own user) ask for a reload
+    /// (`eventbus reload`); `reload` runs it and hands the outcome back. Set before ``start(progress:)``.
+    public func acceptReloadRequests(_ reload: @escaping @Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void) {
+        controlServer?.reloadHandler = reload
     }
 
     /// What a shutdown could not finish in its time budget.

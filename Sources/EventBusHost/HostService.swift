@@ -27,6 +27,11 @@ public struct HostService: Service {
         // installed, SIGHUP's default action would kill the process.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
         let progress: @Sendable (HostProgress) -> Void = { [notifier] step in notifier?.extendTimeout(for: step) }
+        // `eventbus reload` (systemd's ExecReload=) takes the same path as SIGHUP and learns
+        // the outcome; reloads run one at a time on the host's control queue either way.
+        host.acceptReloadRequests { [self] reply in
+            Task { reply(await reload(progress: progress)) }
+        }
         do {
             try await host.start(progress: progress)
         } catch {
@@ -34,15 +39,21 @@ public struct HostService: Service {
             notifier?.failed("Cannot start: \(error)")
             throw error
         }
-        logger.info("ready; SIGHUP reloads \(host.configPath), SIGTERM stops")
+        logger.info("ready; SIGHUP or `eventbus reload` reloads \(host.configPath), SIGTERM stops")
         notifier?.ready(status: host.statusLine)
         for await _ in hangups.cancelOnGracefulShutdown() {
             logger.info("SIGHUP: reloading \(host.configPath)")
-            notifier?.reloading()
-            await host.reload(progress: progress)
-            notifier?.ready(status: host.statusLine)
+            await reload(progress: progress)
         }
         notifier?.stopping()
         _ = await host.shutdown(progress: progress)
+    }
+
+    @discardableResult
+    private func reload(progress: @escaping @Sendable (HostProgress) -> Void) async -> ReloadOutcome {
+        notifier?.reloading()
+        let outcome = await host.reload(progress: progress)
+        notifier?.ready(status: host.statusLine)
+        return outcome
     }
 }

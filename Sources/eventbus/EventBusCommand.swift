@@ -2,7 +2,7 @@ import ArgumentParser
 import ControlProtocol
 
 /// `eventbus`: the command line of the EventBus host. Each group of subcommands lives in its own
-/// folder; the ones that talk to a running host (`Control/`: tail, post, status, modules, files;
+/// folder; the ones that talk to a running host (`Control/`: tail, post, status, modules, files, reload;
 /// `Metrics/`: metrics, top) and
 /// the module tools (`Module/`) join `subcommands` here.
 @main
@@ -12,7 +12,7 @@ struct EventBusCommand: ParsableCommand {
         abstract: "Work with the EventBus host and its handler modules.",
         version: ControlProtocol.versionLine,
         subcommands: [TailCommand.self, PostCommand.self, StatusCommand.self, ModulesCommand.self, FilesCommand.self,
-                      MetricsCommand.self, TopCommand.self, ModuleCommand.self]
+                      MetricsCommand.self, TopCommand.self, ReloadCommand.self, ModuleCommand.self]
     )
 
     static func main() {

@@ -68,7 +68,7 @@ struct EventBusDaemon: ParsableCommand {
         let controlSocket = adoptControlSocket(from: activation, logger: logger)
         // The control server accepts on systemd's socket when there is one, else binds control.socket.
         let host = BusHost(configPath: config, logger: logger,
-                           control: controlSocket.map { .inherited(fileDescriptor: $0.fileDescriptor) } ?? .configured,
+                           control: controlSocket.map { .inherited(fileDescriptor: $0.fileDescriptor, path: $0.path) } ?? .configured,
                            controlSocketPath: controlSocketPath)
         let notifier = ServiceNotifier(environment: serviceManager, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []

@@ -60,7 +60,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
             case .inheritedSocket(let problem):
                 return "the inherited control socket is unusable: \(problem)"
             case .system(let error):
-                return "cannot create the control socket: \(error)"
+                return "cannot create the control socket: \(error); name one eventbusd may create with --socket PATH (or control.socket in the config)"
             }
         }
     }
@@ -70,6 +70,13 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     private let snapshot: @Sendable () -> HostSnapshot
     /// The host's metrics text, for `metrics` requests (``HostMetrics/render()``).
     let metricsText: @Sendable () -> [UInt8]
+    /// Re-reads the config as SIGHUP does and hands the outcome to its callback (any thread);
+    /// set by the host's service before clients are accepted. Nil: `reload` is not offered.
+    var reloadHandler: (@Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void)? {
+        get { lock.withLock { _reloadHandler } }
+        set { lock.withLock { _reloadHandler = newValue } }
+    }
+    private var _reloadHandler: (@Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void)?  // guarded by `lock`
     let startedAt = Date()
     private let startedMonotonic = ContinuousClock.now
     /// The thread every connection runs on; set by ``start(settings:inherited:)``.
@@ -133,7 +140,8 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     // MARK: Lifecycle (the host's control queue)
 
     /// Binds the configured socket (or takes `inherited`, a listening socket from systemd's
-    /// socket activation) and starts accepting. The ring holds every event posted from here on.
+    /// socket activation; `settings.socketPath` then names where it is, for `status`). The ring
+    /// holds every event posted from here on; clients are answered after ``startAccepting()``.
     func start(settings: ControlSettings, inherited: Int32? = nil) throws(StartError) {
         lock.withLock {
             self.settings = settings
@@ -154,10 +162,6 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         self.loop = loop
         spare = System.StreamSocket.openSpare()
         budget = DescriptorBudget(limit: System.openFileLimit().soft)
-        do { try loop.add(listener, events: ControlLoop.readable, watcher: self) } catch {
-            closeListener()
-            throw .system(error)
-        }
         // Events posted before the fan-out existed are not waited for at shutdown.
         let postedBefore = bus.statistics.posted
         fanOut = bus.publisher(for: EventPattern.all).sink { [unowned self] event in self.deliver(event) }
@@ -170,7 +174,17 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         }
         let groups = [settings.tailGroup.map { "tail group \($0)" }, settings.postGroup.map { "post group \($0)" }]
             .compactMap { $0 }
-        logger.info("control socket \(inherited == nil ? settings.socketPath : "inherited (fd \(inherited!))") ready (\(groups.isEmpty ? "root only" : groups.joined(separator: ", ")), replay \(settings.replayEvents) event(s) / \(ByteSizeText.describe(settings.replayBytes)))")
+        logger.info("control socket \(settings.socketPath)\(inherited == nil ? "" : " (inherited, fd \(inherited!))") bound (\(groups.isEmpty ? "root only" : groups.joined(separator: ", ")), replay \(settings.replayEvents) event(s) / \(ByteSizeText.describe(settings.replayBytes)))")
+    }
+
+    /// Starts answering clients. Until then they wait in the socket's backlog: the host calls
+    /// it once its modules are active, so the first post of a socket activation (or any post
+    /// during a restart) reaches the modules that were configured to see it.
+    func startAccepting() throws(StartError) {
+        do { try loop.add(listener, events: ControlLoop.readable, watcher: self) } catch {
+            closeListener()
+            throw .system(error)
+        }
     }
 
     private func closeListener() {
@@ -480,12 +494,16 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
 
     enum Permission: String {
         case tail, post
+        /// Re-reading the config: root and the user eventbusd runs as (systemd's `ExecReload=`
+        /// runs `eventbus reload` as the service's `User=`), never a group.
+        case reload
     }
 
     /// Whether `peer` may do `permission`: root always; others when they are in the configured
     /// group, as their primary group or a supplementary one.
     func permits(_ permission: Permission, _ peer: System.StreamSocket.Peer) -> Bool {
         if peer.userID == 0 { return true }
+        if permission == .reload { return peer.userID == geteuid() }
         let group = lock.withLock { permission == .tail ? settings.tailGroup : settings.postGroup }
         guard let group else { return false }
         return peer.groupID == group.id || peer.groups.contains(group.id)
@@ -493,6 +511,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
 
     /// Why `peer` may not do `permission`, in the words the client and the log get.
     func refusal(_ permission: Permission, _ peer: System.StreamSocket.Peer) -> String {
+        if permission == .reload { return "only root and uid \(geteuid()) (eventbusd's own user) may reload" }
         let group = lock.withLock { permission == .tail ? settings.tailGroup : settings.postGroup }
         let what = permission == .tail ? "tail, status and modules" : "post"
         guard let group else {

@@ -90,6 +90,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         var may: [JSON] = []
         if server.permits(.tail, peer) { may += ["tail", "status", "modules", "stats", "metrics"] }
         if server.permits(.post, peer) { may.append("post") }
+        if server.permits(.reload, peer), server.reloadHandler != nil { may.append("reload") }
         var hello: [String: JSON] = ["type": "hello", "server": "eventbusd", "may": .array(may)]
         hello["protocol"] = .int(Int64(ControlProtocol.version))
         hello["pid"] = .int(Int64(getpid()))
@@ -280,7 +281,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         }
         let id = members["id"]
         guard let op = members["op"]?.stringValue else {
-            self.error("bad_request", "a request needs \"op\": one of subscribe, post, status, modules, stats, listing, metrics", id: id)
+            self.error("bad_request", "a request needs \"op\": one of subscribe, post, status, modules, stats, listing, metrics, reload", id: id)
             return
         }
         switch op {
@@ -308,8 +309,11 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         case "metrics":
             guard allowed(.tail, op: op, id: id) else { return }
             respond(server.metrics(), id: id)
+        case "reload":
+            guard allowed(.reload, op: op, id: id) else { return }
+            reload(id: id)
         default:
-            self.error("unknown_op", "unknown op \"\(op)\"; expected one of subscribe, post, status, modules, stats, listing, metrics", id: id)
+            self.error("unknown_op", "unknown op \"\(op)\"; expected one of subscribe, post, status, modules, stats, listing, metrics, reload", id: id)
         }
     }
 
@@ -322,6 +326,26 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
     }
 
     // MARK: Requests
+
+    /// Answered when the reload has run (on the host's control queue, while this connection
+    /// keeps being served): `reloaded` with the summary, or `reload_failed` with the config error.
+    private func reload(id: JSON?) {
+        guard let handler = server.reloadHandler else {
+            error("unavailable", "this eventbusd cannot be reloaded through its control socket", id: id)
+            return
+        }
+        server.logger.info("control: reload asked by uid \(peer.userID) (pid \(peer.processID))")
+        handler { [self] outcome in
+            loop.execute { [self] in
+                guard !closed else { return }
+                switch outcome {
+                case .applied(let summary): respond(["type": "reloaded", "message": .string(summary)], id: id)
+                case .refused(let reason): error("reload_failed", reason, id: id)
+                }
+                flush()
+            }
+        }
+    }
 
     private func subscribe(_ request: [String: JSON], id: JSON?) {
         guard feed == nil else {

@@ -80,7 +80,7 @@ public struct ControlSettings: Sendable, Equatable {
     public static let defaultMaxClients = 4096
     public static let defaultMaxClientsPerUser = 64
 
-    public init(socketPath: String = ControlProtocol.defaultSocketPath(), tailGroup: Group? = nil,
+    public init(socketPath: String = ControlProtocol.hostSocketPath(), tailGroup: Group? = nil,
                 postGroup: Group? = nil, clientBuffer: Int = ControlSettings.defaultClientBuffer,
                 replayEvents: Int = ControlSettings.defaultReplayEvents,
                 clientBufferBytes: Int = ControlSettings.defaultClientBufferBytes,

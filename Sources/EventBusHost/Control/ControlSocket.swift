@@ -8,6 +8,6 @@ public enum ControlSocket: Sendable, Equatable {
     /// Accept on this listening Unix stream socket, which systemd opened and passed (socket
     /// activation). The host owns it from then on; its path, mode and group are the socket
     /// unit's (`ListenStream=`, `SocketMode=`, `SocketGroup=`); the config's groups still decide
-    /// who may tail and post.
-    case inherited(fileDescriptor: Int32)
+    /// who may tail and post. `path`, where the socket unit put it, is what `status` shows.
+    case inherited(fileDescriptor: Int32, path: String? = nil)
 }
