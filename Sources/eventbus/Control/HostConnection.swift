@@ -1,5 +1,6 @@
 import ArgumentParser
 import ControlProtocol
+import Foundation
 
 /// `--socket`: the option every command that talks to eventbusd shares.
 struct SocketOptions: ParsableArguments {
@@ -10,21 +11,47 @@ struct SocketOptions: ParsableArguments {
 
     /// Connects and checks the host's greeting.
     func connect() throws -> HostConnection {
-        try HostConnection(path: path ?? ControlProtocol.clientSocketPath())
+        try HostConnection(path: resolvedPath)
     }
+
+    /// As ``connect()``, but a host that is restarting — its socket refuses connections, or it
+    /// closes before greeting — is waited for, up to `patience`.
+    func connect(waitingUpTo patience: Duration) throws -> HostConnection {
+        try HostConnection.waiting(upTo: patience) { try HostConnection(path: resolvedPath) }
+    }
+
+    var resolvedPath: String { path ?? ControlProtocol.clientSocketPath() }
 }
 
 /// A connection to eventbusd, greeted: the host's `hello` was read and its protocol checked.
 struct HostConnection {
     let connection: ControlConnection
+    /// The host's process id, from its greeting: a different one after a reconnect means the
+    /// host restarted (and numbers its events anew).
+    let hostProcessID: Int64?
+
+    /// A failure a restarting host causes and a moment later no longer does: nothing accepts on
+    /// the socket file, the host closed before greeting (it was stopping), or it refused a post
+    /// because it is shutting down.
+    struct Restarting: Error, CustomStringConvertible {
+        var description: String
+    }
 
     init(path: String) throws {
         do {
             connection = try ControlConnection(path: path)
+        } catch .notListening(let path) {
+            throw Restarting(description: ControlConnection.ConnectError.notListening(path: path).description)
         } catch {
             throw CommandError(error.description)
         }
-        let greeting = try connection.readJSON()
+        let greeting: JSON?
+        do {
+            greeting = try connection.readJSON()
+        } catch let error as ControlConnection.IOError {
+            throw Restarting(description: "eventbusd closed the connection before greeting (\(error))")
+        }
+        guard greeting != nil else { throw Restarting(description: "eventbusd closed the connection before greeting") }
         if let greeting, greeting["type"]?.stringValue == "error" {
             // Not admitted (too many clients, or eventbusd is out of descriptors): it says why.
             throw CommandError("eventbusd refused the connection: \(greeting["message"]?.stringValue ?? "no reason given")")
@@ -34,6 +61,23 @@ struct HostConnection {
         }
         guard let version = hello["protocol"]?.intValue, version == ControlProtocol.version else {
             throw CommandError("eventbusd speaks control protocol \(hello["protocol"]?.intValue.map { String($0) } ?? "?"); this eventbus speaks \(ControlProtocol.version): use the eventbus that came with this eventbusd")
+        }
+        hostProcessID = hello["pid"]?.intValue
+    }
+
+    /// Runs `attempt` until it does not fail with ``Restarting``, for at most `patience`
+    /// (systemd restarts eventbusd within a few seconds). The last failure is thrown as it is.
+    static func waiting<T>(upTo patience: Duration, _ attempt: () throws -> T) throws -> T {
+        let deadline = ContinuousClock.now + patience
+        var pause = Duration.milliseconds(50)
+        while true {
+            do {
+                return try attempt()
+            } catch let restarting as Restarting {
+                guard ContinuousClock.now + pause < deadline else { throw CommandError(restarting.description) }
+                Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18 + Double(pause.components.seconds))
+                pause = min(pause * 2, .milliseconds(500))
+            }
         }
     }
 
@@ -47,11 +91,15 @@ struct HostConnection {
         return response
     }
 
-    /// A `forbidden` error is phrased as a refusal, others as eventbusd's complaint.
+    /// A `forbidden` error is phrased as a refusal, `shutting_down` is ``Restarting``, others
+    /// are eventbusd's complaint.
     static func throwIfError(_ response: JSON) throws {
         guard response["type"]?.stringValue == "error" else { return }
         let message = response["message"]?.stringValue ?? "unknown error"
-        if response["code"]?.stringValue == "forbidden" { throw CommandError("eventbusd refused: \(message)") }
-        throw CommandError("eventbusd: \(message)")
+        switch response["code"]?.stringValue {
+        case "forbidden": throw CommandError("eventbusd refused: \(message)")
+        case "shutting_down": throw Restarting(description: "eventbusd: \(message)")
+        default: throw CommandError("eventbusd: \(message)")
+        }
     }
 }

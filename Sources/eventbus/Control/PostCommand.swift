@@ -29,6 +29,9 @@ struct PostCommand: ParsableCommand {
     @Flag(help: ArgumentHelp("Post one event per line of standard input, a JSON object {\"name\": …, \"fields\": {…}}; pipelined over one connection. A line that cannot be posted is reported on standard error with its line number (exit 1); the others are posted."))
     var stdin = false
 
+    @Option(name: .customLong("wait"), help: ArgumentHelp("How long to wait for an eventbusd that is restarting (its socket refuses connections or it refuses posts while shutting down), in seconds; 0: not at all. An event is never posted twice: a post is sent again only when the host said it was not posted.", valueName: "seconds"))
+    var wait: Double = 15
+
     @OptionGroup var socket: SocketOptions
 
     /// A malformed field is a usage mistake: found while parsing, so the message comes with
@@ -38,19 +41,22 @@ struct PostCommand: ParsableCommand {
             guard name == nil, fields.isEmpty, json == nil else { throw ValidationError("--stdin takes the events from standard input: give no name or fields") }
             return
         }
+        guard wait >= 0, wait.isFinite else { throw ValidationError("--wait takes a number of seconds (0 or more)") }
         guard name != nil else { throw ValidationError("missing the event's name (or --stdin)") }
         _ = try postedFields()
     }
 
     func run() throws {
-        let host = try socket.connect()
+        let patience = Duration.milliseconds(Int64(wait * 1000))
         if stdin {
+            let host = try socket.connect(waitingUpTo: patience)
             let failed = try StdinPoster(connection: host.connection, printSequences: printSequence).run()
             if failed > 0 { throw CommandError("\(failed) line(s) of standard input were not posted (see above)") }
             return
         }
         let values = try postedFields()
-        let answer = try host.request(["op": "post", "name": .string(name!), "fields": .object(values)])
+        let request: JSON = ["op": "post", "name": .string(name!), "fields": .object(values)]
+        let answer = try HostConnection.waiting(upTo: patience) { try socket.connect().request(request) }
         if printSequence, let sequence = answer["seq"]?.intValue { print(sequence) }
     }
 

@@ -15,7 +15,9 @@ struct TailCommand: ParsableCommand {
             Sequence numbers (#N) are bus-wide; `--since` takes one, or a time (1h, 10min ago, \
             today, "2026-11-23 09:00", @EPOCH) and starts there if the host still holds it — \
             it says what it no longer holds. A tail follows until Ctrl-C, --count, --until or \
-            --no-follow. A tail that does not keep up loses events, and a line says how many.
+            --no-follow, also across restarts of eventbusd: a line says the host restarted, and \
+            the tail goes on with every event the new host holds (events posted while no host \
+            ran may be missing). A tail that does not keep up loses events, and a line says how many.
             """)
 
     @Argument(help: ArgumentHelp("Event name patterns, and FIELD=VALUE matches.", valueName: "pattern|field=value"))
@@ -61,6 +63,9 @@ struct TailCommand: ParsableCommand {
     @Option(name: .customLong("host"), help: ArgumentHelp("Only events that came from HOST through the NATS bridge (repeatable); 'local' for this host's own.", valueName: "host"))
     var hosts: [String] = []
 
+    @Flag(name: .customLong("exit-on-restart"), help: "End (status 1) when eventbusd stops or restarts, instead of following the new host.")
+    var exitOnRestart = false
+
     @OptionGroup var socket: SocketOptions
 
     func validate() throws {
@@ -68,14 +73,71 @@ struct TailCommand: ParsableCommand {
     }
 
     func run() throws {
-        let request = try subscribeRequest(now: Date())
-        let host = try socket.connect()
-        let answer = try host.request(.object(request))
-        if answer["replay_incomplete"]?.boolValue == true {
-            let oldest = answer["oldest_seq"]?.intValue.map { "#\($0)" } ?? "?"
-            printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at \(oldest)")
+        var request = try subscribeRequest(now: Date())
+        var host = try socket.connect()
+        let format = json ? .json : (output ?? .short)
+        var shown = 0
+        while true {
+            let answer = try host.request(.object(request))
+            if answer["replay_incomplete"]?.boolValue == true {
+                let oldest = answer["oldest_seq"]?.intValue.map { "#\($0)" } ?? "?"
+                printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at \(oldest)")
+            }
+            let gone: String
+            switch try copyStream(host.connection, format: format, shown: &shown) {
+            case .ended: return
+            case .hostGone(let why): gone = why
+            }
+            // Sequence numbers start anew with a new host: a window in them cannot carry over.
+            guard !noFollow, !exitOnRestart, request["until_seq"] == nil else { throw CommandError(gone) }
+            notice("-- \(gone); waiting for it to come back --", format: format)
+            let previous = host.hostProcessID
+            host = reconnect()
+            let restarted = host.hostProcessID != previous
+            notice(restarted
+                ? "-- eventbusd restarted (pid \(previous.map(String.init) ?? "?") → \(host.hostProcessID.map(String.init) ?? "?")): events posted while it was down may be missing --"
+                : "-- reconnected to eventbusd (pid \(host.hostProcessID.map(String.init) ?? "?")): events posted meanwhile may be missing --", format: format)
+            request = resubscription(of: request, restarted: restarted, shown: shown)
         }
-        try copyStream(host.connection)
+    }
+
+    /// The request that goes on where the stream broke: a new host's events from its first
+    /// (what its replay still holds), the same host's from now; what --count left.
+    private func resubscription(of request: [String: JSON], restarted: Bool, shown: Int) -> [String: JSON] {
+        var request = request
+        request["last"] = nil
+        request["since_time"] = nil
+        request["since_seq"] = restarted ? .int(1) : nil
+        if let count { request["count"] = .int(Int64(max(1, count - shown))) }
+        return request
+    }
+
+    /// Waits for the host to come back, as `tail -F` waits for a file: until it does or the user
+    /// gives up (Ctrl-C). Says once why it cannot connect yet.
+    private func reconnect() -> HostConnection {
+        var told: String?
+        while true {
+            do {
+                return try socket.connect()
+            } catch {
+                let why = "\(error)"
+                if told != why { printError("eventbus: waiting: \(why)") }
+                told = why
+                Thread.sleep(forTimeInterval: 0.25)
+            }
+        }
+    }
+
+    /// A line of the tail's own: on standard output between events for a person; on standard
+    /// error for --json and export, whose output a program reads.
+    private func notice(_ line: String, format: OutputFormat) {
+        if format == .short || format == .cat || format == .jsonPretty {
+            var output = StandardOutput()
+            output.append(line + "\n")
+            output.flush()
+        } else {
+            printError("eventbus: \(line)")
+        }
     }
 
     /// The `subscribe` request the options ask for; a mistake in them is a usage error.
@@ -136,45 +198,59 @@ struct TailCommand: ParsableCommand {
     /// In `--json` mode event and gap lines are passed through byte for byte, recognized by
     /// their first bytes only — no parsing — and written in one `write` per chunk received, so
     /// the tail keeps up with the host. Other lines (`end`, `error`) are parsed.
-    private func copyStream(_ connection: ControlConnection) throws {
-        let format = json ? .json : (output ?? .short)
+    private func copyStream(_ connection: ControlConnection, format: OutputFormat, shown: inout Int) throws -> StreamEnd {
         var output = StandardOutput()
         let formatter = EventFormatter(colour: format == .short && EventFormatter.wantsColour(), utc: utc)
         var short = ShortLineWriter(formatter: formatter)
         var ending: String?
-        try connection.forEachLine(beforeWaiting: { output.flush() }) { line in
-            if Self.starts(line, Self.eventPrefix) || Self.starts(line, Self.gapPrefix) {
-                if format == .json {
-                    output.append(line)
-                    output.append(0x0A)
-                } else if format == .short, short.write(line, into: &output) {
-                    // written from the line's bytes
-                } else if let value = try? JSON.parse(line) {
-                    output.append(format.render(value, with: formatter))
+        var events = 0
+        defer { shown += events }
+        do {
+            try connection.forEachLine(beforeWaiting: { output.flush() }) { line in
+                if Self.starts(line, Self.eventPrefix) { events += 1 }
+                if Self.starts(line, Self.eventPrefix) || Self.starts(line, Self.gapPrefix) {
+                    if format == .json {
+                        output.append(line)
+                        output.append(0x0A)
+                    } else if format == .short, short.write(line, into: &output) {
+                        // written from the line's bytes
+                    } else if let value = try? JSON.parse(line) {
+                        output.append(format.render(value, with: formatter))
+                    }
+                    if output.count >= 1 << 16 { output.flush() }
+                    return true
                 }
-                if output.count >= 1 << 16 { output.flush() }
+                let value = try JSON.parse(line)
+                switch value["type"]?.stringValue {
+                case "end":
+                    ending = value["reason"]?.stringValue ?? "end"
+                    return false
+                case "error":
+                    output.flush()
+                    printError("eventbusd: \(value["message"]?.stringValue ?? "error")")
+                default:
+                    break  // a line type this tail does not know: newer hosts may add some
+                }
                 return true
             }
-            let value = try JSON.parse(line)
-            switch value["type"]?.stringValue {
-            case "end":
-                ending = value["reason"]?.stringValue ?? "end"
-                return false
-            case "error":
-                output.flush()
-                printError("eventbusd: \(value["message"]?.stringValue ?? "error")")
-            default:
-                break  // a line type this tail does not know: newer hosts may add some
-            }
-            return true
+        } catch let error as ControlConnection.IOError {
+            output.flush()
+            return .hostGone("eventbusd's connection broke (\(error))")
         }
         output.flush()
         switch ending {
-        case "count", "until": return
-        case "shutdown": throw CommandError("eventbusd is shutting down")
+        case "count", "until": return .ended
+        case "shutdown": return .hostGone("eventbusd shut down")
         case let reason?: throw CommandError("eventbusd ended the stream (\(reason))")
-        case nil: throw CommandError("eventbusd closed the connection")
+        case nil: return .hostGone("eventbusd closed the connection")
         }
+    }
+
+    private enum StreamEnd {
+        /// The stream is over as asked (--count, --until, --no-follow).
+        case ended
+        /// The host went away: stopped, restarted or killed.
+        case hostGone(String)
     }
 
     private static let eventPrefix: StaticString = #"{"type":"event""#
