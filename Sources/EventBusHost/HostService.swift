@@ -39,7 +39,7 @@ public struct HostService: Service {
             notifier?.failed("Cannot start: \(error)")
             throw error
         }
-        logger.info("ready; SIGHUP or `eventbus reload` reloads \(host.configPath), SIGTERM stops")
+        logger.info("ready; SIGHUP reloads \(host.configPath) (as does `eventbus reload`), SIGTERM stops")
         notifier?.ready(status: host.statusLine)
         for await _ in hangups.cancelOnGracefulShutdown() {
             logger.info("SIGHUP: reloading \(host.configPath)")

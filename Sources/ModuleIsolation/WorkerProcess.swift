@@ -130,8 +130,18 @@ public struct WorkerProcess: Sendable {
     static var runtimeBacktracer: String? {
         // The loaded libswiftCore.so, as the process's own mappings name it (dladdr's Dl_info
         // is not visible to Swift's Glibc module).
-        guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8),
-              let line = maps.split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
+        // Read to its end by hand: /proc files have no size for Foundation to go by.
+        guard let stream = fopen("/proc/self/maps", "r") else { return nil }
+        defer { fclose(stream) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, stream)
+            if count <= 0 { break }
+            bytes += chunk[..<count]
+        }
+        let maps = String(decoding: bytes, as: UTF8.self)
+        guard let line = maps.split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
               let slash = line.firstIndex(of: "/") else { return nil }
         var prefix = String(line[slash...])
         for _ in 0..<4 { prefix = (prefix as NSString).deletingLastPathComponent }

@@ -224,6 +224,26 @@ import Testing
         #expect(!daemon.output.contains("crashed"), "\(daemon.output)")
     }
 
+    /// A fatal signal sent from outside (`kill -SEGV`, `kill -BUS`) is a crash like a fault: the
+    /// Swift runtime's handler prints its report, and the worker must still end — not return to
+    /// the interrupted code and run on — so the host announces it and restarts the module.
+    @Test(arguments: [SIGSEGV, SIGBUS, SIGILL, SIGABRT])
+    func aFatalSignalSentToAWorkerEndsItAndIsAnnounced(signal: Int32) async throws {
+        let directory = try TemporaryDirectory()
+        let daemon = try await Daemon.running(config(directory, modules: """
+              counter:
+                path: \(BuildProducts.fixture("FixtureCounter"))
+            """), in: directory)
+        let pid = try #require(module("counter", directory)?["pid"]?.intValue).map { pid_t($0) }!
+        let crashes = try await tail(["module.crashed"], count: 1, directory)
+        #expect(kill(pid, signal) == 0)
+        let crash = await crashes.finish(timeout: .seconds(30)).jsonLines.first
+        #expect(crash?["fields"]?["signal"]?.intValue == Int64(signal), "\(daemon.output)")
+        #expect(await eventually { module("counter", directory)?["state"]?.stringValue == "active" }, "restarted")
+        #expect(module("counter", directory)?["pid"]?.intValue != Int64(pid), "a new worker")
+        #expect(!daemon.output.contains("unable to locate swift-backtrace"), "\(daemon.output)")
+    }
+
     /// A module that crashes in `deactivate`: its worker's end is reported as that (with the
     /// signal), not as a deactivation that overran the shutdown's budget.
     @Test func aWorkerThatCrashesWhileDeactivatingIsReportedAsEnded() async throws {

@@ -207,17 +207,22 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         case .liveSocket: throw .liveSocket(path)
         case .otherFile: throw .notASocket(path)
         case .staleSocket:
-            logger.notice("removing stale control socket \(path) (left by an eventbusd that is gone)")
-            System.StreamSocket.unlink(path)
+            logger.notice("replacing stale control socket \(path) (left by an eventbusd that is gone)")
         }
+        // Bound under a temporary name, given its permissions, then renamed over the path: a
+        // client never finds the path missing while a host restarts (it finds the old socket,
+        // refusing, then the new one), and never finds a socket it may connect to too early.
+        let temporary = path + ".\(getpid()).new"
+        System.StreamSocket.unlink(temporary)
         let fd: Int32
-        do { fd = try System.StreamSocket.listen(at: path) } catch { throw .system(error) }
-        do {
+        do { fd = try System.StreamSocket.listen(at: temporary) } catch { throw .system(error) }
+        do throws(System.CallError) {
             // 0660: connecting needs write permission, so only root and the group get in.
-            try System.StreamSocket.setPermissions(of: path, mode: 0o660, group: settings.tailGroup?.id ?? settings.postGroup?.id)
+            try System.StreamSocket.setPermissions(of: temporary, mode: 0o660, group: settings.tailGroup?.id ?? settings.postGroup?.id)
+            guard rename(temporary, path) == 0 else { throw System.CallError(call: "rename", path: path, errno: errno) }
         } catch {
             System.StreamSocket.close(fd)
-            System.StreamSocket.unlink(path)
+            System.StreamSocket.unlink(temporary)
             throw .system(error)
         }
         return fd

@@ -1,4 +1,7 @@
 import EventBusKit
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Test fixture: counts the events matching its `pattern` (default `test.>`) and the gap notices
 /// it gets; on `test.report` posts `result.counter.<id>` with the counts. Logs its first event,
@@ -10,6 +13,7 @@ final class Counter: EventBusModule {
         .string("pattern", default: "test.>", help: "the events it counts"),
         .string("id", default: "counter", help: "names its report, result.counter.<id>"),
         .string("note", help: "not read: lets a test change the section without changing what it does"),
+        .int("activation_delay_ms", default: 0, minimum: 0, maximum: 20_000, help: "how long activate takes before it subscribes"),
     ]
     private var count = 0
     private var gaps = 0
@@ -17,6 +21,9 @@ final class Counter: EventBusModule {
     private var pattern = ""
 
     func activate(_ context: ModuleContext) throws {
+        // A slow start, before it subscribes: what a client posts meanwhile must still reach it.
+        let delay = try context.config.int("activation_delay_ms")
+        if delay > 0 { usleep(UInt32(delay) * 1000) }
         pattern = try context.config.string("pattern")
         let id = try context.config.string("id")
         try context.bus.publisher(for: pattern, "test.report")

@@ -1,0 +1,128 @@
+import ControlProtocol
+import Foundation
+import Testing
+
+/// What clients see while the host starts, reloads and restarts, through the real binaries:
+/// requests wait until modules are active, `eventbus reload` exits with the reload's outcome,
+/// `tail` follows a restarted host and `post` waits for one.
+@Suite struct HostRestartClientTests {
+    /// A post sent while a module is still activating reaches it: the host answers clients only
+    /// once every module is active (the first post of a socket activation is such a post).
+    @Test func aPostMadeWhileModulesActivateReachesThem() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = directory.path + "/control.sock"
+        let config = try directory.write("eventbus.yaml", """
+            control: {socket: \(socket)}
+            modules:
+              slow:
+                path: \(BuildProducts.fixture("FixtureCounter"))
+                config: {pattern: early.>, activation_delay_ms: 1500}
+            """)
+        let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", config], in: directory)
+        #expect(await eventually { FileManager.default.fileExists(atPath: socket) }, "\(daemon.output)")
+        #expect(!daemon.output.contains("module slow active"), "the module is still activating")
+        let post = try await eventbus(["post", "--socket", socket, "early.bird"], in: directory)
+        #expect(post.status == 0, "\(post.stderr)")
+        #expect(daemon.output.contains("module slow active"), "answered only once the module was active: \(daemon.output)")
+        let report = try await eventbus(["post", "--socket", socket, "test.report"], in: directory)
+        #expect(report.status == 0)
+        let result = try await eventbus(["tail", "--socket", socket, "--json", "--since", "1", "--no-follow", "result.>"], in: directory)
+        #expect(result.jsonLines.first?["fields"]?["count"]?.intValue == 1, "the module counted the early post: \(result.stdout)")
+    }
+
+    @Test func reloadExitsWithTheOutcomeAndARefusedConfigKeepsTheOldOne() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = directory.path + "/control.sock"
+        let good = "control: {socket: \(socket)}\nsources:\n  timers:\n    - {name: first, every: 1h}\n"
+        let daemon = try await DaemonProcessTests.Daemon.running(good, in: directory)
+
+        try directory.write("eventbus.yaml", good + "    - {name: second, every: 2h}\n")
+        let applied = try await eventbus(["reload", "--socket", socket], in: directory)
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(applied.stdout.contains("reloaded") && applied.stdout.contains("2 timer(s)"), "\(applied.stdout)")
+
+        try directory.write("eventbus.yaml", good + "    - {name: third, every: soon}\n")
+        let refused = try await eventbus(["reload", "--socket", socket], in: directory)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("eventbus.yaml:5"), "names the file and line: \(refused.stderr)")
+        #expect(refused.stderr.contains("the running config stays"), "\(refused.stderr)")
+        let status = try await eventbus(["status", "--socket", socket], in: directory)
+        #expect(status.status == 0, "the host runs on")
+        #expect(daemon.output.contains("reload failed, keeping the running config"))
+
+        let user = try TestUser("ebreload\(uniqueSuffix())")
+        let stranger = try await eventbus(["reload", "--socket", socket], as: user, in: directory)
+        #expect(stranger.status == 1)
+        #expect(stranger.stderr.contains("permission denied") || stranger.stderr.contains("only root and uid"), "\(stranger.stderr)")
+    }
+
+    @Test func tailFollowsTheHostAcrossARestart() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = directory.path + "/control.sock"
+        let config = "control: {socket: \(socket)}\n"
+        var daemon = try await DaemonProcessTests.Daemon.running(config, in: directory)
+        let tail = try CLIProcess(["tail", "--socket", socket, "--count", "2", "user.>"], in: directory)
+        #expect(await waitForTailing(socket, count: 1))
+        #expect(try await eventbus(["post", "--socket", socket, "user.before"], in: directory).status == 0)
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0)
+
+        daemon = try await DaemonProcessTests.Daemon.running(config, in: directory)
+        #expect(await waitForTailing(socket, count: 1), "the tail came back: \(daemon.output)")
+        #expect(try await eventbus(["post", "--socket", socket, "user.after"], in: directory).status == 0)
+        let received = await tail.finish(timeout: .seconds(30))
+        #expect(received.status == 0, "\(received.stderr)")
+        let lines = received.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 4, "\(received.stdout)")
+        #expect(lines.first?.contains("user.before") == true)
+        #expect(lines.dropFirst().first?.contains("eventbusd shut down; waiting for it to come back") == true, "\(received.stdout)")
+        #expect(lines.dropFirst(2).first?.contains("eventbusd restarted") == true, "\(received.stdout)")
+        #expect(lines.last?.contains("user.after") == true)
+        withExtendedLifetime(daemon) {}
+    }
+
+    @Test func tailWithExitOnRestartEndsWhenTheHostStops() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = directory.path + "/control.sock"
+        let daemon = try await DaemonProcessTests.Daemon.running("control: {socket: \(socket)}\n", in: directory)
+        let tail = try CLIProcess(["tail", "--socket", socket, "--exit-on-restart"], in: directory)
+        #expect(await waitForTailing(socket, count: 1))
+        daemon.signal(SIGTERM)
+        let ended = await tail.finish(timeout: .seconds(30))
+        #expect(ended.status == 1)
+        #expect(ended.stderr.contains("eventbusd shut down"), "\(ended.stderr)")
+    }
+
+    /// A socket file nobody listens on is what a host that is restarting (without socket
+    /// activation) leaves: `post` waits for the new host; with `--wait 0` it does not.
+    @Test func postWaitsForAHostThatIsRestarting() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = directory.path + "/control.sock"
+        try leaveStaleSocket(at: socket)
+
+        let impatient = try await eventbus(["post", "--socket", socket, "--wait", "0", "user.now"], in: directory)
+        #expect(impatient.status == 1)
+        #expect(impatient.stderr.contains("does not accept connections"), "\(impatient.stderr)")
+
+        let patient = try CLIProcess(["post", "--socket", socket, "--wait", "60", "--print-seq", "user.later"], in: directory)
+        try await Task.sleep(for: .milliseconds(500))
+        let daemon = try await DaemonProcessTests.Daemon.running("control: {socket: \(socket)}\n", in: directory)
+        let posted = await patient.finish(timeout: .seconds(60))
+        #expect(posted.status == 0, "\(posted.stderr)")
+        #expect(posted.stdout == "1\n", "posted once, as the new host's first event: \(posted.stdout)")
+        withExtendedLifetime(daemon) {}
+    }
+
+    /// Binds a Unix socket at `path` and closes it without removing the file.
+    private func leaveStaleSocket(at path: String) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        close(fd)
+        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
+    }
+}

@@ -1,0 +1,78 @@
+@_spi(EventBusHost) import EventBusHost
+import EventBusKit
+import Foundation
+import Testing
+
+/// A config journal watch with a `consumer` keeps its position across host restarts by itself:
+/// the host acknowledges what it posted, so the next host resumes right after it.
+@Suite struct HostJournalConsumerTests {
+    @Test func aConfigWatchWithAConsumerResumesAfterWhatTheLastHostPosted() async throws {
+        let directory = try TemporaryDirectory()
+        let journals = directory.path + "/journals"
+        try FileManager.default.createDirectory(atPath: journals, withIntermediateDirectories: true)
+        // A state folder whose parents do not exist yet, as `~/.local/state/eventbus` on a new account.
+        let state = directory.path + "/state/not/yet/made"
+        let config = try directory.write("eventbus.yaml", """
+            state_directory: \(state)
+            sources:
+              journal:
+                - {name: app, directory: \(journals), identifier: app, consumer: app}
+            """)
+        let writer = JournalFiles(directory: journals, scratch: directory)
+
+        let first = try await runHost(config, until: 3) {
+            try await writer.write(["one", "two", "three"])
+        }
+        #expect(first == ["one", "two", "three"])
+        #expect(FileManager.default.fileExists(atPath: state + "/app.cursor"), "the position was saved")
+
+        try await writer.write(["four", "five"])  // while no host runs
+        let second = try await runHost(config, until: 2) {}
+        #expect(second == ["four", "five"], "resumed right after the last entry posted, nothing twice")
+    }
+
+    /// Starts a host on `config`, runs `meanwhile`, collects journal messages until `count`
+    /// arrived, shuts the host down and returns them.
+    private func runHost(_ config: String, until count: Int, meanwhile: () async throws -> Void) async throws -> [String] {
+        let (logger, _) = recordingLogger()
+        let host = BusHost(configPath: config, logger: logger)
+        let collector = try EventCollector(host.bus, "journal.entry")
+        try await host.start()
+        try await meanwhile()
+        _ = await eventually { collector.events.value.count >= count }
+        // A moment for anything wrongly delivered twice to show.
+        try await Task.sleep(for: .milliseconds(300))
+        _ = await host.shutdown()
+        return collector.events.value.compactMap { $0.journalEntry?.message }
+    }
+}
+
+/// Journal files written without a daemon: Journal Export Format turned into a `.journal` file by
+/// systemd-journal-remote, one new file per call, with timestamps that keep growing across
+/// calls so the files read as one journal in order.
+private final class JournalFiles: @unchecked Sendable {
+    let directory: String
+    let scratch: TemporaryDirectory
+    private var written = 0
+
+    init(directory: String, scratch: TemporaryDirectory) {
+        self.directory = directory
+        self.scratch = scratch
+    }
+
+    func write(_ messages: [String]) async throws {
+        let base = UInt64(Date().timeIntervalSince1970 * 1e6)
+        var export = ""
+        for message in messages {
+            written += 1
+            export += "__REALTIME_TIMESTAMP=\(base + UInt64(written))\n__MONOTONIC_TIMESTAMP=\(written)\n"
+            export += "_BOOT_ID=0123456789abcdef0123456789abcdef\nMESSAGE=\(message)\nSYSLOG_IDENTIFIER=app\nPRIORITY=6\n\n"
+        }
+        let input = try scratch.write("export-\(written).txt", export)
+        // Written beside the watched folder, then moved in whole.
+        let staged = scratch.path + "/part-\(written).journal"
+        let result = try await run("/lib/systemd/systemd-journal-remote", ["-o", staged, input])
+        guard result.status == 0 else { throw POSIXError(.EIO) }
+        try FileManager.default.moveItem(atPath: staged, toPath: directory + "/part-\(written).journal")
+    }
+}
