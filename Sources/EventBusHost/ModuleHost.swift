@@ -267,11 +267,18 @@ final class ModuleHost: Sendable {
         progress(.callingModule(name: slot.name, call: .deactivate, timeLimit: timeout ?? callTimeout))
         let finished: Bool
         var ended: WorkerProcess.Exit?
+        var lostInWorker: UInt64 = 0
         switch running.instance {
         case .worker(let supervisor):
             let outcome = supervisor.stop(timeout: timeout ?? callTimeout)
             finished = outcome == .deactivated
-            if case .ended(let exit) = outcome { ended = exit }
+            switch outcome {
+            case .deactivated: break
+            case .ended(let exit, let lost):
+                ended = exit
+                lostInWorker = lost
+            case .timedOut(let lost): lostInWorker = lost
+            }
         case .inProcess(let module, let context):
             finished = ModuleCall.run(on: slot.mailbox, timeout: timeout ?? callTimeout, {
                 module.module.deactivate()
@@ -280,10 +287,15 @@ final class ModuleHost: Sendable {
             }, ifAbandoned: { _ in }) ?? false
         }
         slot.retire(as: status)
+        // A worker that did not finish takes what it held with it: say how much, as the host's
+        // own mailbox does for a module inside it.
+        let lostText = lostInWorker == 0 ? "" : "; \(lostInWorker) event(s) the module had not handled are lost"
         if finished {
             logger.info("module \(slot.name) deactivated (\(reason))")
         } else if let ended {
-            logger.warning("module \(slot.name)'s worker ended before it finished deactivating: \(ended) (\(reason))")
+            logger.warning("module \(slot.name)'s worker ended before it finished deactivating: \(ended) (\(reason))\(lostText)")
+        } else if case .worker = running.instance {
+            logger.warning("module \(slot.name) did not finish deactivating within \(timeout ?? callTimeout) (\(reason)); its worker was killed\(lostText)")
         } else {
             logger.warning("module \(slot.name) did not finish deactivating within \(timeout ?? callTimeout) (\(reason)); its subscriptions are cancelled when it returns")
         }

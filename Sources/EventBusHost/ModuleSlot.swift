@@ -105,6 +105,10 @@ final class ModuleSlot: Sendable {
         statistics.queuedBytes = mailboxStatistics.queuedBytes
         statistics.isolation = state.entry.isolation
         if let snapshot {
+            // Forwarded to the worker is not handled yet: those count as queued.
+            let inWorker = UInt64(snapshot.inWorker)
+            statistics.delivered -= min(statistics.delivered, inWorker)
+            statistics.queued += Int(inWorker)
             statistics.restarts = snapshot.restarts
             statistics.lastCrash = snapshot.lastCrash
             statistics.lastCrashTime = snapshot.lastCrashTime

@@ -31,6 +31,8 @@ public final class FrameChannel: @unchecked Sendable {
     private var flushing = false
     private var writerIdle = false
     private var writerDone = false
+    /// ``closeDescriptor()`` has closed `fd`.
+    private var descriptorClosed = false
     /// A write is in progress, by the writer thread or an inline writer; writes never overlap.
     private var writing = false
 
@@ -98,12 +100,14 @@ public final class FrameChannel: @unchecked Sendable {
 
     /// Stops sending: what is pending is discarded, waiting senders return false, a blocked
     /// reader sees end of file. The descriptor stays open until ``closeDescriptor()``.
+    /// Safe from any thread at any time: once ``closeDescriptor()`` has run it does nothing (the
+    /// descriptor's number may belong to something else by then).
     public func close() {
         condition.withLock {
             closed = true
             condition.broadcast()
+            if !descriptorClosed { shutdown(fd, Int32(SHUT_RDWR)) }
         }
-        shutdown(fd, Int32(SHUT_RDWR))
     }
 
     /// Waits (up to `timeout`) until everything sent so far is written, then closes.
@@ -123,8 +127,10 @@ public final class FrameChannel: @unchecked Sendable {
             closed = true
             condition.broadcast()
             while !writerDone { condition.wait() }
+            guard !descriptorClosed else { return }
+            descriptorClosed = true
+            Glibc.close(fd)
         }
-        Glibc.close(fd)
     }
 
     private func writeLoop() {

@@ -18,6 +18,15 @@ import Glibc
 ///   `setrlimit` before it loads the module: `posix_spawn` has no way to set them in the child,
 ///   and setting them in the host between fork and exec is not possible from Swift safely.
 /// - **Environment**: the host's, plus ``crashBacktrace`` when the operator has not chosen one.
+/// - **Its process group**: the worker leads a process group of its own, which everything its
+///   module starts joins unless it leaves on purpose (`setsid`, `setpgid`). When the worker
+///   ends — crash, restart, reload, stop — ``reap(within:)`` kills that whole group before
+///   reaping the worker, so nothing a module started outlives it. (A process that made itself a
+///   session leader escapes the group; under systemd it is still in the service's cgroup and
+///   ends with the service.) Being a group of its own also keeps a terminal's Ctrl-C, meant for
+///   the host, away from the worker.
+/// - **Its end is seen from the process** (``watchExit(_:)``), not only from the socket: a
+///   module's forked child may hold the worker's end of the socket open after the worker died.
 public struct WorkerProcess: Sendable {
     public let pid: pid_t
     /// The host's end of the socketpair (close-on-exec).
@@ -92,7 +101,8 @@ public struct WorkerProcess: Sendable {
         sigemptyset(&none)
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        posix_spawnattr_setpgroup(&attributes, 0)  // a process group of its own, led by the worker
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
@@ -194,23 +204,64 @@ public struct WorkerProcess: Sendable {
         }
     }
 
-    /// Waits for the worker to end, at most `timeout`; then kills it with SIGKILL and waits for
-    /// that. Always reaps it.
+    /// Waits for the worker to end, at most `timeout`; then kills it with SIGKILL. Either way
+    /// kills what is left of its process group (what its module started) and reaps it.
     public func reap(within timeout: Duration) -> Exit {
+        reapMeasured(within: timeout).exit
+    }
+
+    /// ``reap(within:)``, with the CPU time the worker used (user and system, in seconds) when
+    /// it could be read before the worker was reaped.
+    public func reapMeasured(within timeout: Duration) -> (exit: Exit, cpuSeconds: Double?) {
         let deadline = ContinuousClock.now + timeout
+        while !hasEnded, ContinuousClock.now < deadline { usleep(1_000) }
+        let cpu = hasEnded ? cpuSeconds : nil
+        // The worker is a zombie holding its pid (so the group id cannot be reused), or out of time.
+        Glibc.kill(-pid, SIGKILL)
+        Glibc.kill(pid, SIGKILL)  // in case its module moved it out of its own group
         var status: Int32 = 0
-        while true {
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid { return Self.exit(from: status) }
-            if result < 0 && errno != EINTR { return .exited(-1) }  // not our child any more
-            if ContinuousClock.now >= deadline { break }
-            usleep(1_000)
-        }
-        Glibc.kill(pid, SIGKILL)
         while waitpid(pid, &status, 0) < 0 {
-            if errno != EINTR { return .signaled(SIGKILL) }
+            if errno != EINTR { return (.exited(-1), cpu) }  // not our child any more
         }
-        return Self.exit(from: status)
+        return (Self.exit(from: status), cpu)
+    }
+
+    /// utime + stime of `/proc/PID/stat` (fields 14 and 15, in clock ticks), which a zombie
+    /// still has.
+    private var cpuSeconds: Double? {
+        guard let stream = fopen("/proc/\(pid)/stat", "r") else { return nil }
+        defer { fclose(stream) }
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let count = fread(&buffer, 1, buffer.count, stream)
+        let text = String(decoding: buffer[..<max(0, count)], as: UTF8.self)
+        // After the command's closing parenthesis: field 3 (state) onwards.
+        guard let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Whether the worker has ended (it stays unreaped until ``reap(within:)``).
+    var hasEnded: Bool {
+        var info = siginfo_t()
+        while true {
+            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 { return info._sifields._sigchld.si_pid == pid }
+            if errno != EINTR { return true }  // not our child: reaped already
+        }
+    }
+
+    /// Calls `ended` (on a thread of its own) when the worker process ends, without reaping it.
+    /// Every worker ends — the host kills what it gives up on — so the thread always returns.
+    public func watchExit(_ ended: @escaping @Sendable () -> Void) {
+        let pid = pid
+        let thread = Thread {
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
+            ended()
+        }
+        thread.name = "eventbus.worker-exit.\(pid)"
+        thread.stackSize = 64 * 1024
+        thread.start()
     }
 
     public func kill(_ signal: Int32) {

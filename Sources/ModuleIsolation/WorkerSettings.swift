@@ -22,7 +22,8 @@ public struct WorkerSettings: Sendable, Hashable {
     public var startLimitInterval: Duration = .seconds(10)
     /// `RLIMIT_DATA` in bytes: heap and private mappings (`memory_limit`).
     public var memoryLimit: UInt64?
-    /// `RLIMIT_CPU` in seconds of CPU time; past it the kernel sends SIGXCPU (`cpu_limit`).
+    /// `RLIMIT_CPU` in seconds of CPU time (`cpu_limit`): past it the kernel sends SIGXCPU,
+    /// which ends the worker; a module that ignores it gets SIGKILL 5 CPU seconds later.
     public var cpuLimitSeconds: UInt64?
     /// `RLIMIT_NOFILE` (`open_files`).
     public var openFilesLimit: UInt64?

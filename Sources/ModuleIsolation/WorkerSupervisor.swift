@@ -75,6 +75,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
         public var restarting = false
         /// Set when the start limit was reached: the module stays down until a reload.
         public var gaveUp: String?
+        /// Events forwarded to the running worker that it has not yet reported handled: still
+        /// queued for the module, though no longer in the host's mailbox.
+        public var inWorker = 0
         public var reportedName: String?
         public var version: String?
         /// Handler errors the worker reported, over every worker of this module.
@@ -115,6 +118,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         var snapshot = state.withLock { $0 }
         if let session = state.withLock({ _ in currentSessionForSnapshot }) {
             snapshot.errors += Int(session.errors.load(ordering: .relaxed))
+            snapshot.inWorker = Int(clamping: Self.inFlight(session))
         }
         return snapshot
     }
@@ -171,10 +175,12 @@ public final class WorkerSupervisor: @unchecked Sendable {
     /// How ``stop(timeout:)`` went.
     public enum StopOutcome: Sendable, Equatable {
         case deactivated
-        /// No answer within the timeout: the worker was killed.
-        case timedOut
-        /// The worker ended by itself before it answered (a module that crashed in `deactivate`).
-        case ended(WorkerProcess.Exit)
+        /// No answer within the timeout: the worker was killed, with the events it held and the
+        /// host still queued for it (`lost`).
+        case timedOut(lost: UInt64)
+        /// The worker ended by itself before it answered (a module that crashed in `deactivate`),
+        /// losing `lost` events as above.
+        case ended(WorkerProcess.Exit, lost: UInt64)
     }
 
     /// Lets the worker handle what was forwarded, deactivates the module, ends the worker. No
@@ -201,12 +207,21 @@ public final class WorkerSupervisor: @unchecked Sendable {
             }
             // No answer, and the worker's end of the socket has ended: it is gone or going.
             let ended = !answered && session.readerEnded
+            let lost = answered ? 0 : Self.inFlight(session) + UInt64(mailbox.statistics.queued)
             end(session)
             let exit = session.process.reap(within: answered || ended ? .seconds(2) : .zero)
             session.channel.closeDescriptor()
             if answered { return .deactivated }
-            return ended ? .ended(exit) : .timedOut
+            return ended ? .ended(exit, lost: lost) : .timedOut(lost: lost)
         }
+    }
+
+    /// Events forwarded to the worker that it has not reported handled, and those the session
+    /// could not send any more.
+    private static func inFlight(_ session: WorkerSession) -> UInt64 {
+        let sent = session.sent.load(ordering: .relaxed)
+        let consumed = session.consumed.load(ordering: .relaxed)
+        return (sent > consumed ? sent - consumed : 0) + session.lostAfterClose.load(ordering: .relaxed)
     }
 
     // MARK: On the queue
@@ -225,6 +240,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
             self.queue.async { self.sessionEnded(session, reason: reason) }
         }
         session.start()
+        // A module's forked child can keep the worker's socket open after the worker died: its
+        // end is then seen from the process, and the session ended as if the socket had closed.
+        process.watchExit { [channel = session.channel] in channel.close() }
         let heartbeat = configuration.settings.heartbeatTimeout
         let start: JSON = [
             "module": .string(configuration.name),
@@ -285,18 +303,31 @@ public final class WorkerSupervisor: @unchecked Sendable {
         // What was in flight: forwarded but not reported handled, or still waiting on the host.
         let queued = UInt64(mailbox.statistics.queued)
         end(session)
-        let exit = session.process.reap(within: .seconds(2))
+        let (exit, cpuSeconds) = session.process.reapMeasured(within: .seconds(2))
         session.channel.closeDescriptor()
-        let sent = session.sent.load(ordering: .relaxed)
-        let consumed = session.consumed.load(ordering: .relaxed)
-        let lost = (sent > consumed ? sent - consumed : 0) + session.lostAfterClose.load(ordering: .relaxed) + queued
+        let lost = Self.inFlight(session) + queued
         let hung = session.killedAsHung.load(ordering: .relaxed)
         // A reader that stopped before the end of input found the worker breaking the protocol
         // (a module can write anything to the socket): say that, not only how the worker ended.
         let cause = hung ? "no heartbeat within \(configuration.settings.heartbeatTimeout) (killed with SIGKILL)"
-            : reason == FrameChannel.endOfInput ? "\(exit)"
+            : reason == FrameChannel.endOfInput ? describe(exit, cpuSeconds: cpuSeconds)
             : "it broke the worker protocol (\(reason)), so the host ended its session; the worker \(exit)"
         crashed(cause: cause, exit: exit, lost: lost)
+    }
+
+    /// How the worker ended, with the limit that ended it where one did: the kernel enforces
+    /// `cpu_limit` with SIGXCPU, and with SIGKILL 5 CPU seconds later if the module ignores it
+    /// (told apart from another SIGKILL by the CPU time the worker had used).
+    private func describe(_ exit: WorkerProcess.Exit, cpuSeconds: Double?) -> String {
+        guard let limit = configuration.settings.cpuLimitSeconds else { return "\(exit)" }
+        switch exit {
+        case .signaled(SIGXCPU):
+            return "it used up its CPU limit (cpu_limit \(limit)s): \(exit)"
+        case .signaled(SIGKILL) where (cpuSeconds ?? 0) >= Double(limit):
+            return "it used up its CPU limit (cpu_limit \(limit)s) and ignored SIGXCPU: \(exit)"
+        default:
+            return "\(exit)"
+        }
     }
 
     /// A worker died (or failed to start again): announce it, then restart or give up.

@@ -60,19 +60,21 @@ FatalSignals.install()
 // the host has deactivated it (they did: "worker crashed: killed by signal 15" at every stop).
 for ignored in [SIGINT, SIGTERM, SIGHUP] { signal(ignored, SIG_IGN) }
 
-// Resource limits, before any module code is loaded.
-@MainActor func limit(_ resource: __rlimit_resource, _ option: String) {
+// Resource limits, before any module code is loaded. `hardExtra` puts the hard limit above the
+// soft one: past the CPU limit the kernel sends SIGXCPU (the worker ends with it, which the host
+// reports as the CPU limit), and SIGKILL only if the module ignores that for 5 more seconds.
+@MainActor func limit(_ resource: __rlimit_resource, _ option: String, hardExtra: rlim_t = 0) {
     guard let text = options[option] else { return }
     guard let value = rlim_t(text) else {
         fail("--\(option) \(text) is not a number", status: 64)
     }
-    var limits = rlimit(rlim_cur: value, rlim_max: value)
+    var limits = rlimit(rlim_cur: value, rlim_max: value + hardExtra)
     if setrlimit(Int32(resource.rawValue), &limits) != 0 {
         fail("setrlimit \(option) \(value): \(String(cString: strerror(errno)))", status: 71)
     }
 }
 limit(RLIMIT_DATA, "memory-limit")
-limit(RLIMIT_CPU, "cpu-limit")
+limit(RLIMIT_CPU, "cpu-limit", hardExtra: 5)
 limit(RLIMIT_NOFILE, "open-files")
 
 // When memory runs out, the kernel's OOM killer picks the process with the highest score: make

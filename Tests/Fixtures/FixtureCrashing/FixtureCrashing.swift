@@ -8,7 +8,9 @@ import Glibc
 /// `result.crashing` with the count. Logs when it activates, so a test sees each (re)start.
 /// In a worker only: on `test.garbage` it writes what its fields say straight into the worker's
 /// socket to the host (fd 3), as a hostile or broken module could (``Garbage``). On `test.spam`
-/// it logs `count` lines at once.
+/// it logs `count` lines at once. On `test.children` it starts `forks` children with `fork()` (which
+/// keep the worker's socket open) and `spawns` `sleep` processes, and posts `result.children`
+/// with their pids (`pids`, comma-separated); on `test.burn` it spins its CPU until killed.
 final class Crashing: EventBusModule {
     let name = "fixture-crashing"
     let version = "1.0.0"
@@ -22,6 +24,12 @@ final class Crashing: EventBusModule {
             case "test.crash": fatalError("fixture crashes on purpose")
             case "test.crash-at-stop": crashAtStop = true
             case "test.garbage": Garbage.write(event)
+            case "test.children":
+                let pids = Children.start(forks: Int(event["forks"]?.intValue ?? 0), spawns: Int(event["spawns"]?.intValue ?? 0))
+                context.bus.post("result.children", source: "crashing", fields: ["pids": .string(pids.map(String.init).joined(separator: ","))])
+            case "test.burn":
+                var spin: UInt64 = 0
+                while true { spin &+= 1 }
             case "test.spam":
                 for line in 0..<(event["count"]?.intValue ?? 0) { context.log.info("spam line \(line)") }
             case "test.report":
@@ -66,5 +74,28 @@ enum Garbage {
             return
         }
         _ = bytes.withUnsafeBytes { Glibc.write(3, $0.baseAddress, $0.count) }
+    }
+}
+
+/// What a module may start: forked copies of itself and other programs.
+enum Children {
+    static func start(forks: Int, spawns: Int) -> [pid_t] {
+        var pids: [pid_t] = []
+        for _ in 0..<forks {
+            let pid = fork()
+            if pid == 0 {
+                // The child of a threaded process may only call async-signal-safe functions.
+                while true { pause() }
+            }
+            if pid > 0 { pids.append(pid) }
+        }
+        for _ in 0..<spawns {
+            var pid: pid_t = 0
+            let words: [String] = ["/bin/sleep", "1000"]
+            let arguments: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+            defer { arguments.forEach { free($0) } }
+            if posix_spawn(&pid, "/bin/sleep", nil, nil, arguments, environ) == 0 { pids.append(pid) }
+        }
+        return pids
     }
 }
