@@ -240,7 +240,7 @@ struct TailCommand: ParsableCommand {
         output.flush()
         switch ending {
         case "count", "until": return .ended
-        case "shutdown": return .hostGone("eventbusd shut down")
+        case "shutdown": return .hostGone("eventbusd is shutting down")
         case let reason?: throw CommandError("eventbusd ended the stream (\(reason))")
         case nil: return .hostGone("eventbusd closed the connection")
         }

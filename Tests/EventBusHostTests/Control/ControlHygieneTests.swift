@@ -193,7 +193,7 @@ import Testing
                 config: {pattern: "load.>"}
             """)
         let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
-        let tail = try CLIProcess(["tail", "--socket", socket, "--json", "load.>"], in: directory)
+        let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--exit-on-restart", "load.>"], in: directory)
         #expect(await waitForTailing(socket, count: 1))
 
         struct Outcome: Sendable { var acknowledged: [Int64] = []; var refused = 0 }

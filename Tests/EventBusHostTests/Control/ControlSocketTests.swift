@@ -285,10 +285,10 @@ import Testing
         let notRunning = try await eventbus(["status", "--socket", socket], in: directory)
         #expect(notRunning.stderr.contains("eventbusd is not running (\(socket) does not accept connections)"), "\(notRunning.stderr)")
         let third = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
-        #expect(third.output.contains("removing stale control socket \(socket)"))
+        #expect(third.output.contains("replacing stale control socket \(socket)"))
 
         // Shutdown: a tail gets the end of its stream, the socket file goes.
-        let tail = try CLIProcess(["tail", "--socket", socket], in: directory)
+        let tail = try CLIProcess(["tail", "--socket", socket, "--exit-on-restart"], in: directory)
         #expect(await waitForTailing(socket, count: 1))
         third.signal(SIGTERM)
         let result = await tail.finish()

@@ -79,7 +79,7 @@ import Testing
         let lines = received.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == 4, "\(received.stdout)")
         #expect(lines.first?.contains("user.before") == true)
-        #expect(lines.dropFirst().first?.contains("eventbusd shut down; waiting for it to come back") == true, "\(received.stdout)")
+        #expect(lines.dropFirst().first?.contains("eventbusd is shutting down; waiting for it to come back") == true, "\(received.stdout)")
         #expect(lines.dropFirst(2).first?.contains("eventbusd restarted") == true, "\(received.stdout)")
         #expect(lines.last?.contains("user.after") == true)
         withExtendedLifetime(daemon) {}
@@ -94,7 +94,7 @@ import Testing
         daemon.signal(SIGTERM)
         let ended = await tail.finish(timeout: .seconds(30))
         #expect(ended.status == 1)
-        #expect(ended.stderr.contains("eventbusd shut down"), "\(ended.stderr)")
+        #expect(ended.stderr.contains("eventbusd is shutting down"), "\(ended.stderr)")
     }
 
     /// A socket file nobody listens on is what a host that is restarting (without socket
