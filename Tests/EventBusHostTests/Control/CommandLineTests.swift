@@ -28,6 +28,22 @@ import Testing
         #expect(await daemon.exitStatus() == 0)
     }
 
+    /// Run by hand as a service user outside systemd (no `$XDG_RUNTIME_DIR`, no `/run/user/UID`),
+    /// eventbusd cannot make its default socket, and says how to name one.
+    @Test func aUserWithoutARuntimeFolderIsToldToNameASocket() async throws {
+        let directory = try TemporaryDirectory()
+        chmod(directory.path, 0o755)
+        let config = try directory.write("eventbus.yaml", "sources: {}\n")
+        chmod(config, 0o644)
+        let user = try TestUser("ebnorun\(uniqueSuffix())")
+        let result = try await run("/usr/bin/setpriv", ["--reuid=\(user.userID)", "--regid=\(user.groupID)", "--init-groups", "--",
+                                                        BuildProducts.eventbusd, "--config", config],
+                                   environment: ["PATH": "/usr/bin:/bin"])
+        #expect(result.status == 1)
+        #expect(result.output.contains("/run/user/\(user.userID)"), "\(result.output)")
+        #expect(result.output.contains("--socket PATH"), "\(result.output)")
+    }
+
     @Test func postStdinPostsEveryGoodLineInOrderAndNamesTheBadOnes() async throws {
         let directory = try TemporaryDirectory()
         let socket = directory.path + "/control.sock"
