@@ -250,7 +250,10 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
     }
 
     private func startHeartbeat(every interval: Duration) {
-        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        // A queue of the default QoS, as every other queue here: on Linux, Dispatch renices a
+        // pool thread for a lower QoS and cannot renice it back without CAP_SYS_NICE, which a
+        // sandboxed service lacks ("Failed to set thread priority for worker thread" at start).
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "eventbus.worker.heartbeat"))
         timer.schedule(deadline: .now() + DispatchTimeInterval(interval), repeating: DispatchTimeInterval(interval))
         timer.setEventHandler { [self] in
             guard let mailbox, let context else { return }
