@@ -229,6 +229,7 @@ public final class BusHost: @unchecked Sendable {
             let deadline = ContinuousClock.now + budget
             logger.info("shutting down (budget \(budget))")
             if let controlServer {
+                controlServer.stopAccepting()
                 let acknowledged = controlServer.refusePosts()
                 controlServer.waitForDelivery(upTo: acknowledged, until: deadline)
             }

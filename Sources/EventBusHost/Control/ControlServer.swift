@@ -110,6 +110,8 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     /// and refused instead of left in the backlog (which keeps the socket readable).
     private var spare: Int32 = -1
     private var acceptPaused = false
+    /// Set by ``stopAccepting()``: the listener is not watched again.
+    private var acceptingClosed = false
     private var backoff: Duration = .milliseconds(50)
     private var exhaustionLog = RateLimitedLog(interval: .seconds(10))
     /// Admits clients only while the rest of the host keeps descriptors to work with.
@@ -261,6 +263,18 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     func refusePosts() -> UInt64 {
         postGate.withLock { postsRefused = true }
         return bus.statistics.posted
+    }
+
+    /// Also a first step of a shutdown: clients that connect from now on stay in the socket's
+    /// backlog instead of being greeted and then closed by a host on its way out. With socket
+    /// activation the next eventbusd answers them; a bound socket resets them when it closes,
+    /// and the CLI tries again.
+    func stopAccepting() {
+        guard let loop else { return }
+        loop.execute { [self] in
+            acceptingClosed = true
+            loop.remove(listener)
+        }
     }
 
     /// Posts a client's event, unless the host is shutting down (nil). Any thread.
@@ -457,7 +471,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         loop.after(pause) { [self] in
             acceptPaused = false
             if spare < 0 { spare = System.StreamSocket.openSpare() }
-            lock.withLock { stopped } ? () : loop.modify(listener, events: ControlLoop.readable)
+            lock.withLock { stopped } || acceptingClosed ? () : loop.modify(listener, events: ControlLoop.readable)
         }
     }
 

@@ -32,7 +32,7 @@ struct FilesCommand: ParsableCommand {
             : URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: here + "/")).standardizedFileURL.path
         var request: [String: JSON] = ["op": "listing", "path": .string(absolute)]
         if recursive { request["recursive"] = .bool(true) }
-        let listing = try socket.connect().request(.object(request))
+        let listing = try socket.ask(.object(request))
         if json {
             print(String(decoding: JSONWriter.line(listing).dropLast(), as: UTF8.self))
             return

@@ -21,6 +21,28 @@ struct SocketOptions: ParsableArguments {
     }
 
     var resolvedPath: String { path ?? ControlProtocol.clientSocketPath() }
+
+    /// How long a request that may safely be asked twice waits for a restarting host.
+    static let restartPatience = Duration.seconds(15)
+
+    /// Asks a request that changes nothing when asked twice (status, modules, listing, metrics,
+    /// reload): a host that is restarting is waited for, and a connection that breaks before
+    /// the answer (a stopping host closing it) is asked again, within ``restartPatience``.
+    func ask(_ request: JSON) throws -> JSON {
+        try HostConnection.waiting(upTo: Self.restartPatience) {
+            let host = try HostConnection(path: resolvedPath)
+            do {
+                try host.connection.send(request)
+                guard let response = try host.connection.readJSON() else {
+                    throw HostConnection.Restarting(description: "eventbusd closed the connection without answering")
+                }
+                try HostConnection.throwIfError(response)
+                return response
+            } catch let error as ControlConnection.IOError {
+                throw HostConnection.Restarting(description: "eventbusd's connection broke (\(error))")
+            }
+        }
+    }
 }
 
 /// A connection to eventbusd, greeted: the host's `hello` was read and its protocol checked.

@@ -15,7 +15,7 @@ struct ReloadCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
-        let answer = try socket.connect().request(["op": "reload"])
+        let answer = try socket.ask(["op": "reload"])
         print(answer["message"]?.stringValue ?? "reloaded")
     }
 }

@@ -13,7 +13,7 @@ struct StatusCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
-        let status = try socket.connect().request(["op": "status"])
+        let status = try socket.ask(["op": "status"])
         if json {
             print(String(decoding: JSONWriter.line(status).dropLast(), as: UTF8.self))
             return
@@ -79,7 +79,7 @@ struct ModulesCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
-        let response = try socket.connect().request(["op": "modules"])
+        let response = try socket.ask(["op": "modules"])
         if json {
             print(String(decoding: JSONWriter.line(response).dropLast(), as: UTF8.self))
             return

@@ -11,11 +11,14 @@ struct MetricsCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
-        print(try Self.text(from: socket.connect()), terminator: "")
+        print(try Self.text(of: socket.ask(["op": "metrics"])), terminator: "")
     }
 
     static func text(from host: HostConnection) throws -> String {
-        let answer = try host.request(["op": "metrics"])
+        try text(of: host.request(["op": "metrics"]))
+    }
+
+    private static func text(of answer: JSON) throws -> String {
         guard let text = answer["text"]?.stringValue else {
             throw CommandError("eventbusd answered a metrics request without text")
         }
