@@ -11,7 +11,8 @@ public enum ControlProtocol {
     /// The release of eventbusd and eventbus, for `--version`.
     public static let release = "0.3.0"
 
-    /// What `--version` prints on both binaries: the release and the protocol it speaks.
+    /// What `--version` prints on both binaries after the program's name (`eventbusd 0.3.0
+    /// (control protocol 1)`): the release and the protocol it speaks.
     public static let versionLine = "\(release) (control protocol \(version))"
 
     /// Where eventbusd listens when the config names no socket: `/run/eventbus/control.sock`

@@ -10,7 +10,7 @@ struct EventBusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "eventbus",
         abstract: "Work with the EventBus host and its handler modules.",
-        version: ControlProtocol.versionLine,
+        version: "eventbus \(ControlProtocol.versionLine)",
         subcommands: [TailCommand.self, PostCommand.self, StatusCommand.self, ModulesCommand.self, FilesCommand.self,
                       MetricsCommand.self, TopCommand.self, ReloadCommand.self, ModuleCommand.self]
     )

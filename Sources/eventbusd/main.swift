@@ -11,7 +11,7 @@ struct EventBusDaemon: ParsableCommand {
         commandName: "eventbusd",
         abstract: "Runs the event bus with the timers and handler modules of its config file.",
         discussion: "SIGHUP reloads the config; SIGTERM or SIGINT shuts down gracefully within shutdown_timeout.",
-        version: ControlProtocol.versionLine)
+        version: "eventbusd \(ControlProtocol.versionLine)")
 
     @Option(name: .long, help: "The config file.")
     var config: String = HostConfig.defaultPath

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # Builds eventbus_<version>_<arch>.deb from this checkout: eventbusd and eventbus, the SDK library
 # and the Swift runtime they need (so the machine needs no Swift toolchain to run them), the
-# example modules, the SDK for module authors (prebuilt, and its sources), the systemd units, a default config
-# (a conffile), man pages and shell completions.
+# toolchain's crash reporter (swift-backtrace), the example modules, the SDK for module authors
+# (prebuilt, and its sources), the systemd units, a default config (a conffile), man pages,
+# shell completions and the documentation the README links.
 #
 #   packaging/deb/build-deb.sh [--configuration release|debug] [--products DIR] [--output DIR]
 #
 # It uses the products of `swift build -c CONFIGURATION` (and builds them if missing), or those
-# already built in DIR. Needs dpkg-deb (dpkg) and help2man.
+# already built in DIR. Needs dpkg-deb (dpkg), help2man, binutils (strip) and the Swift toolchain
+# on PATH (its runtime libraries and swift-backtrace-static are bundled; SWIFT_BACKTRACE_STATIC
+# names another swift-backtrace-static). `lintian --fail-on error,warning` passes on the result
+# (with packaging/deb/lintian-overrides, which it ships).
+#
+# Version: the release `eventbus --version` prints (`eventbus 0.3.0 (control protocol 1)`) when
+# HEAD is exactly at the tag v<release>; any other commit is a development build,
+# <release>~git<YYYYMMDD>.<short hash> (the commit's date, UTC), which sorts before the release.
+# Outside a git checkout: the release. Dates in the package are the commit's (SOURCE_DATE_EPOCH).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 configuration=release
@@ -28,31 +37,70 @@ if [ ! -x "$products/eventbusd" ] || [ ! -x "$products/eventbus" ] || [ ! -x "$p
   swift build -c "$configuration" --product eventbus-module-worker
   for module in Hello Follower RateSummary; do swift build -c "$configuration" --product "$module"; done
 fi
-command -v help2man >/dev/null || { echo "help2man is missing (apt-get install help2man)" >&2; exit 1; }
+for tool in help2man strip patchelf dpkg-deb; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing (bash .ci/setup installs it)" >&2; exit 1; }
+done
+# The toolchain's statically linked crash reporter: the Swift runtime of a crashing process runs
+# it; eventbusd points its workers at the copy next to itself (SWIFT_BACKTRACE=…,swift-backtrace=).
+swift_backtrace=${SWIFT_BACKTRACE_STATIC:-}
+if [ -z "$swift_backtrace" ] && command -v swift >/dev/null; then
+  swift_backtrace="$(dirname "$(readlink -f "$(command -v swift)")")/../libexec/swift/linux/swift-backtrace-static"
+fi
+[ -x "$swift_backtrace" ] || { echo "swift-backtrace-static not found (${swift_backtrace:-no swift on PATH}); set SWIFT_BACKTRACE_STATIC" >&2; exit 1; }
 
-version=$("$products/eventbus" --version | cut -d' ' -f1)
+release=$("$products/eventbus" --version | cut -d' ' -f2)
+case "$release" in
+  [0-9]*) ;;
+  *) echo "cannot read the release from \`eventbus --version\`: $("$products/eventbus" --version)" >&2; exit 1 ;;
+esac
+version=$release
+commit=
+if commit=$(git rev-parse --short=7 HEAD 2>/dev/null); then
+  if ! git tag --points-at HEAD | grep -qxF "v$release"; then
+    version="$release~git$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d HEAD).$commit"
+  fi
+  export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}
+fi
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(date +%s)}
+# Who answers for the package (Maintainer:, the changelog's trailer); set EVENTBUS_MAINTAINER to a
+# real address for a release (lintian refuses one at localhost).
+maintainer=${EVENTBUS_MAINTAINER:-"EventBus developers <eventbus@example.org>"}
 arch=$(dpkg --print-architecture)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 lib="$stage/usr/lib/eventbus"
+doc="$stage/usr/share/doc/eventbus"
 install -d "$lib/modules" "$stage/usr/bin" "$stage/etc/eventbus" "$stage/lib/systemd/system" \
-  "$stage/usr/lib/sysusers.d" "$stage/usr/share/man/man1" "$stage/usr/share/man/man8" \
+  "$stage/usr/lib/sysusers.d" "$stage/usr/share/man/man1" "$stage/usr/share/man/man5" "$stage/usr/share/man/man8" \
   "$stage/usr/share/bash-completion/completions" "$stage/usr/share/zsh/vendor-completions" \
   "$stage/usr/share/fish/vendor_completions.d" "$stage/usr/share/eventbus/EventBusKit" \
-  "$stage/usr/share/doc/eventbus" "$stage/DEBIAN"
+  "$stage/usr/share/lintian/overrides" "$doc" "$stage/DEBIAN"
 
 # Binaries and libraries side by side: RUNPATH $ORIGIN finds libEventBusKit.so and the Swift
-# runtime here (the toolchain's own folder, first in RUNPATH, is absent on a plain machine).
+# runtime here, and $ORIGIN/.. the same from modules/. The toolchain's own folder, first in the
+# RUNPATH SwiftPM writes, goes: on a machine with another Swift there, the binaries would load
+# that runtime instead of the one they were built with.
 # eventbus-module-worker runs process-isolated modules; eventbusd finds it next to itself.
 install -m 0755 "$products/eventbusd" "$products/eventbus" "$products/eventbus-module-worker" "$lib/"
+install -m 0755 "$swift_backtrace" "$lib/swift-backtrace"
 install -m 0644 "$products/libEventBusKit.so" "$lib/"
 for module in Hello Follower RateSummary; do install -m 0644 "$products/lib$module.so" "$lib/modules/"; done
 for binary in "$lib/eventbusd" "$lib/eventbus" "$lib/eventbus-module-worker" "$lib/libEventBusKit.so" "$lib"/modules/*.so; do
   ldd "$binary" | awk '$3 ~ /^\/opt\/swift\// || $3 ~ /\/usr\/lib\/swift\// { print $3 }'
 done | sort -u | while read -r runtime; do install -m 0644 "$runtime" "$lib/"; done
+# Stripped as dh_strip does (symbols and .comment; the dynamic symbol table stays, and with it the
+# names in crash reports of everything the binaries export). Swift's metadata (swift5_* sections:
+# reflection, conformances, type descriptors) is allocated and loaded, so strip keeps it.
+for object in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/swift-backtrace "$lib"/*.so "$lib"/modules/*.so; do
+  strip --remove-section=.comment --remove-section=.note --strip-unneeded "$object"
+done
+for object in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/*.so; do
+  if [ -n "$(patchelf --print-rpath "$object")" ]; then patchelf --set-rpath '$ORIGIN' "$object"; fi
+done
+for object in "$lib"/modules/*.so; do patchelf --set-rpath '$ORIGIN/..' "$object"; done
 # Depends: the Debian packages of every system library the binaries, modules and bundled runtime
 # load (libsystemd0, libnats3.4, libc6, libstdc++6, …), found by dpkg rather than listed by hand.
-depends=$(for binary in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/*.so "$lib"/modules/*.so; do
+depends=$(for binary in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/swift-backtrace "$lib"/*.so "$lib"/modules/*.so; do
   ldd "$binary" | awk '$3 ~ /^\// { print $3 }'
 done | sort -u | grep -v -e "^$stage/" -e '^/opt/swift/' | while read -r library; do
   real=$(readlink -f "$library")
@@ -79,47 +127,116 @@ printf 'module COpenCombineHelpers {\n    umbrella header "%s"\n    export *\n}\
   > "$lib/sdk/include/COpenCombineHelpers/module.modulemap"
 
 install -m 0644 packaging/deb/eventbus.yaml "$stage/etc/eventbus/eventbus.yaml"
-sed 's|/usr/local/bin/eventbusd|/usr/bin/eventbusd|' examples/eventbusd.service > "$stage/lib/systemd/system/eventbusd.service"
-install -m 0644 examples/eventbusd.socket "$stage/lib/systemd/system/eventbusd.socket"
-chmod 0644 "$stage/lib/systemd/system/eventbusd.service"
+# The units as examples/ has them for a /usr/local install, pointed at where the package puts things.
+for unit in eventbusd.service eventbusd.socket; do
+  sed -e 's|/usr/local/bin/|/usr/bin/|g' -e 's|/usr/local/share/doc/|/usr/share/doc/|g' "examples/$unit" > "$stage/lib/systemd/system/$unit"
+  chmod 0644 "$stage/lib/systemd/system/$unit"
+done
 printf 'u eventbus - "EventBus host" /var/lib/eventbus /usr/sbin/nologin\nm eventbus systemd-journal\n' > "$stage/usr/lib/sysusers.d/eventbus.conf"
 
-# Man pages from each command's own --help, and completions from swift-argument-parser.
+# Man pages: eventbusd(8), eventbus(1) and eventbus-COMMAND(1) for every subcommand, nested ones
+# too (eventbus-module-new(1)), found in each command's --help, so a new subcommand gets its page.
+# help2man names each page after the first word of the --version it is given, so a subcommand
+# runs through a wrapper whose --version says `eventbus-COMMAND 0.3.0`. Text that is not ASCII
+# (em dashes, ×) becomes groff's \[uXXXX], which renders in any locale.
 export LD_LIBRARY_PATH="$lib"
-help2man --no-info --section 8 --name "the EventBus host daemon" "$lib/eventbusd" | gzip -9n > "$stage/usr/share/man/man8/eventbusd.8.gz"
-help2man --no-info --section 1 --name "tail, post and inspect the EventBus host" "$lib/eventbus" | gzip -9n > "$stage/usr/share/man/man1/eventbus.1.gz"
-for command in tail post status modules module; do
-  wrapper="$stage/eventbus-$command"
-  printf '#!/bin/sh\nif [ "$1" = --version ]; then exec "%s" --version; fi\nexec "%s" %s "$@"\n' "$lib/eventbus" "$lib/eventbus" "$command" > "$wrapper"
-  chmod +x "$wrapper"
-  help2man --no-info --section 1 --name "eventbus $command" "$wrapper" | gzip -9n > "$stage/usr/share/man/man1/eventbus-$command.1.gz"
-  rm "$wrapper"
-done
-"$lib/eventbus" --generate-completion-script bash > "$stage/usr/share/bash-completion/completions/eventbus"
+export LC_ALL=C.UTF-8
+date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
+man_escape() { perl -CSD -pe 's/([^\x00-\x7f])/sprintf("\\[u%04X]", ord($1))/ge'; }
+# The subcommands of `eventbus ARGS --help`: the first word of each line of its SUBCOMMANDS: list.
+subcommands() {
+  "$lib/eventbus" "$@" --help | awk '/^SUBCOMMANDS:/ { list = 1; next }
+    list && /^[^ ]/ { exit } list && /^  [a-z]/ { print $1 }'
+}
+# What `eventbus ARGS --help` says on its OVERVIEW: line(s), lower-cased first letter, no final dot.
+abstract() {
+  "$lib/eventbus" "$@" --help | awk '/^OVERVIEW: / { sub(/^OVERVIEW: /, ""); text = $0; more = 1; next }
+    more && /^$/ { exit } more { text = text " " $0 } END { print text }' |
+    sed -e 's/^\(.\)/\L\1/' -e 's/\.$//'
+}
+manpage() {  # manpage SECTION NAME EXECUTABLE DESCRIPTION
+  help2man --no-info --no-discard-stderr --section "$1" --name "$4" --locale C.UTF-8 \
+    --version-string "$2 $release" --include packaging/deb/man-see-also.h2m "$3" \
+    | man_escape | gzip -9n > "$stage/usr/share/man/man$1/$2.$1.gz"
+}
+manpage 8 eventbusd "$lib/eventbusd" "the EventBus host daemon"
+manpage 1 eventbus "$lib/eventbus" "work with the EventBus host and its handler modules"
+pages() {  # pages COMMAND...: the pages of `eventbus COMMAND...`'s subcommands and theirs
+  local command
+  for command in $(subcommands "$@"); do
+    [ "$command" = help ] && continue
+    local words=("$@" "$command")
+    local name="eventbus-$(IFS=-; echo "${words[*]}")"
+    local wrapper="$stage/$name"
+    printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$lib/eventbus" "${words[*]}" > "$wrapper"
+    chmod +x "$wrapper"
+    manpage 1 "$name" "$wrapper" "$(abstract "${words[@]}")"
+    rm "$wrapper"
+    pages "${words[@]}"
+  done
+}
+pages
+sed -e "s/@VERSION@/$release/g" -e "s/@DATE@/$date/g" packaging/deb/eventbus.yaml.5.in | man_escape | gzip -9n > "$stage/usr/share/man/man5/eventbus.yaml.5.gz"
+# bash sources its completions: no #! line.
+"$lib/eventbus" --generate-completion-script bash | sed '1{/^#!/d}' > "$stage/usr/share/bash-completion/completions/eventbus"
 "$lib/eventbus" --generate-completion-script zsh > "$stage/usr/share/zsh/vendor-completions/_eventbus"
 "$lib/eventbus" --generate-completion-script fish > "$stage/usr/share/fish/vendor_completions.d/eventbus.fish"
 unset LD_LIBRARY_PATH
 
-install -m 0644 README.md "$stage/usr/share/doc/eventbus/README.md"
+# Documentation: the README and everything it links, laid out as in the repository, so its links
+# resolve in /usr/share/doc/eventbus: docs/, the example config and units (examples/), the example
+# modules' READMEs (plugins/NAME/README.md, which link ../../docs/). PROTOCOL.md moves to docs/
+# and the links to it follow.
+install -d "$doc/docs" "$doc/examples"
+sed 's|](Sources/EventBusHost/Control/PROTOCOL.md)|](docs/PROTOCOL.md)|g' README.md > "$doc/README.md"
+for page in docs/*.md; do
+  sed 's|](\.\./Sources/EventBusHost/Control/PROTOCOL.md)|](PROTOCOL.md)|g' "$page" > "$doc/$page"
+done
+install -m 0644 Sources/EventBusHost/Control/PROTOCOL.md "$doc/docs/PROTOCOL.md"
+install -m 0644 examples/eventbus.yaml examples/eventbusd.service examples/eventbusd.socket "$doc/examples/"
+for readme in plugins/*/README.md; do
+  install -d "$doc/$(dirname "$readme")"
+  install -m 0644 "$readme" "$doc/$readme"
+  if [ -f "$(dirname "$readme")/sample.yaml" ]; then install -m 0644 "$(dirname "$readme")/sample.yaml" "$doc/$(dirname "$readme")/"; fi
+done
+install -m 0644 packaging/deb/copyright "$doc/copyright"
+# The package is native (its version has no Debian revision), so its one changelog is changelog.gz.
+{
+  echo "eventbus ($version) unstable; urgency=medium"
+  echo
+  if [ "$version" = "$release" ]; then
+    echo "  * Release $release."
+  else
+    echo "  * Development build of commit $commit, after release $release."
+  fi
+  echo
+  echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+} | gzip -9n > "$doc/changelog.gz"
+install -m 0644 packaging/deb/lintian-overrides "$stage/usr/share/lintian/overrides/eventbus"
+
 install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$stage/DEBIAN/"
 echo /etc/eventbus/eventbus.yaml > "$stage/DEBIAN/conffiles"
+find "$stage" -path "$stage/DEBIAN" -prune -o -type d -exec chmod 0755 {} +
+find "$stage" -path "$stage/DEBIAN" -prune -o -type f ! -perm /0111 -exec chmod 0644 {} +
+find "$stage" -path "$stage/DEBIAN" -prune -o -type f -perm /0111 -exec chmod 0755 {} +
+(cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
+chmod 0644 "$stage/DEBIAN/md5sums" "$stage/DEBIAN/conffiles"
 cat > "$stage/DEBIAN/control" <<CONTROL
 Package: eventbus
 Version: $version
 Architecture: $arch
-Maintainer: EventBus developers <eventbus@localhost>
+Maintainer: $maintainer
 Depends: $depends, passwd
 Section: admin
 Priority: optional
-Installed-Size: $(du -sk "$stage" | cut -f1)
+Installed-Size: $(du -sk --apparent-size --exclude=DEBIAN "$stage" | cut -f1)
 Description: plugin-based event bus for Linux services
  eventbusd publishes timers, file changes (inotify), journal lines and posted
  events as shared Combine streams to handler modules (Swift shared objects);
  eventbus tails, posts and shows status. Includes the Swift runtime it needs
  and the EventBusKit SDK sources for building modules (which needs Swift 6.3).
 CONTROL
-find "$stage" -path "$stage/DEBIAN" -prune -o -type d -exec chmod 0755 {} +
 mkdir -p "$output"
 package="$output/eventbus_${version}_${arch}.deb"
-dpkg-deb --root-owner-group --build "$stage" "$package" >/dev/null
+dpkg-deb --root-owner-group -Zxz --build "$stage" "$package" >/dev/null
 echo "$package"

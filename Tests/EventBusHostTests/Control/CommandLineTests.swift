@@ -101,10 +101,10 @@ import Testing
         let directory = try TemporaryDirectory()
         let cli = try await eventbus(["--version"], in: directory)
         #expect(cli.status == 0)
-        #expect(cli.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == ControlProtocol.versionLine)
+        #expect(cli.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "eventbus \(ControlProtocol.versionLine)")
         let daemon = try DaemonProcessTests.Daemon(arguments: ["--version"], in: directory)
         #expect(await daemon.exitStatus() == 0)
-        #expect(daemon.output.trimmingCharacters(in: .whitespacesAndNewlines) == ControlProtocol.versionLine)
+        #expect(daemon.output.trimmingCharacters(in: .whitespacesAndNewlines) == "eventbusd \(ControlProtocol.versionLine)")
     }
 
     /// Refused while parsing (exit 64, `post`'s own usage), so no host is needed and nothing is
