@@ -79,7 +79,7 @@ printf 'module COpenCombineHelpers {\n    umbrella header "%s"\n    export *\n}\
   > "$lib/sdk/include/COpenCombineHelpers/module.modulemap"
 
 install -m 0644 packaging/deb/eventbus.yaml "$stage/etc/eventbus/eventbus.yaml"
-sed 's|/usr/local/bin/eventbusd|/usr/bin/eventbusd|' examples/eventbusd.service > "$stage/lib/systemd/system/eventbusd.service"
+sed 's|/usr/local/bin/|/usr/bin/|g' examples/eventbusd.service > "$stage/lib/systemd/system/eventbusd.service"
 install -m 0644 examples/eventbusd.socket "$stage/lib/systemd/system/eventbusd.socket"
 chmod 0644 "$stage/lib/systemd/system/eventbusd.service"
 printf 'u eventbus - "EventBus host" /var/lib/eventbus /usr/sbin/nologin\nm eventbus systemd-journal\n' > "$stage/usr/lib/sysusers.d/eventbus.conf"
