@@ -82,6 +82,7 @@ struct ProductionRoot: Sendable {
         guard built.status == 0, let package = built.output.split(separator: "\n").last.map(String.init), package.hasSuffix(".deb") else {
             throw Failure("build-deb.sh failed: \(built.output.suffix(3000))")
         }
+        print("production root: build-deb.sh took \(Int(built.seconds)) s")
         // One stable name, bound into every container.
         try FileManager.default.copyItem(atPath: package, toPath: folder + "/package/eventbus.deb")
         try? FileManager.default.removeItem(atPath: package)

@@ -203,11 +203,14 @@ extension Production {
                 await check(tailed.contains("restarted"), "tail says the host restarted: \(tailed)", in: container)
                 await check(tailed.contains("user.after-restart"), "tail shows events posted after the restart: \(tailed)", in: container)
 
+                // Each post is issued once systemd has begun the restart (the service is no
+                // longer active: stopping, or starting again).
                 let posts = try await container.sh("""
                     for i in 1 2 3 4 5; do
                       systemctl restart --no-block eventbusd
-                      if eventbus post user.during-restart-$i; then echo "posted $i"; else echo "FAILED $i"; fi
-                      systemctl is-active --wait eventbusd >/dev/null 2>&1; sleep 0.5
+                      for j in $(seq 500); do s=$(systemctl show -p ActiveState --value eventbusd); [ "$s" != active ] && break; sleep 0.01; done
+                      if eventbus post user.during-restart-$i; then echo "posted $i while $s"; else echo "FAILED $i while $s"; fi
+                      for j in $(seq 500); do [ "$(systemctl show -p ActiveState --value eventbusd)" = active ] && break; sleep 0.01; done
                     done
                     """, timeout: 120)
                 await check(!posts.output.contains("FAILED"), "posts issued while the service restarts succeed: \(posts.output)", in: container)
