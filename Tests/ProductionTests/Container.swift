@@ -104,6 +104,7 @@ final class Container: @unchecked Sendable {
     static func withBooted<T>(_ body: (Container) async throws -> T) async throws -> T {
         let prepared = try await ProductionRoot.shared()
         let container = try await boot(prepared)
+        print("container \(container.name) booted in \(String(format: "%.2f", container.bootSeconds)) s (PID 1 is \(container.leader) here)")
         do {
             let result = try await body(container)
             await container.stop()
@@ -145,7 +146,14 @@ final class Container: @unchecked Sendable {
     /// `timeout` after `timeout` seconds (status 124 then).
     @discardableResult
     func sh(_ script: String, timeout: Int = 60) async throws -> ProcessResult {
-        try await run("/usr/bin/nsenter", ["--target", String(leader), "--all", "--root", "--wd",
+        // Never the host: nsenter into a process that shares our mount namespace would run
+        // `script` (systemctl, useradd, ...) on this machine.
+        let ours = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/mnt")
+        let theirs = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(leader)/ns/mnt")
+        guard let ours, let theirs, ours != theirs else {
+            throw Failure("pid \(leader) is not in a container's mount namespace (\(String(describing: theirs))); not running \(script)")
+        }
+        return try await run("/usr/bin/nsenter", ["--target", String(leader), "--all", "--root", "--wd",
                                            "/usr/bin/env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/root",
                                            "/usr/bin/timeout", "--kill-after=5", String(timeout), "/bin/sh", "-c", script])
     }
