@@ -75,6 +75,12 @@ struct ProductionRoot: Sendable {
         }
         let folder = buildFolder + "/production-root"
         try FileManager.default.createDirectory(atPath: folder + "/package", withIntermediateDirectories: true)
+        // One test process at a time per build folder: a second one would debootstrap into the
+        // same root.partial, or replace the package under the first one's containers. Held
+        // until this process exits (the descriptor is never closed).
+        let lock = open(folder + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard lock >= 0 else { throw Failure("cannot open \(folder)/lock: \(String(cString: strerror(errno)))") }
+        _ = try await blocking { flock(lock, LOCK_EX) }
         try? FileManager.default.removeItem(atPath: folder + "/package/eventbus.deb")
         // gzip -1 instead of xz: the same package for these tests, built in a fraction of the
         // time (xz took about two minutes of this machine's two cores).
