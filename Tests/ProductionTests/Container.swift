@@ -42,7 +42,7 @@ final class Container: @unchecked Sendable {
         let scratch = try TemporaryDirectory("eventbus-production")
         let name = "ebtest-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         let log = scratch.at("nspawn.log")
-        FileManager.default.createFile(atPath: log, contents: nil)
+        guard FileManager.default.createFile(atPath: log, contents: nil) else { throw Failure("cannot create \(log)") }
         let output = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
