@@ -241,5 +241,12 @@ let package = Package(
             name: "EventSourcesTests",
             dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
         ),
+        // The .deb under a real systemd: a Debian 12 root made by debootstrap (cached in the build
+        // folder), booted per test with systemd-nspawn (docs/production-tests.md). Runs the
+        // products of this build, so it depends on no target of its own but the test support.
+        .testTarget(
+            name: "ProductionTests",
+            dependencies: ["TestSupport"]
+        ),
     ]
 )

@@ -1,0 +1,245 @@
+import Foundation
+import Testing
+import TestSupport
+
+extension Production {
+    /// What the shipped unit must do once the host's side of issue 27 is in: each test is the
+    /// spec of one item (numbered as in the issue).
+    @Suite struct ServiceExpected {
+        /// 1. A journal watch with a consumer under the shipped unit (User=eventbus,
+        /// StateDirectory=eventbus): its position lives in /var/lib/eventbus, and across a first
+        /// start, a stop/start and a watchdog kill every line is posted exactly once, in order.
+        @Test(.timeLimit(.minutes(8)))
+        func journalWatchResumesExactlyAcrossRestarts() async throws {
+            try await Container.withInstalled { container in
+                try await container.write("/etc/eventbus/eventbus.yaml", config(
+                    sources: "  journal:\n    - name: app\n      identifier: ebtest\n      consumer: ebtest"))
+                var next = 1
+                func write(_ count: Int) async throws {
+                    try await succeed("for i in $(seq \(next) \(next + count - 1)); do echo \"ebline $i\" | systemd-cat -t ebtest; done", in: container)
+                    next += count
+                }
+                /// The ebline messages this run of the host posted, once the last one written is in.
+                func collect() async throws -> [String] {
+                    var lines: [String] = []
+                    _ = try await poll(seconds: 15) {
+                        lines = try await replay("journal.>", in: container).compactMap {
+                            ($0["fields"] as? [String: Any])?["message"] as? String
+                        }.filter { $0.hasPrefix("ebline ") }
+                        return lines.last == "ebline \(next - 1)"
+                    }
+                    return lines
+                }
+                var runs: [[String]] = []
+                try await write(5)                                   // before the first start
+                try await succeed("systemctl start eventbusd", in: container)
+                try await write(5)                                   // while running
+                runs.append(try await collect())
+                try await succeed("systemctl stop eventbusd", in: container)
+                try await write(5)                                   // while stopped
+                try await succeed("systemctl start eventbusd", in: container)
+                runs.append(try await collect())
+                let pid = try await container.property("MainPID")
+                let restarts = try await container.property("NRestarts")
+                try await succeed("kill -STOP \(pid)", in: container)
+                try await write(5)                                   // while frozen
+                let waited = try await container.sh(waitForRestartScript(oldPID: pid, restarts: restarts))
+                await check(waited.status == 0, "the watchdog restarts the frozen host: \(waited.output)", in: container)
+                runs.append(try await collect())
+
+                let expected = (1..<next).map { "ebline \($0)" }
+                await check(runs.flatMap { $0 } == expected,
+                            "every line exactly once, in order, over the three runs; got \(runs)", in: container)
+                let state = try await container.sh("find /var/lib/eventbus/ /var/lib/private/eventbus/ -type f 2>/dev/null; ls -la /var/lib/eventbus/")
+                await check(state.output.split(separator: "\n").contains { $0.hasPrefix("/var/lib/") },
+                            "a position file under /var/lib/eventbus: \(state.output)", in: container)
+            }
+        }
+
+        /// 2a. The post that socket-activates eventbusd is delivered: hello answers that very
+        /// sequence number.
+        @Test(.timeLimit(.minutes(8)))
+        func thePostThatActivatesTheServiceIsDelivered() async throws {
+            try await Container.withInstalled { container in
+                #expect(try await container.property("ActiveState") == "inactive")
+                let posted = try await succeed("eventbus post user.activation --print-seq", in: container)
+                let seq = Int(posted.output.split(separator: "\n").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "")
+                await check(seq != nil, "--print-seq prints the sequence: \(posted.output)", in: container)
+                guard let seq else { return }
+                var greetings: [[String: Any]] = []
+                let answered = try await poll(seconds: 10) {
+                    greetings = try await replay("hello.>", in: container)
+                    return greetings.contains { (($0["fields"] as? [String: Any])?["event_sequence"] as? Int) == seq }
+                }
+                await check(answered, "hello.greeted with event_sequence \(seq) (the activating post); replay holds \(greetings)", in: container)
+            }
+        }
+
+        /// 2b. Posts during `systemctl restart` loops: every acknowledged post reaches hello
+        /// (its log line in the journal).
+        @Test(.timeLimit(.minutes(8)))
+        func noAcknowledgedPostIsLostAcrossRestarts() async throws {
+            try await Container.withInstalled { container in
+                try await succeed("systemctl start eventbusd", in: container)
+                let result = try await container.sh("""
+                    rm -f /tmp/restarts-done
+                    ( for i in 1 2 3 4 5; do systemctl restart eventbusd; sleep 0.3; done; touch /tmp/restarts-done ) &
+                    i=0
+                    while [ ! -e /tmp/restarts-done ]; do
+                      i=$((i+1))
+                      if eventbus post user.p$i >/dev/null 2>&1; then echo "acked $i"; else echo "refused $i"; fi
+                    done
+                    wait
+                    """, timeout: 120)
+                let acked = result.output.split(separator: "\n").compactMap { line -> Int? in
+                    line.hasPrefix("acked ") ? Int(line.dropFirst(6)) : nil
+                }
+                await check(acked.count > 0, "some posts were acknowledged: \(result.output.suffix(2000))", in: container)
+                var missing: [Int] = []
+                _ = try await poll(seconds: 10) {
+                    let journal = try await container.sh("journalctl -u eventbusd -o cat").output
+                    missing = acked.filter { !journal.contains("hello, user.p\($0) from") }
+                    return missing.isEmpty
+                }
+                await check(missing.isEmpty, "acknowledged posts hello never saw: \(missing) of \(acked.count) acknowledged", in: container)
+            }
+        }
+
+        /// 3. `systemctl reload` runs `eventbus reload`: a refused config fails the reload and
+        /// the old one keeps running; a good one succeeds and is applied when it returns.
+        @Test(.timeLimit(.minutes(8)))
+        func reloadReportsARefusedConfig() async throws {
+            try await Container.withInstalled { container in
+                try await succeed("systemctl start eventbusd", in: container)
+                let pid = try await container.property("MainPID")
+                try await container.write("/etc/eventbus/eventbus.yaml", config() + "\nsources: [unclosed\n")
+                let refused = try await container.sh("systemctl reload eventbusd")
+                await check(refused.status != 0, "reload of a config with a syntax error fails: \(refused.output)", in: container)
+                // ExecReload's output (the eventbus CLI's) names the config file and its error.
+                let said = try await container.sh("journalctl -u eventbusd _COMM=eventbus -o cat").output
+                await check(said.contains("eventbus.yaml"), "the refused reload says what is wrong with the config: \(said)", in: container)
+                let state = try await container.property("ActiveState"), pidAfter = try await container.property("MainPID")
+                await check(state == "active" && pidAfter == pid,
+                            "still active, same process, after the refused reload (\(state), pid \(pid) -> \(pidAfter))", in: container)
+                let old = try await container.sh("eventbus status").output
+                await check(old.contains("every 60.0 seconds") && !old.contains("every 3600"), "the old config still runs: \(old)", in: container)
+
+                try await container.write("/etc/eventbus/eventbus.yaml", config(
+                    sources: "  timers:\n    - name: heartbeat\n      every: 60s\n    - name: ebtest-good\n      every: 1h"))
+                let good = try await container.sh("systemctl reload eventbusd")
+                await check(good.status == 0, "reload of a good config succeeds: \(good.output)", in: container)
+                let status = try await container.sh("eventbus status").output
+                await check(status.contains("every 3600"), "applied by the time reload returned: \(status)", in: container)
+            }
+        }
+
+        /// 4. `metrics.listen` under the unit's RestrictAddressFamilies: /metrics answers.
+        @Test(.timeLimit(.minutes(8)))
+        func metricsListenerServesUnderTheUnit() async throws {
+            try await Container.withInstalled { container in
+                try await container.write("/etc/eventbus/eventbus.yaml", config(extra: "metrics:\n  listen: 127.0.0.1:9464"))
+                try await succeed("systemctl start eventbusd", in: container)
+                var answer = ""
+                let served = try await poll(seconds: 10) {
+                    answer = try await container.sh("""
+                        exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/9464 && printf "GET /metrics HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n" >&3 && cat <&3'
+                        """, timeout: 10).output
+                    return answer.hasPrefix("HTTP/1.") && answer.contains("eventbus_")
+                }
+                let statusLine = answer.split(separator: "\r\n").first.map(String.init) ?? ""
+                await check(served && statusLine.contains(" 200"), "GET /metrics: \(answer.prefix(500))", in: container)
+            }
+        }
+
+        /// 5. Crash reports: swift-backtrace is found, and a worker killed by SIGSEGV is
+        /// reported (module.crashed within 1 s) and restarted.
+        @Test(.timeLimit(.minutes(8)))
+        func crashedWorkerIsReportedAndRestarted() async throws {
+            try await Container.withInstalled { container in
+                try await succeed("systemctl start eventbusd", in: container)
+                let worker = try await succeed("pgrep -f '^[^ ]*eventbus-module-worker --module hello '", in: container)
+                    .output.trimmingCharacters(in: .whitespacesAndNewlines)
+                let killed = try await succeed("date +%s.%N; kill -SEGV \(worker)", in: container)
+                let killedAt = Double(killed.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                var crashed: [String: Any]?
+                _ = try await poll(seconds: 10) {
+                    crashed = try await replay("module.>", in: container).first { $0["name"] as? String == "module.crashed" }
+                    return crashed != nil
+                }
+                let postedAt = (crashed?["time"] as? String).flatMap(Self.time) ?? .infinity
+                await check(crashed != nil && postedAt - killedAt <= 1.0,
+                            "module.crashed within 1 s of the kill (\(postedAt - killedAt) s): \(String(describing: crashed))", in: container)
+                var now = ""
+                let restarted = try await poll(seconds: 20) {
+                    now = try await container.sh("pgrep -f '^[^ ]*eventbus-module-worker --module hello '").output.trimmingCharacters(in: .whitespacesAndNewlines)
+                    return !now.isEmpty && now != worker
+                }
+                await check(restarted, "hello's worker restarted (was \(worker), now '\(now)')", in: container)
+                let journal = try await container.sh("journalctl -u eventbusd -o cat").output
+                await check(!journal.contains("unable to locate swift-backtrace"), "swift-backtrace is installed where the runtime looks", in: container)
+            }
+        }
+
+        /// 8. Clients across restarts: a tail keeps following (says `restarted`, shows later
+        /// events), posts during a restart succeed, status names the activated socket.
+        @Test(.timeLimit(.minutes(8)))
+        func clientsKeepWorkingAcrossRestarts() async throws {
+            try await Container.withInstalled { container in
+                try await succeed("systemctl start eventbusd", in: container)
+                let followed = try await container.sh("""
+                    eventbus tail 'user.>' > /tmp/tail.out 2>&1 &
+                    tail=$!
+                    sleep 1
+                    eventbus post user.before-restart
+                    systemctl restart eventbusd
+                    eventbus post user.after-restart
+                    sleep 2
+                    kill -0 $tail && echo TAIL-STILL-RUNNING
+                    echo ---; cat /tmp/tail.out
+                    kill $tail
+                    """)
+                await check(followed.output.contains("TAIL-STILL-RUNNING"), "tail keeps following across the restart: \(followed.output)", in: container)
+                let tailed = followed.output.components(separatedBy: "---").last ?? ""
+                await check(tailed.contains("restarted"), "tail says the host restarted: \(tailed)", in: container)
+                await check(tailed.contains("user.after-restart"), "tail shows events posted after the restart: \(tailed)", in: container)
+
+                // Each post is issued once systemd has begun the restart (the service is no
+                // longer active: stopping, or starting again).
+                let posts = try await container.sh("""
+                    for i in 1 2 3 4 5; do
+                      systemctl restart --no-block eventbusd
+                      for j in $(seq 500); do s=$(systemctl show -p ActiveState --value eventbusd); [ "$s" != active ] && break; sleep 0.01; done
+                      if eventbus post user.during-restart-$i; then echo "posted $i while $s"; else echo "FAILED $i while $s"; fi
+                      for j in $(seq 500); do [ "$(systemctl show -p ActiveState --value eventbusd)" = active ] && break; sleep 0.01; done
+                    done
+                    """, timeout: 120)
+                await check(!posts.output.contains("FAILED"), "posts issued while the service restarts succeed: \(posts.output)", in: container)
+
+                let status = try await succeed("eventbus status", in: container)
+                await check(status.output.contains("/run/eventbus/control.sock"), "status shows the activated socket: \(status.output)", in: container)
+            }
+        }
+
+        /// 9. Noise: no swift-backtrace or thread-priority lines at start; eventbusd as the
+        /// service user without systemd and without a socket says to use --socket.
+        @Test(.timeLimit(.minutes(8)))
+        func startIsQuietAndAManualStartExplainsItself() async throws {
+            try await Container.withInstalled { container in
+                try await succeed("systemctl start eventbusd && eventbus post user.noise", in: container)
+                try await Task.sleep(for: .seconds(1))
+                let noise = try await container.sh("journalctl -u eventbusd -o cat | grep -i -e swift-backtrace -e 'thread priority'")
+                await check(noise.output.isEmpty, "noise in the start's journal: \(noise.output)", in: container)
+                let manual = try await container.sh("cd / && runuser -u eventbus -- eventbusd --config /etc/eventbus/eventbus.yaml", timeout: 15)
+                await check(manual.status != 0 && manual.status != 124, "a manual start without a socket fails (exit \(manual.status)): \(manual.output)", in: container)
+                await check(manual.output.contains("--socket"), "its message suggests --socket: \(manual.output)", in: container)
+            }
+        }
+
+        /// RFC 3339 time with fractional seconds to seconds since 1970.
+        static func time(_ text: String) -> Double? {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return formatter.date(from: text)?.timeIntervalSince1970
+        }
+    }
+}
