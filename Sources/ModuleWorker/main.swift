@@ -1,3 +1,4 @@
+import EventBusHost
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -52,6 +52,8 @@ struct EventBusDaemon: ParsableCommand {
             for line in report.lines { print(line) }
             throw report.isOK ? ExitCode.success : ExitCode.failure
         }
+        // A fatal signal ends the host even when it was sent (systemd's watchdog sends SIGABRT).
+        FatalSignals.install()
         // What systemd passed in the environment, read (and removed) before any thread runs.
         let serviceManager = ServiceManagerEnvironment.take()
         let activation = SocketActivation.take()

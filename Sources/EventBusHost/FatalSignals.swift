@@ -1,25 +1,26 @@
 import Glibc
 
-/// Makes every fatal signal end the worker, whoever sent it.
+/// Makes every fatal signal end the process — eventbusd or a module worker — whoever sent it.
 ///
-/// The Swift runtime's crash handler (enabled for workers through `SWIFT_BACKTRACE`) prints the
-/// backtrace and then *returns*, counting on the faulting instruction to fault again with the
-/// default action in place. That holds for a real fault, but not for a signal another process
-/// sent (`kill -SEGV`): execution simply went on, the worker kept running after "Program
-/// crashed", and the host never heard of a crash. So each fatal signal gets a handler that
-/// lets the runtime's handler report first, then restores the default action and re-raises:
-/// the worker ends with that signal, which the host reports as the crash it is.
+/// The Swift runtime's crash handler (enabled through `SWIFT_BACKTRACE`) prints the backtrace
+/// and then *returns*, counting on the faulting instruction to fault again with the default
+/// action in place. That holds for a real fault, but not for a signal another process sent:
+/// execution simply went on. A worker sent `kill -SEGV` kept running after "Program crashed"
+/// and the host never heard of a crash; eventbusd sent SIGABRT by systemd's watchdog kept
+/// running until `TimeoutAbortSec=` ran out and SIGKILL came, 30 s later. So each fatal signal
+/// gets a handler that lets the runtime's handler report first, then restores the default
+/// action and re-raises: the process ends with that signal.
 ///
 /// Threads: ``install()`` runs once at start, before the module is loaded; the handler runs
 /// on whichever thread took the signal and calls only async-signal-safe functions.
-enum FatalSignals {
+public enum FatalSignals {
     static let signals: [Int32] = [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGQUIT]
 
     /// The actions in place before ours (the runtime's), by signal number. Written once by
     /// ``install()`` before any handler of ours can run; read-only afterwards.
     nonisolated(unsafe) private static var previous = UnsafeMutablePointer<sigaction>.allocate(capacity: 65)  // signals 1…64
 
-    static func install() {
+    public static func install() {
         let table = previous
         for signal in signals {
             var old = sigaction()
