@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// Makes every fatal signal end the process — eventbusd or a module worker — whoever sent it.
 ///
@@ -16,11 +17,19 @@ import Glibc
 public enum FatalSignals {
     static let signals: [Int32] = [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS, SIGQUIT]
 
+    /// Set as soon as a fatal signal arrives: the process is ending, whatever its other threads
+    /// still do while the runtime writes its crash report (they run on for milliseconds, and a
+    /// SIGABRT from systemd's watchdog comes with a SIGCONT that wakes them all). What persists
+    /// a promise — the host's journal positions — checks it and writes nothing more, so an entry
+    /// such a thread posts to a bus about to vanish is read again by the next host.
+    public static let processIsEnding = Atomic<Bool>(false)
+
     /// The actions in place before ours (the runtime's), by signal number. Written once by
     /// ``install()`` before any handler of ours can run; read-only afterwards.
     nonisolated(unsafe) private static var previous = UnsafeMutablePointer<sigaction>.allocate(capacity: 65)  // signals 1…64
 
     public static func install() {
+        _ = processIsEnding.load(ordering: .relaxed)  // initialized here, not first in a handler
         let table = previous
         for signal in signals {
             var old = sigaction()
@@ -35,6 +44,7 @@ public enum FatalSignals {
     }
 
     private static let handle: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t>?, UnsafeMutableRawPointer?) -> Void = { signal, info, context in
+        FatalSignals.processIsEnding.store(true, ordering: .sequentiallyConsistent)
         let old = FatalSignals.previous[Int(signal)]
         let handler = unsafeBitCast(old.__sigaction_handler.sa_handler, to: Int.self)
         if handler != 0 && handler != 1 {  // neither SIG_DFL nor SIG_IGN: the runtime's

@@ -59,6 +59,9 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
             defer { state.entry = nil; state.scheduled = false }
             return state.entry
         }) else { return }
+        // A crashing host (a SIGABRT from the watchdog included) saves no position it took in
+        // while dying: those entries may never have reached anyone.
+        guard !FatalSignals.processIsEnding.load(ordering: .sequentiallyConsistent) else { return }
         do {
             try bus.acknowledge(entry)
         } catch {

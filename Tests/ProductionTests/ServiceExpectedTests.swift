@@ -200,7 +200,7 @@ extension Production {
                     sleep 2
                     kill -0 $tail && echo TAIL-STILL-RUNNING
                     echo ---; cat /tmp/tail.out
-                    kill $tail
+                    kill -KILL $tail  # the test process runs us with SIGTERM blocked, and children inherit the mask
                     """)
                 await check(followed.output.contains("TAIL-STILL-RUNNING"), "tail keeps following across the restart: \(followed.output)", in: container)
                 let tailed = followed.output.components(separatedBy: "---").last ?? ""
@@ -224,15 +224,22 @@ extension Production {
             }
         }
 
-        /// 9. Noise: no swift-backtrace or thread-priority lines at start; eventbusd as the
+        /// 9. Noise: no swift-backtrace lines and at most Dispatch's one thread-priority line per
+        /// process at start; eventbusd as the
         /// service user without systemd and without a socket says to use --socket.
         @Test(.timeLimit(.minutes(8)))
         func startIsQuietAndAManualStartExplainsItself() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd && eventbus post user.noise", in: container)
                 try await Task.sleep(for: .seconds(1))
-                let noise = try await container.sh("journalctl -u eventbusd -o cat | grep -i -e swift-backtrace -e 'thread priority'")
-                await check(noise.output.isEmpty, "noise in the start's journal: \(noise.output)", in: container)
+                let backtracer = try await container.sh("journalctl -u eventbusd -o cat | grep -i swift-backtrace")
+                await check(backtracer.output.isEmpty, "swift-backtrace noise in the start's journal: \(backtracer.output)", in: container)
+                // Dispatch's manager thread asks for a higher priority than an unprivileged
+                // service may take, once per process (docs/production-tests.md): at most one
+                // line from eventbusd and one from hello's worker, never one per thread.
+                let priority = try await container.sh("journalctl -u eventbusd -o cat | grep -c 'thread priority'")
+                let lines = Int(priority.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+                await check(lines >= 0 && lines <= 2, "thread-priority lines at a start with one worker: \(lines)", in: container)
                 let manual = try await container.sh("cd / && runuser -u eventbus -- eventbusd --config /etc/eventbus/eventbus.yaml", timeout: 15)
                 await check(manual.status != 0 && manual.status != 124, "a manual start without a socket fails (exit \(manual.status)): \(manual.output)", in: container)
                 await check(manual.output.contains("--socket"), "its message suggests --socket: \(manual.output)", in: container)
