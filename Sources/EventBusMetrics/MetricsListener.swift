@@ -8,10 +8,17 @@ import Synchronization
 /// of this file — while NIO would add its event loops and a dozen modules to a host that
 /// already runs an epoll loop of its own for the control socket. It faces the network, so
 /// what a client sends is bounded and nothing it does can hold the host:
-/// - at most ``Limits/maxConnections`` at once; one more is answered `503` and closed;
+/// - at most ``Limits/maxConnections`` at once. When a new one finds the table full, the oldest
+///   connection that has not sent a whole request head yet is closed to make room (a table
+///   held by idle or slowloris connections would otherwise answer every scraper `503`: 16
+///   idle sockets that reconnect when closed got a scraper 0 answers of 40). Only when every
+///   connection is being answered is the new one answered `503` and closed;
+/// - a new connection's head is read at once (a scraper's usually came with it), so a flood of
+///   newer connections cannot push it out before it is read;
 /// - a request head is at most ``Limits/maxRequestBytes`` (else `431`); a body is not read;
-/// - each connection has ``Limits/timeout`` in all, to send its request and read the answer;
-///   a slow or silent client is closed at its deadline (slowloris);
+/// - the head must be whole within ``Limits/headTimeout`` (slowloris), and each connection
+///   has ``Limits/timeout`` in all, to send its request and read the answer; a slow or silent
+///   client is closed at its deadline.
 /// - anything but `GET`/`HEAD` gets `405`, a malformed request line `400`, another path `404`;
 ///   every answer carries `Connection: close`.
 ///
@@ -25,8 +32,10 @@ public final class MetricsListener: @unchecked Sendable {
     // after `start`; `thread` only by start/stop on one caller's queue.
 
     public struct Limits: Sendable {
-        public var maxConnections = 16
+        public var maxConnections = 64
         public var maxRequestBytes = 8 * 1024
+        /// From accept to the end of the request head: a scraper sends its head at once.
+        public var headTimeout: Duration = .seconds(2)
         public var timeout: Duration = .seconds(5)
         public init() {}
     }
@@ -35,6 +44,8 @@ public final class MetricsListener: @unchecked Sendable {
     public struct Statistics: Sendable, Equatable {
         public var scrapes: UInt64 = 0
         public var rejected: UInt64 = 0
+        /// Closed without a whole request head: at a deadline, or evicted for a newer
+        /// connection while the table was full.
         public var timedOut: UInt64 = 0
 
         public init(scrapes: UInt64 = 0, rejected: UInt64 = 0, timedOut: UInt64 = 0) {
@@ -61,15 +72,20 @@ public final class MetricsListener: @unchecked Sendable {
     private final class Connection {
         /// -1 once closed.
         var fd: Int32
+        /// The end of the whole exchange.
         let deadline: ContinuousClock.Instant
+        /// The end of the head's time; `deadline` once it is answered.
+        let headDeadline: ContinuousClock.Instant
         var request: [UInt8] = []
         var output: [UInt8] = []
         var written = 0
         var answered: Bool { !output.isEmpty }
+        var currentDeadline: ContinuousClock.Instant { answered ? deadline : headDeadline }
 
-        init(fd: Int32, deadline: ContinuousClock.Instant) {
+        init(fd: Int32, accepted: ContinuousClock.Instant, limits: Limits) {
             self.fd = fd
-            self.deadline = deadline
+            self.deadline = accepted + limits.timeout
+            self.headDeadline = accepted + min(limits.headTimeout, limits.timeout)
         }
     }
 
@@ -104,7 +120,8 @@ public final class MetricsListener: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
             }
         }
-        guard bound == 0, listen(fd, 64) == 0 else {
+        // A deep backlog: a connect that finds it full is retried by the client a second later.
+        guard bound == 0, listen(fd, 1024) == 0 else {
             let error = errno
             close(fd)
             throw .system("bind", error, address)
@@ -163,7 +180,7 @@ public final class MetricsListener: @unchecked Sendable {
             for connection in connections {
                 fds.append(pollfd(fd: connection.fd, events: Int16(connection.answered ? POLLOUT : POLLIN), revents: 0))
             }
-            let soonest = (connections.map(\.deadline) + [acceptPausedUntil].compactMap { $0 }).min()
+            let soonest = (connections.map(\.currentDeadline) + [acceptPausedUntil].compactMap { $0 }).min()
             let timeout = soonest.map { max(0, Int32(clamping: ($0 - now).milliseconds + 1)) } ?? -1
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { break }
@@ -175,7 +192,7 @@ public final class MetricsListener: @unchecked Sendable {
             let after = ContinuousClock.now
             connections.removeAll { connection in
                 if connection.fd < 0 { return true }
-                guard connection.deadline <= after else { return false }
+                guard connection.currentDeadline <= after else { return false }
                 counts.withLock { $0.timedOut += 1 }
                 close(connection.fd)
                 return true
@@ -185,8 +202,10 @@ public final class MetricsListener: @unchecked Sendable {
         connections.removeAll()
     }
 
+    /// Accepts what waits, at most ``Limits/maxConnections`` per round: a flood of connects
+    /// must not keep the thread from reading the heads of those it has.
     private func acceptWaiting() {
-        while true {
+        for _ in 0..<max(1, limits.maxConnections) {
             let fd = Self.accept4(listener, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
                 // EAGAIN: none left. Out of descriptors: the client stays in the backlog; look again
@@ -194,16 +213,40 @@ public final class MetricsListener: @unchecked Sendable {
                 if errno == EMFILE || errno == ENFILE { acceptPausedUntil = .now + .milliseconds(100) }
                 return
             }
-            guard connections.count < limits.maxConnections else {
+            let connection = Connection(fd: fd, accepted: .now, limits: limits)
+            // Its head may be here already: then it is answered now and takes no place.
+            serve(connection, events: Int16(POLLIN))
+            if connection.fd < 0 { continue }  // answered (or gone) already
+            if live >= limits.maxConnections { makeRoom() }
+            guard live < limits.maxConnections else {
+                // Every place is being answered: the newcomer is told so.
                 counts.withLock { $0.rejected += 1 }
                 var answer = Self.response(status: "503 Service Unavailable", body: Array("too many connections\n".utf8))
                 _ = send(fd, &answer, answer.count, Int32(MSG_NOSIGNAL))
-                close(fd)
+                finish(connection)
                 continue
             }
-            connections.append(Connection(fd: fd, deadline: .now + limits.timeout))
+            connections.append(connection)
         }
     }
+
+    /// Frees a place: the oldest connection without a whole request head is read once more
+    /// (its head may have come since the last poll: then it is answered, not closed) and
+    /// otherwise closed — an idle or slowloris connection gives way to a newer one, whose
+    /// own deadline would have ended it soon anyway.
+    private func makeRoom() {
+        for connection in connections where connection.fd >= 0 && !connection.answered {
+            serve(connection, events: Int16(POLLIN))
+            if connection.fd < 0 { return }  // answered and done, or gone
+            if connection.answered { continue }  // being written: it keeps its place
+            counts.withLock { $0.timedOut += 1 }
+            finish(connection)
+            return
+        }
+    }
+
+    /// Connections not yet closed (closed ones leave the list after the round of poll results).
+    private var live: Int { connections.reduce(0) { $0 + ($1.fd >= 0 ? 1 : 0) } }
 
     private func serve(_ connection: Connection, events: Int16) {
         if connection.answered {

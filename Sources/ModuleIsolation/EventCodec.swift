@@ -13,6 +13,12 @@ public enum EventCodec {
         case string = 1, int, double, bool, date
     }
 
+    /// The fewest bytes a field takes: a key's length (an empty key), its tag and a bool.
+    static let minimumFieldBytes = 6
+
+    /// The most fields ``WireDecoder/event()`` reserves room for before reading them.
+    static let reservedFieldsLimit = 64
+
     public static func encode(_ event: Event, into bytes: inout [UInt8]) {
         bytes.appendLittleEndian(event.sequence)
         bytes.appendLittleEndian(event.monotonicNanoseconds)
@@ -85,9 +91,15 @@ public struct WireDecoder {
         let name = try string()
         let source = try string()
         let count = Int(try integer(UInt32.self))
-        guard count <= bytes.count - offset else { throw WireError("impossible field count \(count)") }
+        // The count is a claim: one the rest of the frame cannot hold is refused, and room is
+        // reserved for a few dozen fields at most — a repeated key holds one field, and a
+        // dictionary reserved for a claim keeps that room as long as the event lives. Beyond,
+        // it grows by doubling as fields are read.
+        guard count <= (bytes.count - offset) / EventCodec.minimumFieldBytes else {
+            throw WireError("impossible field count \(count): \(bytes.count - offset) bytes left hold at most \((bytes.count - offset) / EventCodec.minimumFieldBytes)")
+        }
         var fields: [String: FieldValue] = [:]
-        fields.reserveCapacity(count)
+        fields.reserveCapacity(min(count, EventCodec.reservedFieldsLimit))
         for _ in 0..<count {
             let key = try string()
             let tag = try integer(UInt8.self)

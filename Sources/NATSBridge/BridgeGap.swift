@@ -31,10 +31,18 @@ public struct BridgeGap: Sendable, Hashable {
         /// exports nats.c had taken were not yet confirmed by the server; some of them may be
         /// lost (how many, core NATS cannot tell: the log says at most how many).
         case exportUnconfirmed = "export_unconfirmed"
+        /// Imports refused: a subject or payload a local post could not carry (a name with
+        /// `*`, `>`, an empty token, whitespace or a control character; text that is not
+        /// UTF-8) or that does not decode. Also counted as ``BridgeStatistics/malformed``;
+        /// not counted as ``BridgeStatistics/lost`` (nothing a sender meant was lost).
+        case importRefused = "import_refused"
 
         /// Whether the gap's count is the number of events lost; otherwise the announcement
         /// carries no `dropped` and ``BridgeStatistics/lost`` does not count it.
         public var countIsExact: Bool { self != .disconnected && self != .exportUnconfirmed }
+
+        /// Whether its count adds to ``BridgeStatistics/lost``.
+        var countsAsLost: Bool { countIsExact && self != .importRefused }
     }
 
     public var kind: Kind

@@ -28,11 +28,14 @@ public struct BridgeStatistics: Sendable {
     public var duplicatesDroppedByServer: UInt64
     /// Durable: events that arrived behind a later event of the same origin (posted).
     public var outOfOrder: UInt64
-    /// Events known lost (counted in announced `bridge.gap` events), and gap announcements.
+    /// Events known lost (counted in announced `bridge.gap` events, refused imports aside),
+    /// and gap announcements.
     public var lost: UInt64
     public var gaps: UInt64
     public var disconnects: UInt64
     public var reconnects: UInt64
+    /// Imports refused: subjects and payloads that do not decode or break the rules of a
+    /// local post (``ImportRules``); each is announced too (`bridge.gap`, `import_refused`).
     public var malformed: UInt64
     /// Durable: last origin (instance, sequence) taken in per host.
     public var origins: [String: (instance: UInt64, sequence: UInt64)]

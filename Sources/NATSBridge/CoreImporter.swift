@@ -153,11 +153,13 @@ final class CoreImporter: @unchecked Sendable {
 
     /// What to do with messages on one subject, worked out once per subject.
     struct Route {
-        enum Action { case post, echo, skip, malformed }
+        enum Action { case post, echo, skip, refused }
         let subject: [UInt8]
         let action: Action
         let host: String
         let name: String
+        /// Why a refused route is refused, and its subject as it can be shown.
+        var refusal: ImportRules.Refusal?
         /// The payload shape last seen on this subject (see ``WireFormat/ShapeCache``).
         let shapes = WireFormat.ShapeCache()
     }
@@ -181,13 +183,13 @@ final class CoreImporter: @unchecked Sendable {
             counters.echoesDropped.add(1, ordering: .relaxed)
             return
         case .skip: return
-        case .malformed:
-            counters.malformed.add(1, ordering: .relaxed)
+        case .refused:
+            refuse(route.refusal?.subject ?? "?", route.refusal?.reason ?? "refused")
             return
         }
         let length = Int(natsMsg_GetDataLength(message))
         guard let data = natsMsg_GetData(message) else {
-            counters.malformed.add(1, ordering: .relaxed)
+            refuse(route.name, "no payload")
             return
         }
         do {
@@ -195,8 +197,14 @@ final class CoreImporter: @unchecked Sendable {
                                                 shapes: route.shapes)
             subscription.batch.append(decoded.event, bytes: length)
         } catch {
-            counters.malformed.add(1, ordering: .relaxed)
+            refuse(route.name, "payload from \(route.host): \(error.description)")
         }
+    }
+
+    /// Counts and records (to be announced) one import refused; nats.c's delivery thread.
+    private func refuse(_ subject: String, _ reason: String) {
+        counters.malformed.add(1, ordering: .relaxed)
+        gaps.record(.importRefused, count: 1, subject: subject, detail: reason)
     }
 
     /// nats.c's delivery thread of `subscription`, after each message: posts the batch unless
@@ -217,9 +225,11 @@ final class CoreImporter: @unchecked Sendable {
 
     /// The route for a subject not seen before (slow path).
     fileprivate func makeRoute(_ subject: [UInt8], index: Int) -> Route {
-        let text = String(decoding: subject, as: UTF8.self)
-        guard let (host, name) = subjects.split(text) else { return Route(subject: subject, action: .malformed, host: "", name: "") }
-        let nameText = String(name)
+        let (host, nameText): (String, String)
+        switch subject.withUnsafeBytes({ ImportRules.split($0, subjects) }) {
+        case .success(let split): (host, nameText) = split
+        case .failure(let refusal): return Route(subject: subject, action: .refused, host: "", name: "", refusal: refusal)
+        }
         let action: Route.Action
         if host == subjects.host {
             action = .echo
@@ -228,7 +238,7 @@ final class CoreImporter: @unchecked Sendable {
         } else {
             action = .post
         }
-        return Route(subject: subject, action: action, host: String(host), name: nameText)
+        return Route(subject: subject, action: action, host: host, name: nameText)
     }
 
     /// Monitor queue: announces new slow-consumer drops; returns the messages waiting in nats.c

@@ -195,6 +195,12 @@ final class DurableImporter: @unchecked Sendable {
         logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(setup.consumer), \(filter))")
     }
 
+    /// Counts and records (to be announced) one import refused.
+    private func refuse(_ subject: String, _ reason: String) {
+        counters.malformed.add(1, ordering: .relaxed)
+        gaps.record(.importRefused, count: 1, subject: subject, detail: reason)
+    }
+
     private func take(_ list: natsMsgList) {
         var events: [Event] = []
         let before = ledger
@@ -230,25 +236,29 @@ final class DurableImporter: @unchecked Sendable {
                 continue
             }
             ledger.streamSequence = streamSequence
-            let subject = String(cString: natsMsg_GetSubject(message))
-            guard let (host, name) = subjects.split(subject) else {
-                counters.malformed.add(1, ordering: .relaxed)
+            let subject = natsMsg_GetSubject(message)!
+            let (host, nameText): (String, String)
+            switch ImportRules.split(UnsafeRawBufferPointer(start: subject, count: strlen(subject)), subjects) {
+            case .success(let split): (host, nameText) = split
+            case .failure(let refusal):
+                refuse(refusal.subject, refusal.reason)
                 continue
             }
             if host == subjects.host {
                 counters.echoesDropped.add(1, ordering: .relaxed)
                 continue
             }
-            let nameText = String(name)
             if patterns.count > 1, !patterns.contains(where: { $0.matches(nameText) }) { continue }
             let length = Int(natsMsg_GetDataLength(message))
-            guard let data = natsMsg_GetData(message),
-                  let decoded = try? WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: nameText, host: String(host))
-            else {
-                counters.malformed.add(1, ordering: .relaxed)
+            let decoded: WireFormat.Decoded
+            do {
+                guard let data = natsMsg_GetData(message) else { throw WireFormat.DecodeError(description: "no payload") }
+                decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: nameText, host: host)
+            } catch {
+                refuse(nameText, "payload from \(host): \(error)")
                 continue
             }
-            if !ledger.record(host: String(host), instance: decoded.header.instance, sequence: decoded.header.sequence) {
+            if !ledger.record(host: host, instance: decoded.header.instance, sequence: decoded.header.sequence) {
                 counters.outOfOrder.add(1, ordering: .relaxed)
             }
             events.append(decoded.event)

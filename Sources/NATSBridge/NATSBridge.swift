@@ -214,9 +214,10 @@ public final class NATSBridge: @unchecked Sendable {
             let gap = record.gap(host: config.host)
             var announced = gap
             if !record.kind.countIsExact { announced.dropped = nil }
-            else { counters.lost.add(UInt64(record.count), ordering: .relaxed) }
+            if record.kind.countsAsLost { counters.lost.add(UInt64(record.count), ordering: .relaxed) }
             counters.gaps.add(1, ordering: .relaxed)
-            logger.warning("bridge: \(record.kind.rawValue): \(announced.dropped.map { "\($0) event(s) lost" } ?? "events may be lost") (\(record.subjects.joined(separator: ", ")))\(detail.map { ": \($0)" } ?? "")")
+            let what = record.kind == .importRefused ? "\(record.count) import(s) refused" : announced.dropped.map { "\($0) event(s) lost" } ?? "events may be lost"
+            logger.warning("bridge: \(record.kind.rawValue): \(what) (\(record.subjects.joined(separator: ", ")))\(detail.map { ": \($0)" } ?? "")")
             bus.post(announced.event)
         }
     }

@@ -21,6 +21,13 @@ import Foundation
 enum WireFormat {
     static let version: UInt8 = 1
 
+    /// The fewest bytes a field takes: a key's length (an empty key), its tag and a one-byte
+    /// value (a bool, or an empty string's length).
+    static let minimumFieldBytes = 3
+
+    /// The most fields a decoder reserves room for before reading them.
+    static let reservedFieldsLimit = 64
+
     /// The origin and time the payload carries besides the event itself.
     struct Header: Equatable {
         var instance: UInt64
@@ -117,8 +124,14 @@ enum WireFormat {
             throw DecodeError(description: "unknown payload version (expected \(Self.version))")
         }
         guard let instance = reader.fixed(), let sequence = reader.fixed(), let wall = reader.fixed(),
-              let source = reader.string(), let count = reader.varint(), count <= UInt64(bytes.count)
+              let source = try reader.string(), let count = reader.varint()
         else { throw DecodeError(description: "truncated header") }
+        // The count is a claim: one the rest cannot hold is refused before anything is
+        // reserved for it (and the fields dictionary grows with what is read: see decodeFields).
+        let most = reader.remaining / minimumFieldBytes
+        guard count <= UInt64(most) else {
+            throw DecodeError(description: "the payload claims \(count) fields; its last \(reader.remaining) bytes hold at most \(most)")
+        }
         let fields: [String: FieldValue]
         if let shape = shapes?.shape, let known = decodeFields(&reader, count: Int(count), like: shape, sequence: sequence, instance: instance) {
             fields = known
@@ -134,9 +147,13 @@ enum WireFormat {
     /// The fields key by key, origin fields added.
     private static func decodeFields(_ reader: inout Reader, count: Int, host: String, sequence: UInt64,
                                      instance: UInt64) throws(DecodeError) -> [String: FieldValue] {
-        var fields: [String: FieldValue] = Dictionary(minimumCapacity: count + 3)
+        // Room for the claimed count only up to a few dozen fields: a payload can claim more
+        // fields than it holds (a repeated key holds one), and a dictionary reserved for a
+        // claim keeps that room as long as the event lives (replay buffer, clients' buffers).
+        // Beyond, it grows by doubling as fields are read: linear all the same.
+        var fields: [String: FieldValue] = Dictionary(minimumCapacity: min(count, reservedFieldsLimit) + 3)
         for _ in 0..<count {
-            guard let key = reader.string(), let tag = reader.byte() else { throw DecodeError(description: "truncated field") }
+            guard let key = try reader.string(), let tag = reader.byte() else { throw DecodeError(description: "truncated field") }
             fields[key] = try reader.value(tag: tag, key: key)
         }
         guard reader.isAtEnd else { throw DecodeError(description: "trailing bytes") }
@@ -196,6 +213,7 @@ enum WireFormat {
         var offset = 0
 
         var isAtEnd: Bool { offset == bytes.count }
+        var remaining: Int { bytes.count - offset }
 
         mutating func byte() -> UInt8? {
             guard offset < bytes.count else { return nil }
@@ -223,8 +241,15 @@ enum WireFormat {
             return nil
         }
 
-        mutating func string() -> String? {
-            utf8().map { String(decoding: $0, as: UTF8.self) }
+        /// A string, nil when the payload ends inside it; bytes that are not UTF-8 are an
+        /// error, as a local post cannot carry them (the control socket's JSON refuses them),
+        /// where decoding them would replace them with U+FFFD unsaid.
+        mutating func string() throws(DecodeError) -> String? {
+            guard let bytes = utf8() else { return nil }
+            guard let text = bytes.withMemoryRebound(to: UInt8.self, { String(validating: $0, as: UTF8.self) }) else {
+                throw DecodeError(description: "text that is not UTF-8")
+            }
+            return text
         }
 
         /// A string's UTF-8, not made into a `String`.
@@ -239,7 +264,7 @@ enum WireFormat {
         mutating func value(tag: UInt8, key: String) throws(DecodeError) -> FieldValue {
             let value: FieldValue?
             switch tag {
-            case 1: value = string().map(FieldValue.string)
+            case 1: value = try string().map(FieldValue.string)
             case 2: value = fixed().map { .int(Int64(bitPattern: $0)) }
             case 3: value = fixed().map { .double(Double(bitPattern: $0)) }
             case 4: value = byte().map { .bool($0 != 0) }
@@ -311,5 +336,17 @@ struct Subjects: Sendable {
         let name = Substring(rest[rest.index(after: dot)...])
         guard !host.isEmpty, !name.isEmpty else { return nil }
         return (host, name)
+    }
+}
+
+/// The payload codec, for `eventbus-bench wide` (its cost per field): not an API.
+@_spi(Benchmarks) public enum WireFormatBenchmark {
+    public static func encode(_ event: Event, into buffer: inout [UInt8]) {
+        WireFormat.encode(event, instance: 1, into: &buffer)
+    }
+
+    /// The fields of the event `payload` decodes to (origin fields included); 0 when it does not.
+    public static func decodedFieldCount(_ payload: UnsafeRawBufferPointer, name: String) -> Int {
+        (try? WireFormat.decode(payload, name: name, host: "bench").event.fields.count) ?? 0
     }
 }

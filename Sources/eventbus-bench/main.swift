@@ -21,6 +21,8 @@ import Foundation
 //   bridge [events] [core]          bus A → NATS → bus B vs a raw nats.c publish → subscribe
 //                                   (`core`: only the raw anchor and the core bridge, to profile)
 //   metrics [events]                10 modules' delivery with metrics on vs off
+//   wide [fields…]                  CPU per event against its field count (1 … 60 000): the
+//                                   control socket's JSON and human formats, NATS encode/decode
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -76,9 +78,12 @@ case "isolation":
 case "bridge":
     BridgeBenchmark.run(events: arguments.dropFirst().first.flatMap(Int.init) ?? 500_000,
                         coreOnly: arguments.dropFirst(2).first == "core")
+case "wide":
+    let counts = arguments.dropFirst().compactMap { Int($0) }
+    await wideEventBenchmark(fieldCounts: counts.isEmpty ? [1, 100, 1_000, 10_000, 60_000] : counts)
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, bridge, metrics")
+    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, bridge, metrics, wide")
     exit(2)
 }

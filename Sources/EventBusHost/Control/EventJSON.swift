@@ -17,6 +17,10 @@ struct EventJSON {
     private var cachedSecond = Int.min
     private var cachedPrefix: [UInt8] = []  // "2025-03-05T14:02:11"
 
+    /// The most fields sorted by insertion (quadratic, but the cheapest for a few); more are
+    /// sorted in n log n.
+    static let insertionSortLimit = 16
+
     mutating func event(_ event: Event, into writer: inout JSONWriter) {
         writer.raw("{\"type\":\"event\",\"seq\":")
         writer.unsigned(event.sequence)
@@ -33,18 +37,30 @@ struct EventJSON {
         if fields.count == 1, let (key, value) = fields.first {
             field(key, value, into: &writer)
         } else if fields.count > 1 {
-            // Sorted on the stack, by insertion (an event has a handful of fields): no array of
-            // keys to allocate and no hashing to look each one up again.
+            // Sorted in a buffer of their own (on the stack when it fits): no array of keys to
+            // allocate and no hashing to look each one up again. By insertion for a handful of
+            // fields (most events: fewest comparisons, no merge buffer), by Swift's sort beyond:
+            // an insertion sort is quadratic, and a 60 000-field post (under the 1 MiB line
+            // limit) held the control loop — every client's — for two seconds per tail.
             withUnsafeTemporaryAllocation(of: (key: String, value: FieldValue).self, capacity: fields.count) { sorted in
                 var count = 0
-                for member in fields {
-                    var slot = count
-                    while slot > 0, member.key < sorted[slot - 1].key { slot -= 1 }
-                    if slot < count {
-                        (sorted.baseAddress! + slot + 1).moveInitialize(from: sorted.baseAddress! + slot, count: count - slot)
+                if fields.count <= Self.insertionSortLimit {
+                    for member in fields {
+                        var slot = count
+                        while slot > 0, member.key < sorted[slot - 1].key { slot -= 1 }
+                        if slot < count {
+                            (sorted.baseAddress! + slot + 1).moveInitialize(from: sorted.baseAddress! + slot, count: count - slot)
+                        }
+                        (sorted.baseAddress! + slot).initialize(to: member)
+                        count += 1
                     }
-                    (sorted.baseAddress! + slot).initialize(to: member)
-                    count += 1
+                } else {
+                    for member in fields {
+                        (sorted.baseAddress! + count).initialize(to: member)
+                        count += 1
+                    }
+                    var all = UnsafeMutableBufferPointer(rebasing: sorted[0..<count])
+                    all.sort { $0.key < $1.key }
                 }
                 for index in 0..<count {
                     if index > 0 { writer.byte(UInt8(ascii: ",")) }

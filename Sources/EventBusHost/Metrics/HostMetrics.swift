@@ -148,7 +148,11 @@ final class HostMetrics: Sendable {
                              labels: [("kind", kind)], value: Double(running[kind] ?? 0))
             }
             for (name, count) in postCounts.noticesByName {
-                scrape.counter("eventbus_notices_total", help: "Events posted that announce loss or trouble (gaps, overflows, crashes), by name.",
+                scrape.counter("eventbus_notices_total", help: "Events this host posted that announce loss or trouble (gaps, overflows, crashes), by name; imports aside.",
+                               labels: [("notice", name)], total: count)
+            }
+            for (name, count) in postCounts.importedNoticesByName {
+                scrape.counter("eventbus_imported_notices_total", help: "Notices imported from other hosts through the NATS bridge, by name (as the remote host claims them).",
                                labels: [("notice", name)], total: count)
             }
             collectModules(modules, into: &scrape)

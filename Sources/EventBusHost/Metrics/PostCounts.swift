@@ -5,25 +5,36 @@ import Synchronization
 /// Events posted on the bus, by the kind of source that posted them, and the notices among them
 /// that announce loss or trouble — counted by one closure subscription to every event.
 ///
+/// Origin-aware: an event imported through the NATS bridge (it carries `@origin.host`) is
+/// counted under the kind `imported`, whatever source the remote host claims for it, and a
+/// notice among imports (another host's `module.crashed`, or a forged one) under
+/// ``importedNoticesByName`` — never as this host's: an alert on `eventbus_notices_total`
+/// means trouble here.
+///
 /// Why a subscription: the bus counts posts but not by source; its delivery loop is the one
-/// place every event passes. The count is a few string comparisons and two relaxed atomic
-/// stores per event, on the loop, with no lock. Labels stay bounded: the kind is one of
+/// place every event passes. The count is a few string comparisons, two relaxed atomic
+/// stores and (for an event of three fields or more) one lookup of `@origin.host` per event,
+/// on the loop, with no lock. Labels stay bounded: the kind is one of
 /// ``kinds`` (sources are named `timer:…`, `files:…`, `journal:…`; events modules post carry
 /// the module's name, counted as `module`), never the event's own name.
 public final class PostCounts: @unchecked Sendable {
     // @unchecked: `subscription` is guarded by `lock`; the counts are atomics.
-    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus"]
+    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus", "imported"]
+    /// The index of `imported` in ``kinds``.
+    static let importedKind = 8
     /// Events whose only job is to say something was lost or went wrong.
     static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed"]
 
     private let posted: [Count]
     private let noticed: [Count]
+    private let importedNoticed: [Count]
     private let lock = NSLock()
     private var subscription: AnyCancellable?
 
     public init() {
         posted = Self.kinds.map { _ in Count() }
         noticed = Self.notices.map { _ in Count() }
+        importedNoticed = Self.notices.map { _ in Count() }
     }
 
     /// Starts counting what `bus` delivers from now on.
@@ -40,14 +51,21 @@ public final class PostCounts: @unchecked Sendable {
         zip(Self.kinds, posted).map { ($0, $1.value.load(ordering: .relaxed)) }
     }
 
+    /// This host's own notices.
     var noticesByName: [(name: String, count: UInt64)] {
         zip(Self.notices, noticed).map { ($0, $1.value.load(ordering: .relaxed)) }
     }
 
+    /// Notices imported from other hosts (as they claim them).
+    var importedNoticesByName: [(name: String, count: UInt64)] {
+        zip(Self.notices, importedNoticed).map { ($0, $1.value.load(ordering: .relaxed)) }
+    }
+
     /// On the bus's delivery loop.
     private func count(_ event: Event) {
-        let kind = Self.kind(of: event.source)
-        posted[kind].bump()
+        // An import carries three origin fields: most local events (fewer fields) skip the lookup.
+        let imported = event.fields.count >= 3 && event.fields[EventOrigin.hostField] != nil
+        posted[imported ? Self.importedKind : Self.kind(of: event.source)].bump()
         let notice: Int? = switch event.name {
         case "journal.gap": 0
         case "bridge.gap": 1
@@ -58,7 +76,7 @@ public final class PostCounts: @unchecked Sendable {
         case "module.failed": 6
         default: nil
         }
-        if let notice { noticed[notice].bump() }
+        if let notice { (imported ? importedNoticed : noticed)[notice].bump() }
     }
 
     /// One counter, written by the delivery loop only (one event at a time), so a relaxed load
