@@ -55,7 +55,7 @@ final class HostBridge: Sendable {
             "exported": int(statistics.exported), "export_queued": int(statistics.exportQueued),
             "export_in_flight": int(statistics.exportInFlight), "export_queued_bytes": int(statistics.exportQueuedBytes),
             "imported": int(statistics.imported),
-            "import_lag": int(statistics.importLag), "echoes_dropped": int(statistics.echoesDropped),
+            "import_lag": int(statistics.importLag), "import_unrecorded": int(statistics.importUnrecorded), "echoes_dropped": int(statistics.echoesDropped),
             "redeliveries_dropped": int(statistics.redeliveriesDropped),
             "duplicates_dropped_by_server": int(statistics.duplicatesDroppedByServer),
             "out_of_order": int(statistics.outOfOrder), "lost": int(statistics.lost), "gaps": int(statistics.gaps),

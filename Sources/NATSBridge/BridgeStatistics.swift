@@ -40,6 +40,9 @@ public struct BridgeStatistics: Sendable {
     /// Durable: last origin (instance, sequence) taken in per host.
     public var origins: [String: (instance: UInt64, sequence: UInt64)]
     public var lastError: String?
+    /// Durable: events posted on the bus whose position is not yet in the position file — what
+    /// a SIGKILL now would post again after the restart (0 once the batch's write is done).
+    public var importUnrecorded: UInt64 = 0
 }
 
 /// The bridge's counters, bumped from the threads that do the work (the bus delivery loop, the
@@ -58,5 +61,6 @@ final class BridgeCounters: Sendable {
     let malformed = Atomic<UInt64>(0)
     let inFlight = Atomic<Int>(0)
     let importLag = Atomic<UInt64>(0)
+    let importUnrecorded = Atomic<UInt64>(0)
 
 }

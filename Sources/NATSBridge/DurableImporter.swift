@@ -8,10 +8,13 @@ import Synchronization
 /// subscription on the importer's own thread — the thread that posts imports into the bus.
 ///
 /// Per batch (at most 256 messages and ``batchBytes``, or one larger message): drop redeliveries
-/// (stream sequence ≤ the ledger's), echoes and names no import pattern wants; write the ledger
-/// (see ``ImportLedger``); post the events as one batch (`Bus.post(contentsOf:)`); acknowledge
-/// what was taken. At start and after every reconnect the consumer is re-created to deliver
-/// right after the ledger's position (``JetStreamSetup/placeConsumer(startSequence:filter:)``).
+/// (stream sequence ≤ the ledger's), echoes and names no import pattern wants; post the events as
+/// one batch (`Bus.post(contentsOf:)`); then write the ledger (see ``ImportLedger``); acknowledge
+/// what was taken. Recording only what was posted, a SIGKILL at any instant loses nothing: the
+/// next start fetches again what was not recorded (at most the batch of that instant, posted
+/// again on the new process's bus). At start and after every reconnect the consumer is
+/// re-created to deliver right after the ledger's position
+/// (``JetStreamSetup/placeConsumer(startSequence:filter:)``).
 ///
 /// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
 /// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
@@ -39,8 +42,14 @@ final class DurableImporter: @unchecked Sendable {
     private let logger: Logger
     private let ledgerFile: StateFile
     private let filter: String
+    /// What this run has taken in (posted, or dropped as an echo, a name no pattern wants…).
     private var ledger = ImportLedger()
+    /// What the position file holds: `ledger` once a write succeeded; behind it after a failed
+    /// write (retried after the next batch), when the next run would post the difference again.
+    private var recorded = ImportLedger()
     private var hasPosition = false
+    /// Whether the last position write failed (logged once until one succeeds).
+    private var writeFailing = false
     /// The consumer sequence its next first delivery must carry (1 after each bind).
     private var nextDelivery: UInt64 = 1
     private var subscription: OpaquePointer?
@@ -69,6 +78,7 @@ final class DurableImporter: @unchecked Sendable {
         self.filter = patterns.count == 1 ? subjects.filter(for: patterns[0]) : subjects.all
         if let text = try ledgerFile.read() {
             ledger = try ImportLedger(text: text, file: ledgerFile.path)
+            recorded = ledger
             hasPosition = true
         }
         let initial = ledger.origins
@@ -180,11 +190,13 @@ final class DurableImporter: @unchecked Sendable {
             // First start of this host: from the stream's newest event on (or its oldest).
             ledger.streamSequence = setup.durable.startAtBeginning ? (first > 0 ? first - 1 : 0) : last
             try ledgerFile.write(ledger.text)
+            recorded = ledger
             hasPosition = true
         } else if ledger.streamSequence > last {
             logger.warning("bridge: stream \(setup.durable.stream) ends at \(last) but this host had taken in up to \(ledger.streamSequence): the stream was re-created; starting at its beginning")
             ledger.streamSequence = first > 0 ? first - 1 : 0
             try ledgerFile.write(ledger.text)
+            recorded = ledger
         } else if first > 0, ledger.streamSequence + 1 < first {
             // The stream's limits discarded events this host had not taken in yet.
             gaps.record(.streamExpired, count: Int(first - 1 - ledger.streamSequence), subject: filter)
@@ -263,27 +275,51 @@ final class DurableImporter: @unchecked Sendable {
             }
             events.append(decoded.event)
         }
+        // Post first, then record: the position file never names an event the bus has not
+        // been given, so a SIGKILL at any instant loses nothing — what was posted and not yet
+        // recorded is fetched and posted again by the next run (a new bus, which never saw it).
+        // Within this run, the in-memory ledger (advanced above) drops every redelivery.
+        if !events.isEmpty, bus.post(contentsOf: events).isEmpty {
+            // The bus has finished (the host is stopping): nothing was posted, so nothing is
+            // recorded or acknowledged; the next run fetches the batch again.
+            ledger = before
+            logger.notice("bridge: the bus has finished; leaving \(events.count) fetched event(s) for the next start")
+            stopping.store(true, ordering: .relaxed)
+            return
+        }
+        counters.imported.add(UInt64(events.count), ordering: .relaxed)
+        counters.importUnrecorded.add(UInt64(events.count), ordering: .relaxed)
         if ledger != before {
-            do {
-                try ledgerFile.write(ledger.text)
-            } catch {
-                // Nothing posted, nothing acknowledged: the batch comes again after a re-bind.
-                logger.error("bridge: \(error); not taking the batch in")
-                lastError.withLock { $0 = error.description }
-                ledger = before
-                needsRebind.store(true, ordering: .relaxed)
-                Thread.sleep(forTimeInterval: 0.5)
-                return
-            }
             let snapshot = ledger.origins
             origins.withLock { $0 = snapshot }
         }
-        // One post for the batch (one compare-and-swap or lock), then the acknowledgements.
-        bus.post(contentsOf: events)
-        counters.imported.add(UInt64(events.count), ordering: .relaxed)
+        recordPosition()
+        // The acknowledgements only spare the server redeliveries: each bind re-creates the
+        // consumer from the recorded position.
         for index in 0..<taken {
             if let message = list.Msgs[index] { _ = natsMsg_Ack(message, nil) }
         }
         counters.importLag.store(lag, ordering: .relaxed)
+    }
+
+    /// Writes the position file if it is behind what this run has taken in. A failed write keeps
+    /// the run going — the events are posted, and the in-memory ledger keeps redeliveries out —
+    /// and is retried after the next batch; until one succeeds, a restart would post the
+    /// difference again (never lose it).
+    private func recordPosition() {
+        guard ledger != recorded else { return }
+        do {
+            try ledgerFile.write(ledger.text)
+            recorded = ledger
+            counters.importUnrecorded.store(0, ordering: .relaxed)
+            if writeFailing {
+                writeFailing = false
+                lastError.withLock { $0 = nil }
+            }
+        } catch {
+            if !writeFailing { logger.error("bridge: \(error); the import position stays at stream sequence \(recorded.streamSequence) until a write succeeds") }
+            writeFailing = true
+            lastError.withLock { $0 = error.description }
+        }
     }
 }

@@ -14,10 +14,11 @@ import EventBusKit
 ///   acknowledgement). Such events are posted — the server's message-id window has already
 ///   dropped true duplicates.
 ///
-/// Written (atomically, fsynced) *before* the batch it covers is posted on the bus, then the
-/// batch is acknowledged. A crash between writing and posting loses that batch on this host —
-/// the same instant loses whatever else the host's in-memory bus and mailboxes held — but
-/// nothing is ever posted twice.
+/// Written (atomically, fsynced) *after* the batch it covers is posted on the bus, then the
+/// batch is acknowledged: the file never names an event the bus was not given, so a crash loses
+/// nothing the stream stored. A crash between posting and writing makes the next start post that
+/// batch again — on a new bus, which never saw it. Within a run, the ledger in memory (ahead of
+/// the file after a failed write) drops every redelivery by its stream sequence.
 ///
 /// Threads: the durable importer's thread only.
 struct ImportLedger: Equatable {

@@ -228,7 +228,7 @@ public final class NATSBridge: @unchecked Sendable {
         let current = parts.withLock { $0 }
         let state = stopped.load(ordering: .relaxed) ? "stopped" : (current.client?.state.name ?? "starting")
         let origins = current.durable?.origins.withLock { $0 } ?? [:]
-        return BridgeStatistics(
+        var statistics = BridgeStatistics(
             host: config.host, mode: config.durable == nil ? "core" : "durable", state: state, servers: config.servers,
             exported: counters.exported.load(ordering: .relaxed), exportQueued: (current.queue?.count ?? 0) + (current.exporter?.retryCount ?? 0)
                 + (current.exporter?.holding.load(ordering: .relaxed) ?? 0),
@@ -242,6 +242,8 @@ public final class NATSBridge: @unchecked Sendable {
             reconnects: counters.reconnects.load(ordering: .relaxed), malformed: counters.malformed.load(ordering: .relaxed),
             origins: origins.mapValues { ($0.instance, $0.sequence) },
             lastError: current.durable?.lastError.withLock { $0 } ?? current.exporter?.lastError.withLock { $0 })
+        statistics.importUnrecorded = counters.importUnrecorded.load(ordering: .relaxed)
+        return statistics
     }
 }
 
