@@ -3,27 +3,42 @@ import Dispatch
 import Logging
 
 /// The host's own consumer of a config journal watch that names a `consumer`: it acknowledges
-/// every entry once the bus has taken it, so a restarted host resumes right after the last entry
-/// it posted — the promise of `consumer:` in `sources.journal`.
+/// the entries it posted, so a restarted host resumes right after them — the promise of
+/// `consumer:` in `sources.journal`.
 ///
-/// Why after posting and not after handling: the host cannot know when every module is done with
-/// an event, and modules that need that promise acknowledge themselves (a module acknowledging
-/// the same consumer only moves the position further). What the bus holds unhandled in mailboxes
-/// at a SIGKILL is lost like any event; the journal lines themselves are not.
+/// Why after posting and not after handling: the host cannot know when every module is done
+/// with an event, and modules that need that promise acknowledge themselves (a module
+/// acknowledging the same consumer only moves the position further).
+///
+/// Why ``settleTime`` late: an entry is saved only once it has been on the bus that long, or at
+/// a graceful stop. A host that dies — SIGKILL, or the watchdog's SIGABRT, which comes with a
+/// SIGCONT that lets a frozen host's reader post a last batch while the crash report is
+/// written — takes what it posted in its last moment with it; those entries are then read
+/// again by the next host instead of being lost. So across a crash the watch delivers at least
+/// once (at most the last ``settleTime`` twice, to a process that never saw them), and exactly
+/// once across stops and restarts.
 ///
 /// Each acknowledgement is a durable write (fsync), so they are coalesced: the bus's delivery
-/// loop only records the newest entry, and one serial queue writes the newest position whenever
-/// the previous write has finished. When the watch stops, ``close()`` then ``finish()`` write
-/// what was taken before the host leaves the source; an entry posted between the two (a burst
-/// in flight at that instant) is delivered again after the restart rather than lost.
+/// loop records what arrives (the newest entry per ``bucket``), and one serial queue writes the
+/// newest settled position, rescheduling itself only while something waits (idle: no timer).
 ///
 /// Threads: ``receive(_:)`` on the bus's delivery loop; writes on ``queue``.
 final class JournalWatchAcknowledger: @unchecked Sendable {
+    static let settleTime = Duration.milliseconds(250)
+    /// Entries posted within one bucket are one candidate position: the list stays short.
+    private static let bucket = Duration.milliseconds(25)
+
     private let bus: Bus
     private let watch: String
     private let logger: Logger
     private let queue: DispatchQueue
-    private let pending = Locked<(entry: JournalEntry?, scheduled: Bool, closed: Bool)>((nil, false, false))
+    private struct State {
+        /// Newest last; at most one per ``bucket``.
+        var pending: [(entry: JournalEntry, posted: ContinuousClock.Instant)] = []
+        var scheduled = false
+        var closed = false
+    }
+    private let state = Locked(State())
     private var failureLog = RateLimitedLog(interval: .seconds(60))  // on `queue`
 
     init(bus: Bus, watch: String, logger: Logger) {
@@ -35,32 +50,54 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
 
     func receive(_ event: Event) {
         guard let entry = event.journalEntry else { return }  // journal.status, journal.gap
-        let schedule = pending.withLock { state -> Bool in
+        let now = ContinuousClock.now
+        let schedule = state.withLock { state -> Bool in
             guard !state.closed else { return false }
-            state.entry = entry
+            if let last = state.pending.last, now - last.posted < Self.bucket {
+                state.pending[state.pending.count - 1].entry = entry
+            } else {
+                state.pending.append((entry, now))
+            }
             defer { state.scheduled = true }
             return !state.scheduled
         }
-        if schedule { queue.async { self.writeNewest() } }
+        if schedule { scheduleWrite(after: Self.settleTime) }
     }
 
     /// Takes no more entries: what arrives from now on is delivered again after a restart.
     func close() {
-        pending.withLock { $0.closed = true }
+        state.withLock { $0.closed = true }
     }
 
-    /// Writes the newest entry not yet written; waits for a write in progress.
+    /// Writes the newest entry taken, settled or not (a graceful stop: it reached the bus's
+    /// subscribers); waits for a write in progress.
     func finish() {
-        queue.sync { writeNewest() }
+        queue.sync { writeNewest(postedBefore: .now) }
     }
 
-    private func writeNewest() {
-        guard let entry = pending.withLock({ state -> JournalEntry? in
-            defer { state.entry = nil; state.scheduled = false }
-            return state.entry
-        }) else { return }
-        // A crashing host (a SIGABRT from the watchdog included) saves no position it took in
-        // while dying: those entries may never have reached anyone.
+    private func scheduleWrite(after delay: Duration) {
+        queue.asyncAfter(deadline: .now() + DispatchTimeInterval(delay)) { [self] in
+            writeNewest(postedBefore: .now - Self.settleTime)
+            let next = state.withLock { state -> ContinuousClock.Instant? in
+                guard let oldest = state.pending.first else {
+                    state.scheduled = false
+                    return nil
+                }
+                return oldest.posted
+            }
+            if let next { scheduleWrite(after: max(.milliseconds(1), next + Self.settleTime - .now)) }
+        }
+    }
+
+    /// On ``queue``: saves the newest entry posted before `cutoff`, and forgets it and older ones.
+    private func writeNewest(postedBefore cutoff: ContinuousClock.Instant) {
+        let entry = state.withLock { state -> JournalEntry? in
+            guard let index = state.pending.lastIndex(where: { $0.posted <= cutoff }) else { return nil }
+            defer { state.pending.removeFirst(index + 1) }
+            return state.pending[index].entry
+        }
+        guard let entry else { return }
+        // A crashing host saves no position it took in while dying.
         guard !FatalSignals.processIsEnding.load(ordering: .sequentiallyConsistent) else { return }
         do {
             try bus.acknowledge(entry)
