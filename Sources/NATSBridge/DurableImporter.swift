@@ -44,9 +44,17 @@ final class DurableImporter: @unchecked Sendable {
     private let filter: String
     /// What this run has taken in (posted, or dropped as an echo, a name no pattern wants…).
     private var ledger = ImportLedger()
-    /// What the position file holds: `ledger` once a write succeeded; behind it after a failed
-    /// write (retried after the next batch), when the next run would post the difference again.
+    /// What the position file holds: behind `ledger` while posted batches settle (below), or
+    /// after a failed write (retried), when the next run would post the difference again.
     private var recorded = ImportLedger()
+    /// Batches posted and not yet recorded, oldest first: each with the ledger after it, when it
+    /// was posted and how many events it posted. A batch is recorded once it has been on the
+    /// bus ``settleTime`` (or at a stop).
+    private var settling: [(ledger: ImportLedger, posted: ContinuousClock.Instant, events: UInt64)] = []
+    /// How long posted events stay unrecorded. A host killed within it takes them along — with
+    /// whatever its bus, mailboxes and tails held of them — and the next run posts them again:
+    /// recording at once would let a SIGKILL skip events no subscriber had been handed yet.
+    static let settleTime = Duration.milliseconds(250)
     private var hasPosition = false
     /// Whether the last position write failed (logged once until one succeeds).
     private var writeFailing = false
@@ -157,6 +165,7 @@ final class DurableImporter: @unchecked Sendable {
                     continue
                 }
             }
+            recordSettled()
             let status = fetch(&list, alone: alone)
             if !alone, status != NATS_OK, status != NATS_TIMEOUT, Self.exceededMaxBytes() {
                 // The next message is larger than a batch's bytes: the server left it for a
@@ -177,6 +186,8 @@ final class DurableImporter: @unchecked Sendable {
                 Thread.sleep(forTimeInterval: 0.05)
             }
         }
+        // A stop: what was posted reached the bus's subscribers, which are drained after this.
+        recordSettled(all: true)
     }
 
     private func bind() throws(BridgeError) {
@@ -293,7 +304,8 @@ final class DurableImporter: @unchecked Sendable {
             let snapshot = ledger.origins
             origins.withLock { $0 = snapshot }
         }
-        recordPosition()
+        if ledger != before { settling.append((ledger, .now, UInt64(events.count))) }
+        recordSettled()
         // The acknowledgements only spare the server redeliveries: each bind re-creates the
         // consumer from the recorded position.
         for index in 0..<taken {
@@ -302,16 +314,24 @@ final class DurableImporter: @unchecked Sendable {
         counters.importLag.store(lag, ordering: .relaxed)
     }
 
-    /// Writes the position file if it is behind what this run has taken in. A failed write keeps
-    /// the run going — the events are posted, and the in-memory ledger keeps redeliveries out —
-    /// and is retried after the next batch; until one succeeds, a restart would post the
-    /// difference again (never lose it).
-    private func recordPosition() {
-        guard ledger != recorded else { return }
+    /// Writes the newest settled ledger (every one, `all`: at a stop) to the position file. A
+    /// failed write keeps the run going — the events are posted, and the in-memory ledger keeps
+    /// redeliveries out — and is retried at the next call; until one succeeds, a restart would
+    /// post the difference again (never lose it).
+    private func recordSettled(all: Bool = false) {
+        let cutoff = ContinuousClock.now - Self.settleTime
+        guard let index = all ? settling.indices.last : settling.lastIndex(where: { $0.posted <= cutoff }) else { return }
+        let target = settling[index].ledger
+        guard target != recorded else {
+            settling.removeFirst(index + 1)
+            return
+        }
         do {
-            try ledgerFile.write(ledger.text)
-            recorded = ledger
-            counters.importUnrecorded.store(0, ordering: .relaxed)
+            try ledgerFile.write(target.text)
+            recorded = target
+            let written = settling[...index].reduce(0) { $0 + $1.events }
+            settling.removeFirst(index + 1)
+            counters.importUnrecorded.subtract(min(written, counters.importUnrecorded.load(ordering: .relaxed)), ordering: .relaxed)
             if writeFailing {
                 writeFailing = false
                 lastError.withLock { $0 = nil }
