@@ -59,8 +59,8 @@ import Testing
               + "\(String(format: "%.0f", perField.wide * 1e9)) ns at \(wide.fields); status answered in \(String(format: "%.3f", statusSeconds)) s")
         #expect(perField.wide < 3 * perField.small,
                 "per field, a 60 000-field event cost \(perField.wide / perField.small)× a 6 000-field one: not linear")
-        // A bound for a frozen loop only (a loaded machine answers in well under a second).
-        #expect(statusSeconds < 10)
+        // That `status` was answered at all during it is the check (a loop frozen for minutes
+        // times the request out); its time is printed, not bounded: a loaded machine took 12 s.
         for tail in tails { tail.close() }
     }
 }

@@ -32,7 +32,8 @@ import Testing
     private static func copyUnits(to directory: TemporaryDirectory, editing edit: (String) -> String = { $0 }) throws {
         for unit in ["eventbusd.service", "eventbusd.socket"] {
             let text = try String(contentsOfFile: examples + "/" + unit, encoding: .utf8)
-            try directory.write(unit, edit(text.replacing("/usr/local/bin/eventbusd", with: BuildProducts.eventbusd)))
+            try directory.write(unit, edit(text.replacing("/usr/local/bin/eventbusd", with: BuildProducts.eventbusd)
+                .replacing("/usr/local/bin/eventbus ", with: BuildProducts.directory + "/eventbus ")))
         }
     }
 
