@@ -225,7 +225,9 @@ struct BridgeDurableTests {
             // hide posted events from the test (not from the bus). Then a random instant of
             // the live import, with fetch batches coming one after the other.
             let life = lives[lives.count - 1]
-            let caughtUp = await eventually { (life.named("load.").last?["fields"]?["n"]?.intValue ?? 0) >= Int64(stored) }
+            // (A bound for a broken import only: a machine running the whole suite took over a
+            // minute to catch up once.)
+            let caughtUp = await eventually(timeout: .seconds(300)) { (life.named("load.").last?["fields"]?["n"]?.intValue ?? 0) >= Int64(stored) }
             #expect(caughtUp, "life \(kill): its tail never reached \(stored)")
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...300)))
             await b.kill()
