@@ -117,16 +117,8 @@ import Testing
         withExtendedLifetime(daemon) {}
     }
 
-    /// Binds a Unix socket at `path` and closes it without removing the file.
+    /// A socket file at `path` that nobody listens on: bound, listened on and closed.
     private func leaveStaleSocket(at path: String) throws {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        close(fd)
-        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
+        close(try SocketActivationTests.listeningSocket(at: path))
     }
 }

@@ -6,7 +6,7 @@ import Testing
 /// started by `systemd-socket-activate` with a bound control socket as descriptor 3.
 @Suite struct SocketActivationTests {
     /// A listening Unix stream socket bound at `path`.
-    private static func listeningSocket(at path: String) throws -> Int32 {
+    static func listeningSocket(at path: String) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
