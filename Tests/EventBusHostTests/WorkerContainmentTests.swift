@@ -88,7 +88,9 @@ import Testing
     /// the log, and before that `modules` shows it as queued, not delivered.
     @Test func eventsAStalledWorkerHeldAtShutdownAreReportedLost() async throws {
         let directory = try TemporaryDirectory()
-        let daemon = try await start(directory, module: "FixtureStalled", rest: "shutdown_timeout: 2s")
+        // Never killed as hung while the test waits, however loaded the machine: the stall
+        // must still be there at the shutdown.
+        let daemon = try await start(directory, module: "FixtureStalled", worker: "heartbeat_timeout: 600s", rest: "shutdown_timeout: 2s")
         for _ in 0..<50 { _ = try ask(socket(directory), ["op": "post", "name": "test.load"]) }
         func module() -> JSON? { (try? ask(socket(directory), ["op": "modules"]))?["modules"]?.arrayValue?.first }
         #expect(await eventually { (module()?["queued"]?.intValue ?? 0) + (module()?["delivered"]?.intValue ?? 0) == 50 })
