@@ -74,7 +74,8 @@ import Testing
 
     @Test func aWorkerPastItsCPULimitIsReportedAsSuch() async throws {
         let directory = try TemporaryDirectory()
-        let daemon = try await start(directory, module: "FixtureCrashing", worker: "cpu_limit: 1s")
+        // A second of CPU can take long on a loaded machine: the heartbeat limit stays out of it.
+        let daemon = try await start(directory, module: "FixtureCrashing", worker: "cpu_limit: 1s, heartbeat_timeout: 600s")
         defer { withExtendedLifetime(daemon) {} }
         let crashes = try CLIProcess(["tail", "--socket", socket(directory), "--json", "--count", "1", "module.crashed"], in: directory)
         #expect(await waitForTailing(socket(directory), count: 1))
