@@ -7,7 +7,7 @@ let package = Package(
         .executable(name: "eventbus-bench", targets: ["eventbus-bench"]),
         .executable(name: "eventbus", targets: ["eventbus"]),
         // The example handler modules, built here as well as by their own packages in plugins/
-        // (route 2 of DESIGN.md §3: they share this build and link the one libEventBusKit.so).
+        // (route 2 of docs/platform-facts.md, Loading modules: they share this build and link the one libEventBusKit.so).
         .library(name: "Hello", type: .dynamic, targets: ["Hello"]),
         .library(name: "Follower", type: .dynamic, targets: ["Follower"]),
         .library(name: "RateSummary", type: .dynamic, targets: ["RateSummary"]),
@@ -28,7 +28,7 @@ let package = Package(
     ],
     dependencies: [
         // The SDK is a nested package so SwiftPM links everything here against its one dynamic
-        // library instead of static copies (DESIGN.md §3).
+        // library instead of static copies (docs/platform-facts.md, Loading modules).
         .package(path: "plugins/EventBusKit"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -120,7 +120,7 @@ let package = Package(
             path: "plugins/rate-summary/Sources/RateSummary"
         ),
         // The host: config, module loader and registry, lifecycle. Links the SDK dynamically
-        // and never OpenCombine itself (DESIGN.md §3).
+        // and never OpenCombine itself (docs/platform-facts.md, Loading modules).
         .target(
             name: "EventBusHost",
             dependencies: [

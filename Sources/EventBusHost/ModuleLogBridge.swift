@@ -5,7 +5,7 @@ extension ModuleLog {
     /// A module's log, written to the host's swift-log `Logger` with `module=NAME` metadata.
     ///
     /// Why a bridge: the SDK cannot hand modules a swift-log `Logger`, since swift-log is linked
-    /// statically into the host and would be a different type inside a module (DESIGN.md §3);
+    /// statically into the host and would be a different type inside a module (docs/platform-facts.md, Loading modules);
     /// the SDK's closure-based ``ModuleLog`` crosses the boundary instead.
     ///
     /// At most ``ModuleLogLimit`` lines: past it, lines are left out and the next one written

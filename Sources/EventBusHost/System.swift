@@ -87,7 +87,7 @@ enum System {
     /// fails here with the missing symbol's name instead of crashing on first call; LOCAL keeps
     /// one module's symbols from satisfying another's; NODELETE keeps the code mapped for the
     /// life of the process, because the Swift runtime caches conformance records and metadata
-    /// from it (DESIGN.md §3). The handle is deliberately never passed to `dlclose`.
+    /// from it (docs/platform-facts.md, Loading modules). The handle is deliberately never passed to `dlclose`.
     static func openLibrary(_ path: String) throws(CallError.DynamicLoader) -> UnsafeMutableRawPointer {
         _ = dlerror()  // clear a stale message
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {

@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 
 // Dispatch benchmark: post → N subscribers, ns per delivery, the bus side by side with its
-// anchors measured in the same run (DESIGN.md §2).
+// anchors measured in the same run (docs/platform-facts.md, Delivery costs).
 
 /// Best of 5 runs, in ns per delivery (one event reaching one subscriber).
 func measure(subscribers n: Int, eventsPerRun: Int, _ body: (Int) -> Void) -> Double {

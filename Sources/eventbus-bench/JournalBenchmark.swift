@@ -3,7 +3,7 @@ import EventSources
 import Foundation
 import Synchronization
 
-// Journal benchmark (DESIGN.md §4), everything measured in the same run:
+// Journal benchmark (docs/platform-facts.md, The journal), everything measured in the same run:
 // - ingest: N entries (default 1M) in journal files written by systemd-journal-remote from
 //   Journal Export Format, read from the head by the bus's journal source into a sink, side by
 //   side with a C loop (`sd_journal_next` + `MESSAGE`, compiled with gcc here), `journalctl -o cat`
@@ -189,7 +189,7 @@ enum JournalBenchmark {
 
     // MARK: Follow latency
 
-    /// A private journald (DESIGN.md §4), the source following its files from the tail, and a
+    /// A private journald (docs/platform-facts.md, The journal), the source following its files from the tail, and a
     /// writer child process stamping each entry with its send time.
     static func followLatency(work: String, count: Int) {
         let root = work + "/journald"

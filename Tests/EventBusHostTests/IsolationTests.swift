@@ -331,7 +331,7 @@ import Testing
         let journal = directory.path + "/journal"
         let state = directory.path + "/state"
         try FileManager.default.createDirectory(atPath: journal, withIntermediateDirectories: true)
-        // A journal file written without a daemon (DESIGN.md §4).
+        // A journal file written without a daemon (docs/platform-facts.md, The journal).
         var export = ""
         let base = UInt64(Date().timeIntervalSince1970 * 1e6)
         for index in 1...3 {

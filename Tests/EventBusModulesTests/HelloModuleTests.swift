@@ -2,7 +2,7 @@ import EventBusKit
 import Foundation
 import Testing
 
-/// The `hello` module as the root package builds it (`libHello.so`, route 2 of DESIGN.md §3).
+/// The `hello` module as the root package builds it (`libHello.so`, route 2 of docs/platform-facts.md, Loading modules).
 @Suite struct HelloModuleTests {
     @Test func greetsUserEventsInTheLogAndOnTheBus() async throws {
         let harness = try ModuleHarness(library: BuildProducts.library("Hello"), config: ["greeting": .string("hi")])

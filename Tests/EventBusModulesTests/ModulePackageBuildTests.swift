@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Modules built the way an author outside this repo builds them: their own package, depending
-/// on the SDK by path (route 1 of DESIGN.md §3) — each such build compiles the SDK again in its
+/// on the SDK by path (route 1 of docs/platform-facts.md, Loading modules) — each such build compiles the SDK again in its
 /// own scratch folder (30–60 s), so the suite runs them one at a time — or compiling against the
 /// prebuilt SDK of the host's build (seconds), which `eventbus module new` writes by default.
 @Suite(.serialized) struct ModulePackageBuildTests {

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The folders, config and command of a real systemd-journald of a test's own, without systemd
-/// as PID 1 (DESIGN.md §4): in a private mount namespace, `/run/systemd` and `/var/log/journal`
+/// as PID 1 (docs/platform-facts.md, The journal): in a private mount namespace, `/run/systemd` and `/var/log/journal`
 /// become bind mounts of `root/run` and `root/log`. The caller spawns the command as its child
 /// and stops it with SIGTERM by pid.
 public enum PrivateJournaldLayout {

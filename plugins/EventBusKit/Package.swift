@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // The EventBus SDK: the only package that links OpenCombine, built as one dynamic library so the
-// host and every handler module share a single copy of its types (see DESIGN.md §3: a second,
+// host and every handler module share a single copy of its types (see docs/platform-facts.md, Loading modules: a second,
 // static copy makes every `as?` across the module boundary fail silently).
 import PackageDescription
 

@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// The `follower` handler module as its own package (route 1 of DESIGN.md §3). The root package
+// The `follower` handler module as its own package (route 1 of docs/platform-facts.md, Loading modules). The root package
 // builds the same sources as `libFollower.so` too.
 import PackageDescription
 

@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // The `hello` handler module as its own package: how an author outside this repo builds a module
-// (route 1 of DESIGN.md §3). The root package builds the same sources as `libHello.so` too.
+// (route 1 of docs/platform-facts.md, Loading modules). The root package builds the same sources as `libHello.so` too.
 import PackageDescription
 
 let package = Package(

@@ -8,7 +8,7 @@ import Glibc
 ///
 /// Why not libsystemd's `sd_journal_sendv`: it blocks the caller while journald's queue is full
 /// (here `net.unix.max_dgram_qlen` is 10 datagrams, so a burst of log lines fills it at once),
-/// it reports success when no journald listens at all (DESIGN.md §4: silent loss), and its
+/// it reports success when no journald listens at all (docs/platform-facts.md, The journal: silent loss), and its
 /// socket path is fixed, so tests could not point it at a private journald.
 ///
 /// ## Never blocking the caller

@@ -14,7 +14,7 @@ public final class JournalDriver: Sendable {
         public var stateDirectory: String
         /// How long a reader at the end of the journal waits for inotify before looking for
         /// new entries again. Bounds the follow latency journald's batched notifications would
-        /// otherwise add (DESIGN.md §4), at the cost of that many wake-ups per second per watch.
+        /// otherwise add (docs/platform-facts.md, The journal), at the cost of that many wake-ups per second per watch.
         public var pollInterval: Duration
         /// How long a reader waits before trying again when there is no journal or reading it
         /// failed.

@@ -24,7 +24,7 @@ import Synchronization
 /// inotify events, so rotated-in files are picked up; the timeout matters because journald
 /// batches its inotify notifications behind a 250 ms timer, while the entries themselves are
 /// in the shared mapping at once — a pure inotify wait would add 150–500 ms of latency
-/// (DESIGN.md §4). The timeout also bounds how long `stop` waits for the thread.
+/// (docs/platform-facts.md, The journal). The timeout also bounds how long `stop` waits for the thread.
 ///
 /// ## Position
 /// The reader remembers the cursor of the last entry it posted. It starts (and restarts after

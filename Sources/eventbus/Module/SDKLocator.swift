@@ -1,7 +1,7 @@
 import Foundation
 
 /// Finds the EventBusKit SDK package that modules must be built against: the one this CLI ships
-/// with, because a module has to match the host's SDK and compiler exactly (DESIGN.md §3).
+/// with, because a module has to match the host's SDK and compiler exactly (docs/platform-facts.md, Loading modules).
 ///
 /// In order: `--sdk PATH`; `$EVENTBUS_SDK`; then, from the folder of this executable (symlinks
 /// resolved) upwards, the first `plugins/EventBusKit` (a source checkout, where the CLI runs from

@@ -5,7 +5,7 @@ import Testing
 
 /// The case: a module built against a copy of the SDK whose public struct changed, with
 /// nobody bumping anything. Built for real, the way an outside author builds one (its own
-/// package, the SDK by path; DESIGN.md §3 route 1), against a copy of this repository's SDK with
+/// package, the SDK by path; route 1 of docs/platform-facts.md, Loading modules), against a copy of this repository's SDK with
 /// one stored property added to the public `Gap` struct. Its build generates another
 /// fingerprint, so every way into the host refuses it. One package build (30–90 s on 2 cores).
 @Suite(.serialized) struct ChangedInterfaceTests {

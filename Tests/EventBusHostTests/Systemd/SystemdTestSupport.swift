@@ -153,7 +153,7 @@ func journalStreamValue(of path: String) -> String {
     return "\(info.st_dev):\(info.st_ino)"
 }
 
-/// A real systemd-journald of the test's own, without systemd as PID 1 (DESIGN.md §4): in a
+/// A real systemd-journald of the test's own, without systemd as PID 1 (docs/platform-facts.md, The journal): in a
 /// private mount namespace, `/run/systemd` and `/var/log/journal` are bind mounts of folders in
 /// a temporary directory. It is our child: stopped with SIGTERM by pid and reaped.
 final class TestJournald: @unchecked Sendable {

@@ -28,7 +28,7 @@ enum BuildProducts {
 
 /// Loads a module the way the host does: `dlopen` with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE`,
 /// the `eventbus_module` entry, and the SDK's checks of its export record. Never `dlclose`d
-/// (DESIGN.md §3: unloading would unmap conformance records the Swift runtime keeps).
+/// (docs/platform-facts.md, Loading modules: unloading would unmap conformance records the Swift runtime keeps).
 func loadModuleFactory(at path: String) throws -> ModuleFactory {
     guard FileManager.default.fileExists(atPath: path) else {
         throw HarnessError("\(path) does not exist; build the root package first (swift build --build-tests)")

@@ -84,7 +84,7 @@ func journalRun(_ arguments: [String], stdin: Int32? = nil) throws -> Int32 {
     journalWait(try journalSpawn(arguments, stdin: stdin))
 }
 
-/// A real systemd-journald of our own, without systemd as PID 1 (DESIGN.md §4): in a private
+/// A real systemd-journald of our own, without systemd as PID 1 (docs/platform-facts.md, The journal): in a private
 /// mount namespace, `/run/systemd` and `/var/log/journal` are bind mounts of folders in a
 /// temporary directory. It is our child: stopped with SIGTERM by pid and reaped with waitpid.
 final class PrivateJournald: @unchecked Sendable {

@@ -251,7 +251,7 @@ where Downstream.Input == Event, Downstream.Failure == Never {
 ///
 /// Why it exists: a plain OpenCombine `Sink` takes a lock on every value and is reached through
 /// generic witness tables; the bus already serializes deliveries, so a direct sink can skip both
-/// (DESIGN.md §2 measured these as most of OpenCombine's per-delivery cost). Semantics are those
+/// (docs/platform-facts.md, Delivery costs measured these as most of OpenCombine's per-delivery cost). Semantics are those
 /// of `Sink`: unlimited demand, a completion handler, cancelled by its `AnyCancellable`.
 ///
 /// The closures are `let`, so calling one costs no retain. Cycles (a closure capturing the

@@ -2,7 +2,7 @@
 /// module's name.
 ///
 /// Why not swift-log's `Logger` directly: the SDK must be the only copy of every type that
-/// crosses the module boundary (DESIGN.md §3), and the host links swift-log statically through
+/// crosses the module boundary (docs/platform-facts.md, Loading modules), and the host links swift-log statically through
 /// its own dependencies; a `Logger` from one copy is not the same type in the other.
 public struct ModuleLog: Sendable {
     public enum Level: String, Sendable, Comparable, CaseIterable {

@@ -1,7 +1,7 @@
 /// Where a bus in a module worker process sends what module code does with it.
 ///
 /// Why in the SDK: a process-isolated module runs in a worker process, but must see the same
-/// ``Bus`` API as in the host (DESIGN.md: the SDK is the one boundary). The worker's bus is made
+/// ``Bus`` API as in the host (the SDK is the one boundary between module code and the host). The worker's bus is made
 /// with ``Bus/init(remote:)``: routing, demand, buffers and the module's mailbox stay local, while
 /// every subscription is *also* announced here — with its patterns and, for a shared source, the
 /// source's options — so the host subscribes on its own bus on the module's behalf and its events
