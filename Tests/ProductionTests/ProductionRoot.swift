@@ -27,22 +27,12 @@ struct ProductionRoot: Sendable {
     static let repository = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
-    /// The debug products `swift build --build-tests` made (where the fixture modules are).
+    /// The debug products `swift build --build-tests` made: the folder of the built eventbusd.
     static let products: String = {
-        var candidates: [String] = []
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            candidates.append((exe as NSString).deletingLastPathComponent)
+        guard let eventbusd = BuiltExecutable.path(named: "eventbusd") else {
+            fatalError("eventbusd is not built next to the test bundle; build with swift build --build-tests first")
         }
-        candidates.append(Bundle.main.bundlePath)
-        candidates.append(((CommandLine.arguments.first ?? "") as NSString).deletingLastPathComponent)
-        for directory in candidates {
-            var current = directory
-            for _ in 0..<4 {
-                if FileManager.default.fileExists(atPath: current + "/libFixtureCounter.so") { return current }
-                current = (current as NSString).deletingLastPathComponent
-            }
-        }
-        fatalError("build products not found near \(candidates); build with swift build --build-tests first")
+        return (eventbusd as NSString).deletingLastPathComponent
     }()
 
     /// The build folder the products are in (`.build`, or whatever `--scratch-path` named): the
