@@ -13,8 +13,10 @@ import EventSources
 /// the path (``PeerAccess/checkWatch(_:by:)``), and below it a non-root client sees only the
 /// entries whose folder it could search.
 ///
-/// The watch that answers is the one `subscribe` with the same `files` and `recursive` uses;
-/// when none is running, the request starts it for the time of the answer (a scan of the tree).
+/// The watch that answers is the one `subscribe` with the same `files` and `recursive` uses (or
+/// a configured watch on the same tree); when none is running, a scan of the tree answers, by a
+/// watch that posts nothing. A tree over the watch entry limit is refused with `too_large`
+/// rather than listed as missing.
 enum ListingRequest {
     static let members: Set<String> = ["op", "id", "path", "recursive"]
 
@@ -47,16 +49,21 @@ enum ListingRequest {
         let listing: FileListing
         do {
             let watch = try FileWatch(path: path, recursive: recursive, entryLimit: server.watchEntries)
-            // Holds the watch while the listing is taken: the monitor arms a new source on its
-            // queue before it answers, so the listing follows the scan.
-            let holder = try server.bus.files(watch).sink { _ in }
-            defer { holder.cancel() }
-            guard let taken = FileChangeMonitor.shared.listing(of: watch) else {
-                return .failure(RequestError(code: "unavailable", message: "no watch on \(path) answers on this eventbusd"))
+            if let running = FileChangeMonitor.shared.listing(of: watch) {
+                listing = running
+            } else {
+                switch FileChangeMonitor.shared.scannedListing(of: watch) {
+                case .success(let scanned): listing = scanned
+                case .failure(let failure): return .failure(RequestError(code: "unavailable", message: failure.message))
+                }
             }
-            listing = taken
         } catch {
             return .failure(RequestError(code: "unavailable", message: (error as? EventBusError)?.message ?? "\(error)"))
+        }
+        if let limit = listing.exceededEntryLimit {
+            return .failure(RequestError(code: "too_large", message:
+                "\(path) holds more than \(limit) files and directories, the limit of a watch (control.watch_entries); "
+                + "its listing would not be whole. List a smaller tree\(recursive ? " (or without --recursive)" : ""), or raise the limit"))
         }
 
         var reachable: [Substring: Bool] = [:]

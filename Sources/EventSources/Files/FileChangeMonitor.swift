@@ -78,11 +78,46 @@ public final class FileChangeMonitor: @unchecked Sendable {
     }
 
     /// What the running source for `watch` knows exists under its root, and where that stands
-    /// in its event stream (see ``FileListing``); nil when no source for exactly these options is
-    /// running (a subscriber reconciling holds one). Blocks until the monitor's queue has
-    /// answered: not for use on that queue. Costs the tree.
+    /// in its event stream (see ``FileListing``); nil when no source on the same root with the
+    /// same recursion is running (a subscriber reconciling holds one). A source with exactly
+    /// these options answers first; otherwise one that differs only in what does not change its
+    /// tree (re-arming, the entry limit) — a watch from the host's config answers a client that
+    /// asks with the CLI's defaults. Blocks until the monitor's queue has answered: not for use
+    /// on that queue. Costs the tree.
     public func listing(of watch: FileWatch) -> FileListing? {
-        queue.sync { sources.values.first { $0.options == watch }?.listing() }
+        queue.sync {
+            let running = sources.values.filter { $0.options.path == watch.path && $0.options.recursive == watch.recursive }
+            return (running.first { $0.options == watch } ?? running.first)?.listing()
+        }
+    }
+
+    /// The listing of a watch that runs only for the time of the answer: a scan of the tree by
+    /// a source that posts nothing, so no subscriber of `fs.>` sees a watch nobody asked to
+    /// follow (its "does not exist" or "over the limit" notices included). `sequence` is 0: the
+    /// source posted nothing. Fails when the inotify instance cannot be made. Blocks until the
+    /// monitor's queue has answered.
+    public func scannedListing(of watch: FileWatch) -> Result<FileListing, FileWatchFailure> {
+        queue.sync {
+            let source = FileWatchSource(id: FileWatch.kind + ":" + watch.description, options: watch, monitor: self)
+            if let failure = openIfNeeded() {
+                if sources.isEmpty { close() }
+                return .failure(FileWatchFailure(message: Self.instanceFailureMessage(failure)))
+            }
+            // Not `begin(bus:)`: without a bus the source scans and holds watches but posts nothing.
+            sources[ObjectIdentifier(source)] = source
+            source.arm(initial: true)
+            let listing = source.listing()
+            sources.removeValue(forKey: ObjectIdentifier(source))
+            source.end()
+            if sources.isEmpty { close() }
+            return .success(listing)
+        }
+    }
+
+    /// Why a file watch could not be made.
+    public struct FileWatchFailure: Error, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
     }
 
     // MARK: Sources (called from any thread)

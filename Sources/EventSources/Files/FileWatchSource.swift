@@ -625,6 +625,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         } else {
             entries = [FileListing.Entry(path: root, isDirectory: false)]
         }
-        return FileListing(root: root, source: id, sequence: lastSequence, rootExists: rootWatch != nil, entries: entries)
+        return FileListing(root: root, source: id, sequence: lastSequence, rootExists: rootWatch != nil, entries: entries,
+                           exceededEntryLimit: overLimit ? options.entryLimit : nil)
     }
 }

@@ -64,6 +64,53 @@ import Testing
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0)
     }
+
+    /// A tree over the watch entry limit is refused naming the limit — not answered "does not
+    /// exist" — and the watches opened only to answer listings post nothing: a `fs.>` tail sees
+    /// none of their notices. A configured watch on the tree answers for it, at its own place in
+    /// the stream.
+    @Test func aListingOverTheWatchLimitNamesTheLimitAndTellsNoSubscriber() async throws {
+        let directory = try TemporaryDirectory()
+        let big = directory.path + "/big", configured = directory.path + "/configured"
+        for folder in [big, configured] { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false) }
+        for n in 0..<40 { try directory.write("big/f\(n)", "") }
+        let (yaml, socket) = controlConfig(directory, control: "  watch_entries: 25", rest: """
+            sources:
+              files:
+                - name: configured
+                  path: \(configured)
+                  recursive: true
+            """)
+        let daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)
+        defer { withExtendedLifetime(daemon) {} }
+        let first = try #require(try ask(socket, ["op": "post", "name": "test.start"])["seq"]?.intValue)
+
+        let over = try await eventbus(["files", "--socket", socket, "--recursive", big], in: directory)
+        #expect(over.status == 1)
+        #expect(over.stderr.contains("\(big) holds more than 25 files and directories, the limit of a watch (control.watch_entries)"), "\(over.stderr)")
+        #expect(!over.stderr.contains("does not exist"), "\(over.stderr)")
+        #expect(try ask(socket, ["op": "listing", "path": .string(big), "recursive": .bool(true)])["code"] == "too_large")
+        let missing = try await eventbus(["files", "--socket", socket, big + "/nothing"], in: directory)
+        #expect(missing.stderr.contains("\(big)/nothing does not exist"), "\(missing.stderr)")
+
+        try directory.write("configured/a.txt", "a")
+        var listing: JSON = [:]
+        #expect(await eventually {
+            listing = (try? ask(socket, ["op": "listing", "path": .string(configured), "recursive": .bool(true)])) ?? [:]
+            return listing["entries"]?.arrayValue?.count == 1
+        }, "\(listing)")
+        #expect(listing["source"]?.stringValue?.hasPrefix("files:\(configured) recursive") == true, "\(listing)")
+        #expect((listing["seq"]?.intValue ?? 0) > first, "the configured watch's place in its stream: \(listing)")
+
+        let last = try #require(try ask(socket, ["op": "post", "name": "test.end"])["seq"]?.intValue)
+        let seen = try await eventbus(["tail", "--socket", socket, "--json", "--no-follow", "--since", "\(first)", "fs.>", "test.*"], in: directory)
+        #expect(seen.status == 0, "\(seen.stderr)")
+        let names = seen.jsonLines.compactMap { $0["name"]?.stringValue }
+        #expect(names.first == "test.start" && names.last == "test.end", "\(names)")
+        #expect(!names.contains("fs.error"), "a listing's own watch posted: \(seen.stdout)")
+        #expect(seen.jsonLines.last?["seq"]?.intValue == last)
+        #expect(await eventually { listedFileSources(socket) == 1 }, "only the configured watch runs")
+    }
 }
 
 /// Running files sources, from `status`.

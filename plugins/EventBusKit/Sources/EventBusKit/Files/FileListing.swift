@@ -35,12 +35,17 @@ public struct FileListing: Sendable, Hashable {
     public var rootExists: Bool
     /// Sorted by path, so a parent comes before its contents.
     public var entries: [Entry]
+    /// Set when the tree holds more than the watch's ``FileWatch/entryLimit``: the watch has
+    /// stopped and lists nothing, which says nothing about whether the root exists.
+    public var exceededEntryLimit: Int?
 
-    public init(root: String, source: String, sequence: UInt64, rootExists: Bool, entries: [Entry]) {
+    public init(root: String, source: String, sequence: UInt64, rootExists: Bool, entries: [Entry],
+                exceededEntryLimit: Int? = nil) {
         self.root = root
         self.source = source
         self.sequence = sequence
         self.rootExists = rootExists
         self.entries = entries
+        self.exceededEntryLimit = exceededEntryLimit
     }
 }
