@@ -38,7 +38,7 @@ struct FilesCommand: ParsableCommand {
             return
         }
         if listing["root_exists"]?.boolValue == false {
-            throw CommandError("\(absolute) does not exist (or is not watched yet)")
+            throw CommandError("\(absolute) does not exist")
         }
         var text = ""
         for entry in listing["entries"]?.arrayValue ?? [] {

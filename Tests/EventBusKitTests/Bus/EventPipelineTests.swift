@@ -1,6 +1,7 @@
 import EventBusKit
 import Foundation
 import Testing
+import TestSupport
 
 /// `filter`, `map`, `compactMap` and `removeDuplicates` directly on a bus publisher: the fast path
 /// must behave as the same chain of Combine's (OpenCombine's) operators on the bus publisher.
@@ -99,6 +100,34 @@ import Testing
         post(bus, 5...6)  // 2 3
         #expect(first.values == [0, 1, 2, 3])
         #expect(second.values == [2, 3])  // its first value always passes
+    }
+
+    /// A predicate that is not transitive tells the two rules apart: posts 4, 3, 2 with "within
+    /// one" give [4] when each value is compared with the one received before it (Combine's
+    /// rule: 3 is near 4, 2 is near 3) and [4, 2] when compared with the last that passed.
+    @Test func removeDuplicatesComparesWithThePreviousValueReceivedAsCombineDoes() throws {
+        let bus = Bus()
+        let near: (Int64, Int64) -> Bool = { abs($0 - $1) <= 1 }
+        let fast = TestSubscriber<Int64, Never>(initialDemand: .unlimited)
+        try bus.publisher(for: "n.*").map { $0["n"]!.intValue! }.removeDuplicates(by: near).subscribe(fast)
+        let generic = TestSubscriber<Int64, Never>(initialDemand: .unlimited)
+        try bus.publisher(for: "n.*").eraseToAnyPublisher().map { $0["n"]!.intValue! }.removeDuplicates(by: near).subscribe(generic)
+        for n in [4, 3, 2, 9, 7, 6] { bus.post("n.x", fields: ["n": .int(Int64(n))]) }
+        #expect(generic.values == [4, 9, 7])
+        #expect(fast.values == generic.values)
+    }
+
+    @Test func requestingNoneThroughAPipelineTrapsAsCombinesOperatorsDo() throws {
+        let fixture = try #require(BuiltExecutable.path(named: "operator-trap-fixture"),
+                                   "build with swift build --build-tests first")
+        let trapped = try runFixture(fixture, "pipeline-request-none")
+        #expect(trapped.output.contains("subscribed"))
+        #expect(!trapped.output.contains("returned"))
+        #expect(trapped.output.contains("requested .none"), "\(trapped.output)")
+        #expect(trapped.reason == .uncaughtSignal)
+        let control = try runFixture(fixture, "pipeline-request-one")
+        #expect(control.reason == .exit && control.status == 0, "\(control.output)")
+        #expect(control.output.contains("value 7"))
     }
 
     @Test func cancelStopsTheStagesAndFinishCompletesAfterTheBuffer() throws {

@@ -169,26 +169,3 @@ struct CombineLatestConformanceTests {
         #expect(control.output.contains("returned"))
     }
 }
-
-private struct FixtureResult {
-    var reason: Process.TerminationReason
-    var status: Int32
-    var output: String
-}
-
-private func runFixture(_ path: String, _ mode: String) throws -> FixtureResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = [mode]
-    // The trap is expected: skip the runtime's backtrace (slow, and nothing to debug here).
-    process.environment = ProcessInfo.processInfo.environment.merging(["SWIFT_BACKTRACE": "enable=no"]) { $1 }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return FixtureResult(reason: process.terminationReason, status: process.terminationStatus,
-                         output: String(decoding: output, as: UTF8.self))
-}

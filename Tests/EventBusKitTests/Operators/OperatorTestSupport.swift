@@ -397,3 +397,27 @@ private final class UncheckedAction: @unchecked Sendable {
     let run: () -> Void
     init(_ run: @escaping () -> Void) { self.run = run }
 }
+
+/// How `operator-trap-fixture` ended: traps are watched in a child process, never in the test runner.
+struct FixtureResult {
+    var reason: Process.TerminationReason
+    var status: Int32
+    var output: String
+}
+
+func runFixture(_ path: String, _ mode: String) throws -> FixtureResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = [mode]
+    // The trap is expected: skip the runtime's backtrace (slow, and nothing to debug here).
+    process.environment = ProcessInfo.processInfo.environment.merging(["SWIFT_BACKTRACE": "enable=no"]) { $1 }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return FixtureResult(reason: process.terminationReason, status: process.terminationStatus,
+                         output: String(decoding: output, as: UTF8.self))
+}

@@ -15,8 +15,12 @@
 ///   buffer before the stages run — as they would wait in the bus publisher before Combine's
 ///   operators — so the stages see each event once, when it can go out.
 /// - `removeDuplicates` keeps its previous value per subscription (each subscriber builds its own
-///   stage chain), compares with the previous *output of the stage before it*, and the first
-///   value always passes.
+///   stage chain), compares each value with the previous one *it received* — the one before it
+///   from the stage before it, whether that one passed or not — and the first value always
+///   passes. That is Combine's rule (OpenCombine's `RemoveDuplicates` keeps the last input), so
+///   a chain gives the same values whether it runs here or after `eraseToAnyPublisher()`; it
+///   differs from "the last that passed" only for a predicate that is not transitive.
+/// - `request(.none)` traps, as Combine's operators do: demand must be greater than zero.
 /// - Cancellation and completion are the bus subscription's: `cancel()` stops the stages with
 ///   the subscriber; the bus finishing completes after what is buffered.
 /// Chaining more of these four keeps the fast path; any other operator takes the result as an
@@ -83,7 +87,7 @@ public struct EventPipeline<Output>: Publisher {
     }
 
     /// Combine's `removeDuplicates(by:)`: drops a value `predicate` finds equal to the previous
-    /// one that passed; the previous value is kept per subscription.
+    /// one received (passed or not); the previous value is kept per subscription.
     public func removeDuplicates(
         by predicate: @escaping (Output, Output) -> Bool
     ) -> EventPipeline<Output> {
@@ -91,8 +95,9 @@ public struct EventPipeline<Output>: Publisher {
             var previous: Output?
             return { event, next in
                 upstream(event) { value in
-                    if let last = previous, predicate(last, value) { return }
+                    let last = previous
                     previous = value
+                    if let last, predicate(last, value) { return }
                     next(value)
                 }
             }
@@ -108,7 +113,7 @@ public struct EventPipeline<Output>: Publisher {
 }
 
 extension EventPipeline where Output: Equatable {
-    /// Combine's `removeDuplicates()`: drops a value equal to the previous one that passed.
+    /// Combine's `removeDuplicates()`: drops a value equal to the previous one.
     public func removeDuplicates() -> EventPipeline<Output> {
         removeDuplicates(by: ==)
     }
@@ -172,6 +177,10 @@ where Downstream.Failure == Never {
     }
 
     func request(_ demand: Subscribers.Demand) {
+        if demand == .none {
+            // Combine's operators (OpenCombine's `Filter`, `Map`, … too) hold this precondition.
+            fatalError("\(Downstream.self) requested .none from a bus filter/map/compactMap/removeDuplicates: demand must be greater than zero")
+        }
         core.request(self, demand.max ?? Int.max)
     }
 

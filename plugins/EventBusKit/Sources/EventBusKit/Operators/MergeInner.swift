@@ -36,7 +36,10 @@ import OpenCombine
 ///
 /// Other departures from Apple's implementation: upstreams not yet subscribed when the merge
 /// ends (say, after a `Fail`) are never subscribed, rather than subscribed and cancelled at once;
-/// and a `MergeMany` of zero publishers finishes at once.
+/// a `MergeMany` of zero publishers finishes at once; and an upstream that breaks the Publisher
+/// contract — a second `.finished`, values after its completion — is held to it: what it sends
+/// after its first completion is ignored, where Apple's Merge counts every `.finished` (one
+/// upstream finishing twice can end the merge while others still run) and forwards later values.
 ///
 /// `@unchecked Sendable`: upstreams call in from any thread; all mutable state is guarded by `lock`,
 /// and `downstream` is only called by the single drainer.
