@@ -25,7 +25,7 @@ extension ModuleHost {
             let refusal = ModuleConfigRefusal.refusal(problems, keysSummary: keysSummary, at: entry.configLocations)
                 ?? ModuleConfigRefusal(problems: [], validKeys: keysSummary)
             refuseConfig(slot, refusal)
-        case .failed(let reason):
+        case .failed(let reason), .unloadable(let reason):
             // Worded as for a module in eventbusd, so a refusal reads the same either way.
             if reason.hasPrefix("cannot load module") {
                 logger.error("\(entry.location): modules.\(slot.name): \(reason)")

@@ -64,7 +64,8 @@ final class ModuleHost: Sendable {
                progress: (HostProgress) -> Void = { _ in }) {
         let current = Dictionary(uniqueKeysWithValues: slots.withLock { $0 }.map { slot in
             (slot.name, ModulePlan.Current(entry: slot.entry, isActive: slot.isActive,
-                                           mailbox: MailboxLimits(events: slot.mailbox.capacity, bytes: slot.mailbox.byteCapacity)))
+                                           mailbox: MailboxLimits(events: slot.mailbox.capacity, bytes: slot.mailbox.byteCapacity),
+                                           fileChanged: slot.fileChangedSinceActivation))
         })
         let desired = Dictionary(uniqueKeysWithValues: modules.map { ($0.name, $0) })
         for action in ModulePlan.actions(current: current, desired: modules, defaultMailbox: defaultMailbox) {
@@ -83,6 +84,9 @@ final class ModuleHost: Sendable {
                 reconfigure(slot(name)!, with: desired[name]!, progress: progress)
             case .restartNeededForPath(let name, let running, let configured):
                 logger.warning("\(desired[name]!.location): modules.\(name).path changed from \(running) to \(configured); loaded code cannot be unloaded, so \(name) keeps running the old file until eventbusd restarts",
+                               metadata: ["module": "\(name)"])
+            case .restartNeededForFile(let name, let path):
+                logger.warning("\(desired[name]!.location): modules.\(name): \(path) was replaced since it was loaded; code loaded into eventbusd cannot be unloaded, so \(name) keeps running the old code until eventbusd restarts (with isolation: process, a reload starts a worker with the new file)",
                                metadata: ["module": "\(name)"])
             case .restart(let name, let reason):
                 guard let slot = slot(name) else { continue }
@@ -131,6 +135,10 @@ final class ModuleHost: Sendable {
         let logger = log(for: slot.name)
         slot.status = .starting
         slot.entry = entry
+        if entry.isolation == .process || slot.activatedFile == nil {
+            // In eventbusd, the first load stays: a later activation reuses the loaded code.
+            slot.activatedFile = try? System.status(of: entry.path)
+        }
         if entry.isolation == .process {
             // Never loaded here: a broken file must not touch the host's address space.
             activateInWorker(slot, entry: entry, progress: progress)

@@ -10,11 +10,15 @@ enum ModuleAction: Equatable {
     /// Running, and its `path` changed: loaded code cannot be unloaded, so the old code keeps
     /// running until the host restarts.
     case restartNeededForPath(name: String, running: String, configured: String)
+    /// Running in eventbusd, and its file was replaced since it was loaded (a rebuilt module):
+    /// loaded code cannot be unloaded, so the old code keeps running until the host restarts.
+    case restartNeededForFile(name: String, path: String)
     /// Running, and its mailbox capacity changed: a mailbox's bound is fixed, so the new one
     /// applies when the module is next started.
     case restartNeededForCapacity(name: String)
     /// Running, and its isolation or worker settings changed — or it runs in a worker and its
-    /// path changed (a new worker loads the new file): deactivate it and start it again.
+    /// path changed or its file was replaced (a new worker loads the new file): deactivate it and
+    /// start it again.
     case restart(name: String, reason: String)
 }
 
@@ -24,6 +28,8 @@ enum ModulePlan {
         var entry: ModuleEntry
         var isActive: Bool
         var mailbox: MailboxLimits
+        /// The file at the module's path is not the one it was activated from.
+        var fileChanged = false
     }
 
     /// The actions, stops first (so a renamed module frees what it held before its successor
@@ -53,9 +59,11 @@ enum ModulePlan {
                 changes.append(.restart(name: entry.name, reason: "isolation changed from \(now.entry.isolation.rawValue) to \(entry.isolation.rawValue)"))
                 continue
             }
-            if entry.isolation == .process && (now.entry.path != entry.path || now.entry.worker != entry.worker) {
+            let replaced = now.entry.path == entry.path && now.fileChanged
+            if entry.isolation == .process && (now.entry.path != entry.path || now.entry.worker != entry.worker || replaced) {
                 changes.append(.restart(name: entry.name, reason: now.entry.path != entry.path
-                    ? "path changed from \(now.entry.path) to \(entry.path)" : "worker settings changed"))
+                    ? "path changed from \(now.entry.path) to \(entry.path)"
+                    : replaced ? "its file \(entry.path) was replaced since it was loaded" : "worker settings changed"))
                 if entry.mailboxLimits(default: defaultMailbox) != now.mailbox {
                     changes.append(.restartNeededForCapacity(name: entry.name))
                 }
@@ -63,6 +71,8 @@ enum ModulePlan {
             }
             if now.entry.path != entry.path {
                 changes.append(.restartNeededForPath(name: entry.name, running: now.entry.path, configured: entry.path))
+            } else if replaced {
+                changes.append(.restartNeededForFile(name: entry.name, path: entry.path))
             }
             if entry.mailboxLimits(default: defaultMailbox) != now.mailbox {
                 changes.append(.restartNeededForCapacity(name: entry.name))

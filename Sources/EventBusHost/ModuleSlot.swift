@@ -42,6 +42,9 @@ final class ModuleSlot: Sendable {
         /// The supervisor of the module's workers, once it ran with `isolation: process`; kept
         /// across activations so restarts and the last crash stay visible.
         var worker: WorkerSupervisor?
+        /// The module's file as it was when last activated: a reload compares it with the file
+        /// now, so a module rebuilt in place is noticed.
+        var activatedFile: System.FileStatus?
     }
 
     init(entry: ModuleEntry, mailbox limits: MailboxLimits) {
@@ -56,6 +59,18 @@ final class ModuleSlot: Sendable {
     }
 
     var running: Running? { state.withLock { $0.running } }
+
+    var activatedFile: System.FileStatus? {
+        get { state.withLock { $0.activatedFile } }
+        set { state.withLock { $0.activatedFile = newValue } }
+    }
+
+    /// Whether the file at the module's path is another version than the one last activated
+    /// (false when either cannot be read: the next start says what is wrong with it).
+    var fileChangedSinceActivation: Bool {
+        guard let activated = activatedFile, let now = try? System.status(of: entry.path) else { return false }
+        return !now.isSameVersion(as: activated)
+    }
 
     var worker: WorkerSupervisor? {
         get { state.withLock { $0.worker } }
@@ -114,6 +129,9 @@ final class ModuleSlot: Sendable {
             statistics.lastCrashTime = snapshot.lastCrashTime
             if case .worker = state.running?.instance, state.status == .active {
                 statistics.workerPID = snapshot.pid
+                // A restarted worker loaded the module's file again: what it says it is now.
+                statistics.reportedName = snapshot.reportedName ?? statistics.reportedName
+                statistics.version = snapshot.version ?? statistics.version
                 if let reason = snapshot.gaveUp {
                     statistics.state = .failed(reason)
                 } else if snapshot.restarting {

@@ -19,6 +19,14 @@ enum System {
         var isWorldWritable: Bool { mode & UInt32(S_IWOTH) != 0 }
         var isSticky: Bool { mode & UInt32(S_ISVTX) != 0 }
         var permissions: String { "0" + String(mode & 0o7777, radix: 8) }
+
+        /// Whether both describe the same version of a file: the same inode, not written since.
+        /// A build that replaces a module (a new file renamed over it, or rewritten in place)
+        /// changes one or the other; `chmod` and `chown` change neither.
+        func isSameVersion(as other: FileStatus) -> Bool {
+            device == other.device && inode == other.inode
+                && modifiedSeconds == other.modifiedSeconds && modifiedNanoseconds == other.modifiedNanoseconds
+        }
     }
 
     /// A failed system call, with the path it was about and `strerror` of its `errno`.

@@ -48,6 +48,10 @@ public final class WorkerSupervisor: @unchecked Sendable {
     public enum StartOutcome: Sendable, Equatable {
         case activated(reportedName: String, version: String)
         case failed(String)
+        /// The worker could not load the module's file as a module (not an ELF object, no entry
+        /// symbol, another SDK): the reason, once. Unlike a crash, trying again cannot help
+        /// until the file changes, so a restart that meets it gives up at once.
+        case unloadable(String)
         /// The section does not fit the module's declaration (``EventBusModule/configKeys``):
         /// the problems, placed by path inside the section, and the keys it reads. The worker
         /// was ended before any module code ran.
@@ -269,6 +273,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             _ = session.process.reap(within: .seconds(2))
             session.channel.closeDescriptor()
             if let refused = ConfigProblemsWire.decode(reply) { return .configRefused(refused.problems, keysSummary: refused.keysSummary) }
+            if reply["unloadable"]?.boolValue == true { return .unloadable(error) }
             return .failed(error)
         }
         let name = reply["name"]?.stringValue ?? configuration.name
@@ -366,6 +371,8 @@ public final class WorkerSupervisor: @unchecked Sendable {
                     self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0))")
                 case .failed(let reason):
                     self.crashed(cause: "restart failed: \(reason)", exit: nil, lost: 0)
+                case .unloadable(let reason):
+                    self.giveUp("its file can no longer be loaded: \(reason)")
                 case .configRefused(let problems, _):
                     self.crashed(cause: "restart failed: config refused: \(problems.map(\.description).joined(separator: "; "))", exit: nil, lost: 0)
                 }
@@ -382,6 +389,18 @@ public final class WorkerSupervisor: @unchecked Sendable {
             bus.post(Event(name: "module.failed", source: "eventbusd",
                            fields: ["module": .string(configuration.name), "reason": .string(reason)]))
         }
+    }
+
+    /// Stops restarting without counting a crash: the module stays down until a reload, as after
+    /// its start limit. Said once, in the log and as `module.failed`.
+    private func giveUp(_ reason: String) {
+        state.withLock {
+            $0.gaveUp = reason
+            $0.restarting = false
+        }
+        log.error("module not restarted: \(reason); the module stays down until a reload")
+        bus.post(Event(name: "module.failed", source: "eventbusd",
+                       fields: ["module": .string(configuration.name), "reason": .string(reason)]))
     }
 
     private func startWatchdog() {

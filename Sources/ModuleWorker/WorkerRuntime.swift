@@ -132,7 +132,8 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         do {
             library = try ModuleLoader().load(path)
         } catch {
-            channel.send { $0.append(.activated, json: ["error": .string("\(error)")]) }
+            // Not a crash: the file cannot be a module now, and loading it again will not change that.
+            channel.send { $0.append(.activated, json: ["error": .string("\(error)"), "unloadable": .bool(true)]) }
             return
         }
         // The local bus: routing and demand here, everything else at the host.

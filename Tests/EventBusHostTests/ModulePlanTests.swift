@@ -64,6 +64,20 @@ import Testing
                                    defaultMailbox: MailboxLimits(events: 10, bytes: 3 << 20)) == [.restartNeededForCapacity(name: "a")])
     }
 
+    @Test func aModuleFileReplacedInPlaceRestartsItsWorkerAndIsReportedInEventbusd() {
+        var worker = current(entry("a", isolation: .process))
+        worker.fileChanged = true
+        #expect(ModulePlan.actions(current: ["a": worker], desired: [entry("a", isolation: .process)], defaultMailbox: limits(10))
+                == [.restart(name: "a", reason: "its file /m.so was replaced since it was loaded")])
+        var inProcess = current(entry("a"))
+        inProcess.fileChanged = true
+        #expect(ModulePlan.actions(current: ["a": inProcess], desired: [entry("a")], defaultMailbox: limits(10))
+                == [.restartNeededForFile(name: "a", path: "/m.so")])
+        // A new path says so: the old file changing does not matter then.
+        #expect(ModulePlan.actions(current: ["a": inProcess], desired: [entry("a", path: "/n.so")], defaultMailbox: limits(10))
+                == [.restartNeededForPath(name: "a", running: "/m.so", configured: "/n.so")])
+    }
+
     @Test func aWorkerIsRestartedForANewPathIsolationOrWorkerSettings() {
         let running = entry("a", isolation: .process)
         #expect(ModulePlan.actions(current: ["a": current(running)], desired: [entry("a", path: "/n.so", isolation: .process)],
