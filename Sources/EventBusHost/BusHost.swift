@@ -187,8 +187,16 @@ public final class BusHost: @unchecked Sendable {
             }
             bridge.apply(new.bridge, stateDirectory: new.stateDirectory)
             config = new
-            let active = modules.statistics.filter { $0.state == .active }.count
-            let summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)"
+            let statistics = modules.statistics
+            let active = statistics.filter { $0.state == .active }.count
+            var summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)"
+            for module in statistics {
+                if let reason = module.configNotApplied {
+                    summary += "; module \(module.name) runs on its previous config (the new section: \(reason))"
+                } else if case .failed(let reason) = module.state {
+                    summary += "; module \(module.name) is not running: \(reason)"
+                }
+            }
             logger.info("\(summary)")
             return .applied(summary)
         }

@@ -232,6 +232,7 @@ final class ModuleHost: Sendable {
             var updated = slot.entry
             updated.config = entry.config
             slot.entry = updated
+            slot.configNotApplied = nil
             logger.info("module \(slot.name) applied its new config")
         case .result(.reactivate)?:
             logger.info("module \(slot.name) restarts with its new config")
@@ -241,11 +242,14 @@ final class ModuleHost: Sendable {
             activate(slot, entry: updated, progress: progress)
         case .threw(let message)?:
             logger.error("module \(slot.name) rejected its new config: \(message); it keeps running with the previous one")
+            slot.configNotApplied = "the module rejected it: \(message)"
         case .refused(let refusal)?:
             for problem in refusal.problems { logger.error("\(problem)") }
             logger.error("module \(slot.name) keeps running with its previous config: the new section is refused (\(refusal.validKeys))")
+            slot.configNotApplied = refusal.summary
         case nil:
             logger.error("module \(slot.name) did not answer reconfigure within \(callTimeout); its config is left as it was")
+            slot.configNotApplied = "reconfigure did not return within \(callTimeout)"
         }
     }
 

@@ -45,6 +45,8 @@ final class ModuleSlot: Sendable {
         /// The module's file as it was when last activated: a reload compares it with the file
         /// now, so a module rebuilt in place is noticed.
         var activatedFile: System.FileStatus?
+        /// Why the config section in the file is not the one it runs with (a refused reload).
+        var configNotApplied: String?
     }
 
     init(entry: ModuleEntry, mailbox limits: MailboxLimits) {
@@ -85,6 +87,11 @@ final class ModuleSlot: Sendable {
         return true
     }
 
+    var configNotApplied: String? {
+        get { state.withLock { $0.configNotApplied } }
+        set { state.withLock { $0.configNotApplied = newValue } }
+    }
+
     var status: ModuleState {
         get { state.withLock { $0.status } }
         set { state.withLock { $0.status = newValue } }
@@ -95,6 +102,7 @@ final class ModuleSlot: Sendable {
             state.entry = entry
             state.running = running
             state.status = .active
+            state.configNotApplied = nil
         }
     }
 
@@ -118,6 +126,7 @@ final class ModuleSlot: Sendable {
             queued: mailboxStatistics.queued,
             errors: state.retiredErrors + (state.running?.inProcessErrors ?? 0) + (snapshot?.errors ?? 0))
         statistics.queuedBytes = mailboxStatistics.queuedBytes
+        if state.status == .active { statistics.configNotApplied = state.configNotApplied }
         statistics.isolation = state.entry.isolation
         if let snapshot {
             // Forwarded to the worker is not handled yet: those count as queued.

@@ -56,4 +56,7 @@ public struct ModuleStatistics: Sendable, Equatable {
     public var restarts = 0
     public var lastCrash: String?
     public var lastCrashTime: Date?
+    /// Set while it runs on an older config section than the file's: the last reload's section
+    /// was refused (by its declaration or by the module), and why.
+    public var configNotApplied: String?
 }

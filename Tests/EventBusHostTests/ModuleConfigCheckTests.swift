@@ -150,6 +150,12 @@ import Testing
         daemon.signal(SIGHUP)
         #expect(await daemon.waitFor("\(file):5: modules.hello.config.greeting: expected a string, found the integer 3"), "\(daemon.output)")
         #expect(await daemon.waitFor("module hello keeps running with its previous config: the new section is refused"), "\(daemon.output)")
+        // Not only the log: `modules`, `status` and the reload's own answer say it.
+        let modules = try await runCLI(["modules", "--socket", socket]).output
+        #expect(modules.contains("active (old config)"), "\(modules)")
+        #expect(modules.contains("runs on its previous config; the file's section: config refused: modules.hello.config.greeting: expected a string"), "\(modules)")
+        let reload = try await runCLI(["reload", "--socket", socket]).output
+        #expect(reload.contains("module hello runs on its previous config (the new section: config refused: modules.hello.config.greeting"), "\(reload)")
         _ = try await runCLI(["post", "user.one", "--socket", socket])
         #expect(await daemon.waitFor("first, user.one from user"), "\(daemon.output)")
 
@@ -160,6 +166,7 @@ import Testing
         #expect(await eventually { daemon.output.components(separatedBy: "module hello active").count == 3 }, "\(daemon.output)")
         _ = try await runCLI(["post", "user.two", "--socket", socket])
         #expect(await daemon.waitFor("second, user.two from user"), "\(daemon.output)")
+        #expect(try await !runCLI(["modules", "--socket", socket]).output.contains("old config"))
 
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")

@@ -708,6 +708,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         object["restarts"] = .int(Int64(module.restarts))
         if let pid = module.workerPID { object["pid"] = .int(Int64(pid)) }
         if let crash = module.lastCrash { object["last_crash"] = .string(crash) }
+        if let reason = module.configNotApplied { object["config_not_applied"] = .string(reason) }
         if let time = module.lastCrashTime { object["last_crash_time"] = .string(time.formatted(.iso8601)) }
         return .object(object)
     }

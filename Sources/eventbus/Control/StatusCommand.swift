@@ -97,8 +97,9 @@ struct ModulesCommand: ParsableCommand {
         for module in modules {
             let reported = [module["reported_name"]?.stringValue, module["version"]?.stringValue].compactMap { $0 }
             let isolation = module["isolation"]?.stringValue ?? "none"
+            let oldConfig = module["config_not_applied"]?.stringValue
             rows.append([
-                module["name"]?.stringValue ?? "?", module["state"]?.stringValue ?? "?",
+                module["name"]?.stringValue ?? "?", (module["state"]?.stringValue ?? "?") + (oldConfig == nil ? "" : " (old config)"),
                 isolation + (module["pid"]?.intValue.map { " (pid \($0))" } ?? ""),
                 "\(module["restarts"]?.intValue ?? 0)",
                 "\(module["delivered"]?.intValue ?? 0)", "\(module["dropped"]?.intValue ?? 0)",
@@ -106,6 +107,7 @@ struct ModulesCommand: ParsableCommand {
                 reported.isEmpty ? "-" : reported.joined(separator: " "),
             ])
             var notes = [module["reason"]?.stringValue].compactMap { $0 }
+            if let oldConfig { notes.append("runs on its previous config; the file's section: \(oldConfig)") }
             if let crash = module["last_crash"]?.stringValue {
                 notes.append("last crash\(module["last_crash_time"]?.stringValue.map { " \($0)" } ?? ""): \(crash)")
             }
