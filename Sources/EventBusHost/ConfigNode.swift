@@ -79,7 +79,9 @@ struct ConfigNode {
             let name = scalar.string
             let value = child(valueNode, key: name, keyLine: keyNode.mark?.line)
             if let allowed, !allowed.contains(name) {
-                throw value.error("unknown key; expected one of: \(allowed.joined(separator: ", "))")
+                let close = ModuleConfigKeys.likelyMeant(name, among: allowed)
+                let hint = close.isEmpty ? "" : " (did you mean \(close.joined(separator: " or "))?)"
+                throw value.error("unknown key\(hint); expected one of: \(allowed.joined(separator: ", "))")
             }
             entries.append((name, value))
         }

@@ -54,7 +54,7 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         var description: String {
             switch self {
             case .liveSocket(let path):
-                return "another eventbusd is listening on \(path); stop it first (or give this one another control.socket)"
+                return "another eventbusd is listening on \(path); stop it first, or give this one another socket (--socket PATH, or control.socket in its config)"
             case .notASocket(let path):
                 return "\(path) exists and is not a socket; it is left alone — remove it or choose another control.socket"
             case .inheritedSocket(let problem):

@@ -198,7 +198,10 @@ import Testing
             do { _ = try HostConfig.parse(yaml, file: "e.yaml", directory: "/"); return "no error" } catch { return error.description }
         }
         #expect(error("control:\n  post_group: no-such-group-here\n") == "e.yaml:2: control.post_group: no group named \"no-such-group-here\" on this system")
-        #expect(error("control:\n  sockett: /x\n").hasPrefix("e.yaml:2: control.sockett: unknown key; expected one of: socket, tail_group"))
+        #expect(error("control:\n  sockett: /x\n").hasPrefix("e.yaml:2: control.sockett: unknown key (did you mean socket?); expected one of: socket, tail_group"))
+        // Top-level keys get the same hint.
+        #expect(error("modles: {}\n").hasPrefix("e.yaml:1: modles: unknown key (did you mean modules?); expected one of: sources, modules"), "\(error("modles: {}\n"))")
+        #expect(error("zzz: 1\n").hasPrefix("e.yaml:1: zzz: unknown key; expected one of:"))
         #expect(error("control:\n  client_buffer: 0\n") == "e.yaml:2: control.client_buffer: must be at least 1, found 0")
         #expect(error("control:\n  watch_entries: 0\n") == "e.yaml:2: control.watch_entries: must be at least 1, found 0")
         #expect(try HostConfig.parse("control:\n  watch_entries: 500\n", file: "e.yaml", directory: "/").control.watchEntries == 500)

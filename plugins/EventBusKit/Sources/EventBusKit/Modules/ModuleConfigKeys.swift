@@ -75,7 +75,7 @@ public struct ModuleConfigKeys: Sendable, Hashable, ExpressibleByArrayLiteral {
         for name in values.keys.sorted() {
             let value = values[name]!
             guard let key = self[name] else {
-                let close = names.filter { Self.editDistance(name, $0) <= max(1, min(name.count, $0.count) / 3) }
+                let close = Self.likelyMeant(name, among: names)
                 let hint = close.isEmpty ? "" : " (did you mean \(close.joined(separator: " or "))?)"
                 let expected = keys.isEmpty ? "this section takes no keys" : "expected one of: \(names.joined(separator: ", "))"
                 problems.append(ModuleConfigProblem(path: path + [name], message: "unknown key\(hint); \(expected)"))
@@ -103,6 +103,12 @@ public struct ModuleConfigKeys: Sendable, Hashable, ExpressibleByArrayLiteral {
             if case .table(let nested) = key.type { problems += nested.declarationProblems(at: path + [key.name]) }
         }
         return problems
+    }
+
+    /// The names `name` is a likely typo of, for "did you mean": within one edit per three
+    /// characters (at least one). The host's own config keys get the same hints.
+    public static func likelyMeant(_ name: String, among names: [String]) -> [String] {
+        names.filter { editDistance(name, $0) <= max(1, min(name.count, $0.count) / 3) }
     }
 
     /// Edit distance counting a swap of two neighbours as one edit (optimal string alignment),
