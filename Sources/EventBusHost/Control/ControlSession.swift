@@ -371,6 +371,15 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             self.error("forbidden", error.description, id: id)
             return
         }
+        for path in parsed.files {
+            do throws(System.CallError) {
+                _ = try System.status(of: path)
+            } catch where error.isNoSuchFile {
+                // As `tail -f` does: a watch on nothing would only ever print its error.
+                self.error("not_found", "\(path) does not exist, so there is nothing to watch (a configured watch with rearm: true waits for a path to appear)", id: id)
+                return
+            } catch {}
+        }
         filtersPaths = peer.userID != 0 && parsed.recursive && access.files == .caller && !parsed.files.isEmpty
         for (kind, wanted) in [(FileWatch.kind, !parsed.files.isEmpty), (JournalWatch.kind, !parsed.journal.isEmpty)]
         where wanted && !server.bus.hasSource(kind: kind) {

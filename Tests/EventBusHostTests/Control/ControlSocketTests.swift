@@ -404,6 +404,11 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.jsonLines.first?["name"]?.stringValue == "fs.created", "\(result.stdout)")
         #expect(result.jsonLines.first?["fields"]?["path"]?.stringValue == watched + "/new.txt", "\(result.stdout)")
+
+        // A path that does not exist is refused, as `tail -f` refuses it, rather than followed forever.
+        let missing = try await eventbus(["tail", "--socket", socket, "--files", watched + "/nothing"], in: directory)
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("\(watched)/nothing does not exist, so there is nothing to watch"), "\(missing.stderr)")
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0)
     }
