@@ -10,7 +10,7 @@ import Synchronization
 /// call at a time.
 ///
 /// Bounded twice: at most `capacity` events and at most `byteCapacity` bytes of them
-/// (``Event/estimatedBytes``) wait — counted until their subscriber has been called, so the batch
+/// (`Event.estimatedBytes`) wait — counted until their subscriber has been called, so the batch
 /// the queue has taken counts too. Past either bound, events are dropped, counted in
 /// ``Statistics/dropped``, and each affected subscription receives a ``Gap`` notice in their
 /// place. A stalled module therefore loses its own events — and says so — but never slows the

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// A producer of events that the bus starts and stops on demand: timers, file watches, journal
-/// readers. Implementations post what they see with ``Bus/post(_:)``, using their ``id`` as the
+/// readers. Implementations post what they see with ``Bus/post(_:)``, using the id the bus gives them as the
 /// event's `source`, which is how subscribers of a shared source get its events only.
 public protocol EventSource: AnyObject, Sendable {
     /// Called once, when the first subscriber arrives. Must not block; must not post before

@@ -13,7 +13,7 @@ public struct FileChange: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable, CaseIterable {
         /// A file or directory appeared (made here, moved in from outside the watch, or found by a scan).
         case created
-        /// A file's content was written (one event per `write`; see ``Publisher/settle(for:scheduler:options:key:)``).
+        /// A file's content was written (one event per `write`; see ``OpenCombine/Publisher/settle(for:scheduler:options:key:)``).
         case modified
         /// A file opened for writing was closed: the usual "the writer is done" signal.
         case closedAfterWrite

@@ -12,7 +12,7 @@ public struct SettledBurst: Sendable, Hashable {
 }
 
 extension Event {
-    /// Set on the events that ``Publisher/settle(for:scheduler:options:key:)`` emits.
+    /// Set on the events that ``OpenCombine/Publisher/settle(for:scheduler:options:key:)`` emits.
     public var settledBurst: SettledBurst? {
         guard let count = fields["settled_count"]?.intValue,
               let names = fields["settled_events"]?.stringValue else { return nil }
@@ -50,7 +50,7 @@ extension Publisher where Output == Event {
 }
 
 extension Publishers {
-    /// See ``Publisher/settle(for:scheduler:options:key:)``.
+    /// See ``OpenCombine/Publisher/settle(for:scheduler:options:key:)``.
     public struct Settle<Upstream: Publisher, Context: Scheduler>: Publisher where Upstream.Output == Event {
         public typealias Output = Event
         public typealias Failure = Upstream.Failure

@@ -13,7 +13,7 @@ public final class ModuleContext: @unchecked Sendable {
     public let log: ModuleLog
     /// Subscriptions live as long as they are kept here; the host cancels them on deactivation.
     public var cancellables = Set<AnyCancellable>()
-    /// Hears how long calls of a ``Publisher/handle(in:_:)`` handler took, in nanoseconds of
+    /// Hears how long calls of a ``OpenCombine/Publisher/handle(in:_:)`` handler took, in nanoseconds of
     /// `CLOCK_MONOTONIC` (the host's per-module histogram): one call in
     /// ``handlerTimingInterval`` of each handler is timed, since two clock reads per call would
     /// cost a cheap handler more than its delivery. Nil: handlers are not timed. The host sets it
@@ -36,7 +36,7 @@ public final class ModuleContext: @unchecked Sendable {
     /// so their output stays on the module's queue (`scheduler: context.queue.ocombine`).
     public var queue: DispatchQueue { bus.mailbox!.queue }
 
-    /// Errors thrown by the module's handlers so far (see ``Publisher/handle(in:_:)``).
+    /// Errors thrown by the module's handlers so far (see ``OpenCombine/Publisher/handle(in:_:)``).
     public var errors: Int { errorCount.load(ordering: .relaxed) }
 
     /// Records an error thrown by module code: logged with the module's name and counted; the

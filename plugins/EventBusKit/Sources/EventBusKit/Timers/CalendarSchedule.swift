@@ -62,7 +62,9 @@ public struct CalendarSchedule: Sendable, Hashable, CustomStringConvertible {
     /// Parses e.g. "*-*-* 09:00:00", "Mon..Fri *-*-* 08:30", "daily", "hourly", "*:0/15",
     /// "2024-02-29 12:00 UTC", "*-*-01 00:00:00 Europe/Berlin".
     ///
-    /// - Parameter defaultTimeZone: the zone used when the spec names none.
+    /// - Parameters:
+    ///   - spec: the calendar expression.
+    ///   - defaultTimeZone: the zone used when the spec names none.
     /// - Throws: ``EventBusError`` with code ``EventBusError/Code/invalidCalendarSpec`` and a message
     ///   naming the offending token and its position.
     public init(parsing spec: String, defaultTimeZone: TimeZone = .current) throws {
