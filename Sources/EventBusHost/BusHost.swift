@@ -34,6 +34,7 @@ public final class BusHost: @unchecked Sendable {
     /// Replaces the config's `control.socket` (eventbusd's `--socket`), at start and each reload.
     private let controlSocketOverride: String?
     private var stallWatch: ModuleStallWatch?
+    private var heapReturn: HeapReturn?
     /// The metrics the control socket's `metrics` request and `metrics.listen` serve; only a
     /// host that serves a control socket collects them.
     private let metrics: HostMetrics?
@@ -148,6 +149,7 @@ public final class BusHost: @unchecked Sendable {
             }
             self.config = config
             stallWatch = ModuleStallWatch(logger: logger) { [modules] in modules.statistics }
+            heapReturn = HeapReturn()
             return .success(config)
         }
         let config = try result.get()
@@ -245,6 +247,7 @@ public final class BusHost: @unchecked Sendable {
             // among them), before the rest stops: queued exports get their moment to leave.
             bridge.stop()
             stallWatch?.cancel()
+            heapReturn?.cancel()
             timers.stopAll()
             watches.stopAll()
             let stopped = modules.drainAndDeactivateAll(until: deadline)
