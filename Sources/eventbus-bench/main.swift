@@ -23,6 +23,8 @@ import Foundation
 //   metrics [events]                10 modules' delivery with metrics on vs off
 //   wide [fields…]                  CPU per event against its field count (1 … 60 000): the
 //                                   control socket's JSON and human formats, NATS encode/decode
+//   soak [seconds] [posts/s]        the example config under steady load (10 000 posts/s, two
+//                                   tails): eventbusd's RSS growth after a 2-minute warm-up
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -36,6 +38,9 @@ case "dispatch":
     idleHostFootprint(idleSeconds: 2)
     print()
     metricsBenchmark(events: 200_000)
+case "soak":
+    soakBenchmark(seconds: arguments.dropFirst().first.flatMap(Int.init) ?? 600,
+                  rate: arguments.dropFirst(2).first.flatMap(Int.init) ?? 10_000)
 case "metrics":
     metricsBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "post-cost":

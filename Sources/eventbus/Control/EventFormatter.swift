@@ -53,7 +53,10 @@ struct EventFormatter {
     func cat(_ line: JSON) -> String {
         if line["type"]?.stringValue == "gap" { return gap(line) }
         let fields = line["fields"]?.objectValue ?? [:]
-        let text = fields["message"].map { $0.stringValue ?? Self.show($0) } ?? line["name"]?.stringValue ?? "?"
+        // What the event is about when it says nothing in words: a file change's path.
+        let subject = [fields["old_path"], fields["path"]].compactMap { $0?.stringValue }.joined(separator: " → ")
+        let named = (line["name"]?.stringValue ?? "?") + (subject.isEmpty ? "" : " " + subject)
+        let text = fields["message"].map { $0.stringValue ?? Self.show($0) } ?? named
         return Self.escape(text) + "\n"
     }
 

@@ -10,7 +10,8 @@ enum OutputFormat: String, CaseIterable, ExpressibleByArgument {
     case json
     /// The same objects, indented, keys sorted.
     case jsonPretty = "json-pretty"
-    /// The `message` field only (or the name when there is none), as `journalctl -o cat`.
+    /// The `message` field only, as `journalctl -o cat`; without one, the name and the path it
+    /// is about (`fs.modified /etc/hosts`), or the name alone.
     case cat
     /// Journal Export Format: `systemd-journal-remote -o FILE.journal -` turns it into a journal
     /// file that `journalctl --file` reads.

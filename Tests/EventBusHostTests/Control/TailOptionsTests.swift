@@ -137,6 +137,13 @@ import Testing
         #expect(entry["EVENTBUS_FIELD_MULTI"] == "line one\nline two", "a newline in a value stays inside its field")
 
         #expect(try await tail(["--json", "-o", "cat"], socket, directory).status == 64)
+
+        // Without a message: what the event is about (a file change's path), or its name.
+        let next = try post(socket, "fs.modified", ["path": "/etc/hosts"])
+        _ = try post(socket, "fs.moved", ["old_path": "/srv/a", "path": "/srv/b"])
+        _ = try post(socket, "app.bare")
+        let bare = try await tail(["--no-follow", "--since", "\(next)", "-o", "cat"], socket, directory)
+        #expect(bare.stdout == "fs.modified /etc/hosts\nfs.moved /srv/a → /srv/b\napp.bare\n", "\(bare.stdout)")
     }
 
     @Test func relativeFilesAreTheCallersNotTheDaemons() async throws {
