@@ -38,6 +38,7 @@ public final class BusHost: @unchecked Sendable {
     /// The metrics the control socket's `metrics` request and `metrics.listen` serve; only a
     /// host that serves a control socket collects them.
     private let metrics: HostMetrics?
+    private let journalStatuses = JournalStatuses()
 
     /// How long a host waits for a module's activate, reconfigure or deactivate unless told;
     /// `--check-config` gives a module's load as long.
@@ -66,6 +67,7 @@ public final class BusHost: @unchecked Sendable {
             metrics = HostMetrics(bus: bus, bridge: { bridge.statistics })
         }
         self.metrics = metrics
+        let journalStatuses = journalStatuses
         var handlerTiming: (@Sendable (String) -> @Sendable (Int64) -> Void)?
         if let durations = metrics?.handlerDurations {
             handlerTiming = { name in durations.recorder(forModule: name) }
@@ -85,7 +87,8 @@ public final class BusHost: @unchecked Sendable {
             inheritedControlSocket = nil
         case .configured, .inherited:
             let server = ControlServer(bus: bus, logger: logger, snapshot: {
-                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status)
+                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status,
+                                           sourceStates: journalStatuses.all.mapValues(Self.describe))
             }, metrics: { [weak metrics] in metrics?.render() ?? [] })
             metrics?.attach(clients: { [weak server] in server?.clientFigures() })
             controlServer = server
@@ -101,7 +104,14 @@ public final class BusHost: @unchecked Sendable {
 
     /// The `journal` source kind, its sources' lag listed for the metrics.
     private func registerJournal(stateDirectory: String) {
-        JournalDriver.register(on: bus, configuration: .init(stateDirectory: stateDirectory, lags: metrics?.journalLags))
+        JournalDriver.register(on: bus, configuration: .init(stateDirectory: stateDirectory, lags: metrics?.journalLags,
+                                                             statuses: journalStatuses))
+    }
+
+    /// A journal watch's status as `eventbus status` shows it: "following dir:/x", or
+    /// "unavailable: why" (the following reason already says what it follows).
+    private static func describe(_ status: JournalStatus) -> String {
+        status.state == .following ? status.reason : "\(status.state.rawValue): \(status.reason)"
     }
 
     /// Per-module state and counts; any thread.

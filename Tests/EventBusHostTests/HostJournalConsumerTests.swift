@@ -31,6 +31,34 @@ import Testing
         #expect(second == ["four", "five"], "resumed right after the last entry posted, nothing twice")
     }
 
+    /// A watch with no journal to read says so in `eventbus status`, not only in a
+    /// `journal.status` event that a client not tailing then never sees; once the journal
+    /// appears, the status says it follows.
+    @Test func statusShowsAJournalWatchThatHasNoJournal() async throws {
+        let directory = try TemporaryDirectory()
+        let journals = directory.path + "/journals"
+        let socket = directory.path + "/control.sock"
+        let daemon = try await DaemonProcessTests.Daemon.running("""
+            control: {socket: \(socket)}
+            sources:
+              journal:
+                - {name: app, directory: \(journals), identifier: app}
+            """, in: directory)
+        defer { withExtendedLifetime(daemon) {} }
+        func state() -> String {
+            let sources = (try? ask(socket, ["op": "status"]))?["sources"]?.arrayValue ?? []
+            return sources.first { $0["id"]?.stringValue?.hasPrefix("journal:") == true }?["state"]?.stringValue ?? ""
+        }
+        #expect(await eventually { state().hasPrefix("unavailable: ") }, "\(state())")
+        #expect(state().contains(journals), "\(state())")
+        let shown = try await eventbus(["status", "--socket", socket], in: directory)
+        #expect(shown.stdout.contains("└ unavailable: "), "\(shown.stdout)")
+
+        try FileManager.default.createDirectory(atPath: journals, withIntermediateDirectories: true)
+        try await JournalFiles(directory: journals, scratch: directory).write(["one"])
+        #expect(await eventually { state().hasPrefix("following ") }, "\(state())")
+    }
+
     /// Starts a host on `config`, runs `meanwhile`, collects journal messages until `count`
     /// arrived, shuts the host down and returns them.
     private func runHost(_ config: String, until count: Int, meanwhile: () async throws -> Void) async throws -> [String] {

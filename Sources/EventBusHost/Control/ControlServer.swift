@@ -43,6 +43,9 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
         var modules: [ModuleStatistics]
         /// The NATS bridge's state and counts, when one runs (``HostBridge/status``).
         var bridge: JSON? = nil
+        /// What a running source says of itself, by source id (a journal watch: following, or
+        /// unavailable and why).
+        var sourceStates: [String: String] = [:]
     }
 
     enum StartError: Error, CustomStringConvertible {
@@ -626,7 +629,9 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
             "posted": .int(Int64(bus.posted)),
             "subscriptions": .int(Int64(bus.subscriptions)),
             "sources": .array(bus.sources.keys.sorted().map { id in
-                .object(["id": .string(id), "subscriptions": .int(Int64(bus.sources[id]!))])
+                var source: [String: JSON] = ["id": .string(id), "subscriptions": .int(Int64(bus.sources[id]!))]
+                if let state = host.sourceStates[id] { source["state"] = .string(state) }
+                return .object(source)
             }),
             "modules": .array(host.modules.map(Self.moduleJSON)),
             "control": .object(["socket": .string(socket), "clients": .int(Int64(clients)),

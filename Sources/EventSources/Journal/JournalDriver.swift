@@ -22,13 +22,17 @@ public final class JournalDriver: Sendable {
         /// Where the sources list their lag while they run (the host's metrics read it); nil:
         /// nowhere.
         public var lags: JournalLags?
+        /// Where the sources keep their last status while they run (the host's `status`
+        /// reads it); nil: nowhere.
+        public var statuses: JournalStatuses?
 
         public init(stateDirectory: String, pollInterval: Duration = .milliseconds(2),
-                    retryInterval: Duration = .seconds(5), lags: JournalLags? = nil) {
+                    retryInterval: Duration = .seconds(5), lags: JournalLags? = nil, statuses: JournalStatuses? = nil) {
             self.stateDirectory = stateDirectory
             self.pollInterval = pollInterval
             self.retryInterval = retryInterval
             self.lags = lags
+            self.statuses = statuses
         }
     }
 

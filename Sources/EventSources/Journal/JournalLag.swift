@@ -103,3 +103,21 @@ public final class JournalLags: Sendable {
     func add(_ lag: JournalLag) { running.withLock { $0[ObjectIdentifier(lag)] = lag } }
     func remove(_ lag: JournalLag) { running.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(lag)) } }
 }
+
+/// The last ``JournalStatus`` of every running journal source, by the bus's source id: what
+/// `eventbus status` shows beside each source, so "the journal is unavailable here" is in the
+/// status and not only in a `journal.status` event that whoever was not tailing missed.
+///
+/// ## Threads
+/// Written by each source's reader thread (and its `stop`), read from any thread.
+public final class JournalStatuses: Sendable {
+    private let statuses = Mutex<[String: JournalStatus]>([:])
+
+    public init() {}
+
+    /// Source id → its last status.
+    public var all: [String: JournalStatus] { statuses.withLock { $0 } }
+
+    func set(_ status: JournalStatus, for source: String) { statuses.withLock { $0[source] = status } }
+    func remove(_ source: String) { statuses.withLock { _ = $0.removeValue(forKey: source) } }
+}

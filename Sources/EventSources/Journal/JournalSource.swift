@@ -136,6 +136,8 @@ final class JournalSource: EventSource, @unchecked Sendable {
 
     private func run(bus: Bus, stage: JournalPostingStage) {
         defer { exited.signal() }
+        // Here, on the thread that sets it: no status of a stopped source is left behind.
+        defer { configuration.statuses?.remove(id) }
         Thread.current.name = "journal-reader"  // the OS thread name: what `top -H` and perf show
         guard let consumer = watch.consumer else {
             follow(stage, persisted: nil)
@@ -292,6 +294,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
     private func post(_ status: JournalStatus, _ stage: JournalPostingStage) {
         guard status != lastStatus else { return }
         lastStatus = status
+        configuration.statuses?.set(status, for: id)
         stage.post(status.event(source: id))
     }
 

@@ -34,7 +34,8 @@ struct StatusCommand: ParsableCommand {
         let sources = status["sources"]?.arrayValue ?? []
         print("sources:       \(sources.isEmpty ? "none running" : "")")
         for source in sources {
-            print("  \(source["id"]?.stringValue ?? "?")  (\(source["subscriptions"]?.intValue ?? 0) subscription(s))")
+            print("  \(source["id"]?.stringValue ?? "?")  (\(source["subscriptions"]?.intValue ?? 0) subscription(s))"
+                  + (source["state"]?.stringValue.map { "\n    └ \($0)" } ?? ""))
         }
         if let bridge = status["bridge"] { print(Self.bridgeLines(bridge)) }
         let modules = status["modules"]?.arrayValue ?? []
