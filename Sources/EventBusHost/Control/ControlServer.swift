@@ -3,6 +3,7 @@ import Dispatch
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 import Logging
+import Synchronization
 
 /// eventbusd's control socket: the Unix stream socket that `eventbus tail`, `post`, `status` and
 /// `modules` talk to, with the line protocol of `PROTOCOL.md` (next to this file).
@@ -185,11 +186,24 @@ final class ControlServer: LoopWatcher, @unchecked Sendable {
     /// Starts answering clients. Until then they wait in the socket's backlog: the host calls
     /// it once its modules are active, so the first post of a socket activation (or any post
     /// during a restart) reaches the modules that were configured to see it.
+    ///
+    /// The listener is added on the loop's thread — the loop runs since ``start(settings:inherited:)``
+    /// and its watcher table is that thread's alone — and this waits for the answer.
     func startAccepting() throws(StartError) {
-        do { try loop.add(listener, events: ControlLoop.readable, watcher: self) } catch {
-            closeListener()
-            throw .system(error)
+        let outcome = Mutex<System.CallError??>(nil)  // nil: not run yet; .some(nil): added
+        let done = DispatchSemaphore(value: 0)
+        loop.execute { [self] in
+            do throws(System.CallError) {
+                try loop.add(listener, events: ControlLoop.readable, watcher: self)
+                outcome.withLock { $0 = .some(nil) }
+            } catch {
+                closeListener()
+                outcome.withLock { $0 = .some(error) }
+            }
+            done.signal()
         }
+        done.wait()
+        if case .some(.some(let error)) = outcome.withLock({ $0 }) { throw .system(error) }
     }
 
     private func closeListener() {
