@@ -172,7 +172,11 @@ final class BusCore: @unchecked Sendable {
         }
         remote?.subscribe(subscription.id, patterns: publisher.patterns, source: publisher.source)
         beforeSourceStarts(subscription)
-        if let shared, shared.isFirst { sources.start(shared.source, id: shared.lease.id, posting: Bus(core: self, mailbox: nil)) }
+        if let shared, shared.isFirst {
+            sources.start(shared.source, id: shared.lease.id, posting: Bus(core: self, mailbox: nil))
+        } else if let greeting = shared?.source as? any GreetsJoiningSubscribers {
+            greeting.subscriberJoined()
+        }
         return subscription
     }
 
