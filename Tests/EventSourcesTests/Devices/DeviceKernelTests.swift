@@ -110,7 +110,6 @@ import Glibc
 
         // The trigger is set before the kernel can announce the device.
         let blocker = try LoopControl.make { number in trigger.withLock { $0 = LoopControl.syspath(number) } }
-        let blockers = [blocker]
         #expect(holding.wait(timeout: .now() + 60) == .success)
         var madeWhileBlind: [Int] = []
         for _ in 0..<40 { madeWhileBlind.append(try LoopControl.make()) }
@@ -127,7 +126,7 @@ import Glibc
         #expect(recorder.changes.contains { $0.origin == .rescan })
 
         // Afterwards, live again: each removal once.
-        for number in madeWhileBlind + blockers { try LoopControl.remove(number) }
+        for number in madeWhileBlind + [blocker] { try LoopControl.remove(number) }
         let sentinel = try LoopControl.make()
         try LoopControl.remove(sentinel)
         #expect(await eventually(timeout: .seconds(60)) {
@@ -135,8 +134,8 @@ import Glibc
         })
         // A second overflow (the tiny buffer on a busy machine) rescans too; either way each
         // device ends up removed exactly once.
-        #expect(await eventually { (madeWhileBlind + blockers).allSatisfy { !recorder.changes(.removed, of: LoopControl.syspath($0)).isEmpty } })
-        for number in madeWhileBlind + blockers {
+        #expect(await eventually { (madeWhileBlind + [blocker]).allSatisfy { !recorder.changes(.removed, of: LoopControl.syspath($0)).isEmpty } })
+        for number in madeWhileBlind + [blocker] {
             #expect(recorder.changes(.removed, of: LoopControl.syspath(number)).count == 1, "loop\(number)")
             #expect(recorder.changes(.added, of: LoopControl.syspath(number)).count == 1, "loop\(number)")
         }
