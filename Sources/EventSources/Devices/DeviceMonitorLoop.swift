@@ -139,9 +139,11 @@ final class MonitorLoop {
         bus.post(contentsOf: events)
     }
 
-    func postSnapshot() {
+    /// What is known, to a subscriber who joined the running source, and the watch's status.
+    func postSnapshot(to greeting: SubscriberGreeting) {
         let devices = tracker.current(as: .snapshot)
-        bus.post(contentsOf: devices.map { $0.event(source: source) } + [snapshotNotice(devices.count)])
+        greeting.post(contentsOf: [DeviceNotice(kind: .status, message: statusMessage, layer: layer).event(source: source)]
+            + devices.map { $0.event(source: source) } + [snapshotNotice(devices.count)])
     }
 
     private func snapshotNotice(_ count: Int) -> Event {

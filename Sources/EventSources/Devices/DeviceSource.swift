@@ -14,6 +14,7 @@ import Synchronization
 ///   attached to, the listings (`sd_device_enumerator`) and the ``DeviceTracker``. It posts every
 ///   event itself, so subscribers without a mailbox are called on it (or on the thread running
 ///   the bus's delivery loop at the time); modules get their events on their mailbox.
+/// - A subscriber who joins a running source is told what exists by the thread, to it alone.
 /// - `stop` and `subscriberJoined` reach the thread through an pipe its loop watches.
 ///
 /// ## Which messages
@@ -38,8 +39,8 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
     /// watches the read end. Closed in `deinit`.
     private let wakePipe: (read: Int32, write: Int32)
     private let stopping = Atomic<Bool>(false)
-    /// A subscriber joined and wants the snapshot (see ``subscriberJoined()``).
-    private let snapshotWanted = Atomic<Bool>(false)
+    /// Subscribers who joined and wait for their snapshot (see ``subscriberJoined(_:)``).
+    private let greetings = Mutex<[SubscriberGreeting]>([])
     private let exited = DispatchSemaphore(value: 0)
 
     private enum Phase {
@@ -117,10 +118,11 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
     }
 
     /// The monitor thread posts the devices it knows of (origin snapshot, then
-    /// `devices.snapshot`) between two of its messages, so the joiner's picture is consistent
-    /// with what follows. A join before the first listing is served by that listing.
-    func subscriberJoined() {
-        snapshotWanted.store(true, ordering: .releasing)
+    /// `devices.snapshot`) to the joiner alone, between two of its messages, so the joiner's
+    /// picture is consistent with what follows. A join before the first listing is served by
+    /// that listing.
+    func subscriberJoined(_ greeting: SubscriberGreeting) {
+        greetings.withLock { $0.append(greeting) }
         wake()
     }
 
@@ -152,13 +154,15 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
             return
         }
         defer { loop.close() }
-        snapshotWanted.store(false, ordering: .relaxed)  // the first listing serves who joined so far
+        greetings.withLock { $0.removeAll() }  // the first listing serves who joined so far
         loop.postStatusAndSnapshot()
         while !isStopping {
             guard loop.runOnce() else { return }
             if isStopping { return }
             loop.checkForLoss()
-            if snapshotWanted.exchange(false, ordering: .acquiringAndReleasing) { loop.postSnapshot() }
+            for greeting in greetings.withLock({ waiting in defer { waiting.removeAll() }; return waiting }) {
+                loop.postSnapshot(to: greeting)
+            }
         }
     }
 

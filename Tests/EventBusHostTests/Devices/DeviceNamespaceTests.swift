@@ -7,7 +7,8 @@ import Testing
 /// namespace (`ip netns exec`, which also mounts that namespace's sysfs), veth pairs come and go
 /// in it, and `eventbus tail --subsystem net` follows them from outside through the control
 /// socket. A net device's uevents reach only sockets of its own namespace, so this is also what
-/// proves the monitor listens where the host runs.
+/// proves the monitor listens where the host runs. Two modules follow the same devices through
+/// `context.bus.devices`, one in the host and one in a worker, sharing the config's monitor.
 @Suite(.serialized) struct DeviceNamespaceTests {
     /// The device events of a `tail --json` output, by name.
     private func events(_ output: String) -> [JSON] {
@@ -34,6 +35,15 @@ import Testing
             sources:
               devices:
                 - {name: nets, subsystem: net}
+            modules:
+              inhost:
+                path: \(BuildProducts.fixture("FixtureDevices"))
+                isolation: none
+                config: {id: inhost}
+              inworker:
+                path: \(BuildProducts.fixture("FixtureDevices"))
+                isolation: process
+                config: {id: inworker}
             """)
         let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", config], wrapper: lab.exec(namespace), in: directory)
         #expect(await daemon.waitFor("ready; SIGHUP reloads"), "\(daemon.output)")
@@ -72,5 +82,22 @@ import Testing
             #expect(changes(output, "device.removed", interface: interface).count == 1, "\(interface)")
         }
         #expect(!output.contains(#""name":"devices.gap""#))
+
+        // The modules saw the same: the snapshot first, then each change once.
+        let posts = try CLIProcess(["tail", "--socket", socket, "--json", "--since", "1", "--no-follow", "result.devices.>"], in: directory)
+        let seen = events(await posts.finish().stdout)
+        for id in ["inhost", "inworker"] {
+            let mine = seen.filter { $0["name"]?.stringValue == "result.devices.\(id)" }.compactMap { $0["fields"] }
+            func count(_ event: String, _ interface: String, _ origin: String) -> Int {
+                mine.filter { $0["event"]?.stringValue == event && $0["sysname"]?.stringValue == interface && $0["origin"]?.stringValue == origin }.count
+            }
+            #expect(mine.first?["event"]?.stringValue == "devices.status", "\(id): \(mine)")
+            for interface in ["lo", pre, preB] { #expect(count("device.added", interface, "snapshot") == 1, "\(id) \(interface)") }
+            for interface in [a, b] {
+                #expect(count("device.added", interface, "event") == 1, "\(id) \(interface)")
+                #expect(count("device.removed", interface, "event") == 1, "\(id) \(interface)")
+            }
+            #expect(count("device.removed", pre, "event") == 1, "\(id)")
+        }
     }
 }

@@ -75,8 +75,9 @@ import Glibc
         for number in [existing, live] {
             #expect(second.changes(.added, of: LoopControl.syspath(number)).map(\.origin) == [.snapshot])
         }
-        // The first sees that snapshot too, marked as one.
-        #expect(first.count(.snapshot) == 2)
+        // The second's snapshot went to it alone.
+        #expect(first.count(.snapshot) == 1)
+        #expect(second.notices.first?.kind == .status)
 
         try LoopControl.remove(live)
         #expect(await eventually { second.changes(.removed, of: LoopControl.syspath(live)).count == 1 })

@@ -2,10 +2,9 @@
 /// complete, when it may have gone stale, and when it is whole again.
 public struct DeviceNotice: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable, CaseIterable {
-        /// `devices.snapshot`: every device that existed when a subscriber joined has been
-        /// reported (`device.added` with origin snapshot); changes follow. Posted to every
-        /// subscriber of the watch each time one joins a running watch, so a subscriber takes
-        /// the first snapshot it sees after subscribing and may ignore later ones.
+        /// `devices.snapshot`: every device that existed when the subscriber joined has been
+        /// reported (`device.added` with origin snapshot); changes follow. Each subscriber gets
+        /// one snapshot, its own (a late joiner's goes to it alone).
         case snapshot
         /// `devices.gap`: the kernel dropped messages for this watch's socket (its receive
         /// buffer was full); ``DeviceNotice/dropped`` says how many. A rescan follows.
@@ -15,7 +14,7 @@ public struct DeviceNotice: Sendable, Hashable {
         case rescanned
         /// `devices.error`: the watch cannot do what was asked; ``DeviceNotice/message`` says what.
         case error
-        /// `devices.status`: which layer the watch follows, once it runs.
+        /// `devices.status`: which layer the watch follows; the first event a subscriber gets.
         case status
 
         public var eventName: String { "devices.\(rawValue)" }
