@@ -23,6 +23,8 @@ import Foundation
 //   metrics [events]                10 modules' delivery with metrics on vs off
 //   wide [fields…]                  CPU per event against its field count (1 … 60 000): the
 //                                   control socket's JSON and human formats, NATS encode/decode
+//   devices [rounds]                loop device add → receipt: the devices source vs
+//                                   `udevadm monitor --kernel` (root; udevadm from .ci/setup)
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -36,6 +38,8 @@ case "dispatch":
     idleHostFootprint(idleSeconds: 2)
     print()
     metricsBenchmark(events: 200_000)
+case "devices":
+    devicesBenchmark(rounds: arguments.dropFirst().first.flatMap(Int.init) ?? 200)
 case "metrics":
     metricsBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "post-cost":
