@@ -49,7 +49,11 @@ import Testing
         #expect(await daemon.waitFor("ready; SIGHUP reloads"), "\(daemon.output)")
 
         let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--subsystem", "net"], in: directory)
+        let everything = try CLIProcess(["tail", "--socket", socket, "--json", "--devices"], in: directory)
         #expect(await eventually { tail.stdout.contains(#""name":"devices.snapshot""#) }, "\(tail.stdout)")
+        #expect(await eventually { everything.stdout.contains(#""name":"devices.snapshot""#) }, "\(everything.stdout)")
+        let refused = try await eventbus(["tail", "--socket", socket, "--subsystem", "no such"], in: directory)
+        #expect(refused.status != 0 && refused.stderr.contains("not a device subsystem name"), "\(refused.stderr)")
         // The snapshot is the namespace's: its loopback and the pair made before, nothing of the
         // machine's own interfaces.
         let snapshot = events(tail.stdout).filter { $0["name"]?.stringValue == "device.added" }
@@ -82,6 +86,10 @@ import Testing
             #expect(changes(output, "device.removed", interface: interface).count == 1, "\(interface)")
         }
         #expect(!output.contains(#""name":"devices.gap""#))
+        // Every subsystem: the same interfaces, and the net devices' queues besides.
+        #expect(await eventually { !changes(everything.stdout, "device.removed", interface: sB).isEmpty })
+        #expect(changes(everything.stdout, "device.added", interface: a).count == 1)
+        #expect(events(everything.stdout).contains { $0["fields"]?["subsystem"]?.stringValue == "queues" })
 
         // The modules saw the same: the snapshot first, then each change once.
         let posts = try CLIProcess(["tail", "--socket", socket, "--json", "--since", "1", "--no-follow", "result.devices.>"], in: directory)
