@@ -154,7 +154,10 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
             return
         }
         defer { loop.close() }
-        greetings.withLock { $0.removeAll() }  // the first listing serves who joined so far
+        // The first listing serves who joined so far. Cleared before it is posted, never after:
+        // a subscriber registered before the post whose greeting comes in between gets a second
+        // snapshot (marked as one) — after, one registered in between would get none.
+        greetings.withLock { $0.removeAll() }
         loop.postStatusAndSnapshot()
         while !isStopping {
             guard loop.runOnce() else { return }
