@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "FixtureHanging", type: .dynamic, targets: ["FixtureHanging"]),
         .library(name: "FixtureLatencyProbe", type: .dynamic, targets: ["FixtureLatencyProbe"]),
         .library(name: "FixtureJournalAck", type: .dynamic, targets: ["FixtureJournalAck"]),
+        .library(name: "FixtureDevices", type: .dynamic, targets: ["FixtureDevices"]),
     ],
     dependencies: [
         // The SDK is a nested package so SwiftPM links everything here against its one dynamic
@@ -209,6 +210,11 @@ let package = Package(
             name: "FixtureJournalAck",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
             path: "Tests/Fixtures/FixtureJournalAck"
+        ),
+        .target(
+            name: "FixtureDevices",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "Tests/Fixtures/FixtureDevices"
         ),
         // What every test target shares: polling with a generous bound, a thread-safe box.
         .target(name: "TestSupport", path: "Tests/Support"),

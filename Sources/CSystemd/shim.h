@@ -2,3 +2,6 @@
 // libsystemd-dev (found through pkg-config's libsystemd).
 #include <systemd/sd-journal.h>
 #include <systemd/sd-id128.h>
+// sd-device and the sd-event loop its monitor runs on, for the devices source.
+#include <systemd/sd-device.h>
+#include <systemd/sd-event.h>

@@ -81,6 +81,7 @@ public final class BusHost: @unchecked Sendable {
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
+        DeviceSources.register(on: bus)
         switch control {
         case .none:
             controlServer = nil

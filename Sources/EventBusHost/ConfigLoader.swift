@@ -74,10 +74,15 @@ extension HostConfig {
         var timers: [TimerConfig] = []
         var watches: [WatchConfig] = []
         var seen: [String: (name: String, line: Int?)] = [:]  // by schedule description
-        for (key, value) in try node.mapping(allowed: ["timers", "files", "journal"]) {
+        for (key, value) in try node.mapping(allowed: ["timers", "files", "journal", "devices"]) {
             guard key == "timers" else {
                 for item in try value.sequence() {
-                    let (watch, nameNode) = key == "files" ? try parseFileWatch(item, directory: directory) : try parseJournalWatch(item)
+                    let (watch, nameNode): (WatchConfig, ConfigNode)
+                    switch key {
+                    case "files": (watch, nameNode) = try parseFileWatch(item, directory: directory)
+                    case "journal": (watch, nameNode) = try parseJournalWatch(item)
+                    default: (watch, nameNode) = try parseDeviceWatch(item)
+                    }
                     if watches.contains(where: { $0.name == watch.name }) {
                         throw nameNode.error("another watch is already named \"\(watch.name)\"")
                     }
@@ -151,6 +156,29 @@ extension HostConfig {
             throw node.error(Self.message(of: error))
         }
         return (WatchConfig(name: name, source: .journal(watch)), nameNode)
+    }
+
+    /// `{name, subsystem?, devtype?, tag?, layer?}`: a device watch (``DeviceWatch``).
+    private static func parseDeviceWatch(_ node: ConfigNode) throws(ConfigError) -> (WatchConfig, nameNode: ConfigNode) {
+        let fields = try node.fields(allowed: ["name", "subsystem", "devtype", "tag", "layer"])
+        let (name, nameNode) = try watchName(fields, in: node)
+        var watch = DeviceWatch()
+        if let subsystem = fields["subsystem"] { watch.subsystem = try subsystem.string() }
+        if let devtype = fields["devtype"] { watch.devtype = try devtype.string() }
+        if let tag = fields["tag"] { watch.tag = try tag.string() }
+        if let layerNode = fields["layer"] {
+            let text = try layerNode.string()
+            guard let layer = DeviceLayerChoice(rawValue: text) else {
+                throw layerNode.error("expected one of: \(DeviceLayerChoice.allCases.map(\.rawValue).joined(separator: ", ")), found \"\(text)\"")
+            }
+            watch.layer = layer
+        }
+        do {
+            try watch.validate()
+        } catch {
+            throw node.error(Self.message(of: error))
+        }
+        return (WatchConfig(name: name, source: .devices(watch)), nameNode)
     }
 
     private static let timerKeys = ["name", "every", "calendar", "tolerance", "missed_runs"]

@@ -1,16 +1,19 @@
 import EventBusKit
 import Logging
 
-/// A file or journal watch of `sources.files` / `sources.journal`, kept running by the host.
+/// A file, journal or device watch of `sources.files` / `sources.journal` / `sources.devices`,
+/// kept running by the host.
 public struct WatchConfig: Sendable, Hashable {
     public enum Source: Sendable, Hashable, CustomStringConvertible {
         case files(FileWatch)
         case journal(JournalWatch)
+        case devices(DeviceWatch)
 
         public var description: String {
             switch self {
             case .files(let watch): return "files \(watch)"
             case .journal(let watch): return "journal \(watch)"
+            case .devices(let watch): return "devices \(watch)"
             }
         }
     }
@@ -32,6 +35,7 @@ extension WatchConfig: HeldSource {
         switch source {
         case .files(let options): return try bus.files(options)
         case .journal(let options): return try bus.journal(options)
+        case .devices(let options): return try bus.devices(options)
         }
     }
 

@@ -7,7 +7,7 @@ import Foundation
 /// id — and a module in a worker shares the host's one timer, kernel watch or journal reader
 /// with everyone else who asks for the same.
 ///
-/// Kinds: `timer`, `files` and `journal`. A request of another kind (a source type a module made
+/// Kinds: `timer`, `files`, `journal` and `devices`. A request of another kind (a source type a module made
 /// up itself with ``SourceRequest``) has no options the host could rebuild: the worker refuses it
 /// with a log line naming it (see ``encode(_:)``).
 public enum SourceSpec {
@@ -51,6 +51,12 @@ public enum SourceSpec {
             case .afterCursor(let cursor): object["after_cursor"] = .string(cursor)
             }
             if let consumer = watch.consumer { object["consumer"] = .string(consumer) }
+            return .object(object)
+        case let watch as DeviceWatch:
+            var object: [String: JSON] = ["kind": "devices", "layer": .string(watch.layer.rawValue)]
+            if let subsystem = watch.subsystem { object["subsystem"] = .string(subsystem) }
+            if let devtype = watch.devtype { object["devtype"] = .string(devtype) }
+            if let tag = watch.tag { object["tag"] = .string(tag) }
             return .object(object)
         default:
             return nil
@@ -100,6 +106,12 @@ public enum SourceSpec {
             watch.consumer = spec["consumer"]?.stringValue
             let extra = Set((spec["fields_extra"]?.arrayValue ?? []).compactMap(\.stringValue))
             watch.fields = spec["fields_all"]?.boolValue == true ? .everything : extra.isEmpty ? .standard : .standard(plus: extra)
+            try watch.validate()
+            return try bus.publisher(for: patterns, from: watch)
+        case "devices":
+            guard let layer = DeviceLayerChoice(rawValue: try string("layer")) else { throw WireError("bad device layer") }
+            let watch = DeviceWatch(subsystem: spec["subsystem"]?.stringValue, devtype: spec["devtype"]?.stringValue,
+                                    tag: spec["tag"]?.stringValue, layer: layer)
             try watch.validate()
             return try bus.publisher(for: patterns, from: watch)
         case let kind:

@@ -25,6 +25,8 @@ import Foundation
 //                                   control socket's JSON and human formats, NATS encode/decode
 //   soak [seconds] [posts/s]        the example config under steady load (10 000 posts/s, two
 //                                   tails): eventbusd's RSS growth after a 2-minute warm-up
+//   devices [rounds]                loop device add → receipt: the devices source vs
+//                                   `udevadm monitor --kernel` (root; udevadm from .ci/setup)
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first ?? "dispatch" {
 case "dispatch":
@@ -41,6 +43,8 @@ case "dispatch":
 case "soak":
     soakBenchmark(seconds: arguments.dropFirst().first.flatMap(Int.init) ?? 600,
                   rate: arguments.dropFirst(2).first.flatMap(Int.init) ?? 10_000)
+case "devices":
+    devicesBenchmark(rounds: arguments.dropFirst().first.flatMap(Int.init) ?? 200)
 case "metrics":
     metricsBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "post-cost":

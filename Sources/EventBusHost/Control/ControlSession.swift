@@ -381,9 +381,11 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             } catch {}
         }
         filtersPaths = peer.userID != 0 && parsed.recursive && access.files == .caller && !parsed.files.isEmpty
-        for (kind, wanted) in [(FileWatch.kind, !parsed.files.isEmpty), (JournalWatch.kind, !parsed.journal.isEmpty)]
+        for (kind, wanted) in [(FileWatch.kind, !parsed.files.isEmpty), (JournalWatch.kind, !parsed.journal.isEmpty),
+                               (DeviceWatch.kind, !parsed.devices.isEmpty)]
         where wanted && !server.bus.hasSource(kind: kind) {
-            error("unavailable", "this eventbusd has no \(kind) source on its bus, so it cannot follow \(kind == FileWatch.kind ? "files" : "journal units")", id: id)
+            let what = [FileWatch.kind: "files", JournalWatch.kind: "journal units"][kind] ?? kind
+            error("unavailable", "this eventbusd has no \(kind) source on its bus, so it cannot follow \(what)", id: id)
             return
         }
         let loop = loop
@@ -420,6 +422,13 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
+            // One shared monitor per subsystem (or one for all): the host's, shared with its
+            // config's device watches and modules asking for the same.
+            for subsystem in parsed.devices {
+                subscriptions.append(try server.bus.devices(subsystem: subsystem == "*" ? nil : subsystem).sink { event in
+                    if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
+                })
+            }
         } catch {
             subscriptions.forEach { $0.cancel() }
             server.detach(feed)
@@ -439,6 +448,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         ]
         if !parsed.files.isEmpty { response["files"] = .array(parsed.files.map { .string($0) }) }
         if !parsed.journal.isEmpty { response["journal"] = .array(parsed.journal.map { .string($0) }) }
+        if !parsed.devices.isEmpty { response["devices"] = .array(parsed.devices.map { .string($0) }) }
         if let oldest = attachment.oldestTime { response["oldest_time"] = .int(Int64(oldest.timeIntervalSince1970 * 1_000_000)) }
         if attachment.replayIncomplete { response["replay_incomplete"] = .bool(true) }
         respond(.object(response), id: id)

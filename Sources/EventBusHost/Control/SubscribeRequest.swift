@@ -21,6 +21,8 @@ struct SubscribeRequest {
     var files: [String] = []
     var recursive = false
     var journal: [String] = []
+    /// Device subsystems whose `device.*` events to add (`*`: every subsystem).
+    var devices: [String] = []
     var buffer: Int?
     var filter = TailFilter()
     /// Whether the stream goes on live after the replay (`follow`, default true).
@@ -38,11 +40,12 @@ struct SubscribeRequest {
         static let patterns = 256
         static let files = 64
         static let journalUnits = 256
+        static let deviceSubsystems = 64
         static let matchFields = 64
     }
 
     static let members: Set<String> = ["op", "id", "patterns", "since_seq", "since_time", "until_seq", "until_time",
-                                       "match", "follow", "last", "count", "files", "recursive", "journal", "buffer", "hosts"]
+                                       "match", "follow", "last", "count", "files", "recursive", "journal", "devices", "buffer", "hosts"]
 
     init(_ request: [String: JSON], maximumBuffer: Int) throws(RequestError) {
         if let unknown = request.keys.sorted().first(where: { !Self.members.contains($0) }) {
@@ -51,6 +54,7 @@ struct SubscribeRequest {
         files = try Self.strings(request["files"], "files")
         journal = try Self.strings(request["journal"], "journal")
         hosts = try Self.strings(request["hosts"], "hosts")
+        devices = try Self.distinct(Self.strings(request["devices"], "devices"), "devices", limit: Limits.deviceSubsystems)
         if let value = request["recursive"] {
             guard let flag = value.boolValue else { throw .bad("\"recursive\" must be true or false, found \(value.kindName)") }
             recursive = flag
@@ -65,7 +69,7 @@ struct SubscribeRequest {
             }
         }
         // No patterns and no sources: everything.
-        if patterns.isEmpty && files.isEmpty && journal.isEmpty { patterns = [EventPattern.all] }
+        if patterns.isEmpty && files.isEmpty && journal.isEmpty && devices.isEmpty { patterns = [EventPattern.all] }
         since = try Self.number(request["since_seq"], "since_seq", atLeast: 0).map { UInt64(max(1, $0)) }  // sequences start at 1
         last = try Self.number(request["last"], "last", atLeast: 0)
         count = try Self.number(request["count"], "count", atLeast: 1)
@@ -82,6 +86,14 @@ struct SubscribeRequest {
         if starts > 1 { throw .bad("give one of since_seq, since_time and last") }
         if files.contains(where: \.isEmpty) { throw .bad("\"files\" holds an empty path") }
         if journal.contains(where: \.isEmpty) { throw .bad("\"journal\" holds an empty unit name") }
+        if devices.contains("*") && devices.count > 1 { throw .bad("\"devices\" is \"*\" (every subsystem) or subsystem names, not both") }
+        for subsystem in devices where subsystem != "*" {
+            do {
+                try DeviceWatch(subsystem: subsystem).validate()
+            } catch {
+                throw .bad((error as? EventBusError)?.message ?? "\(error)")
+            }
+        }
     }
 
     /// A list of strings; a single string counts as a list of one.

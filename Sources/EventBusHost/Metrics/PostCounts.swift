@@ -15,15 +15,15 @@ import Synchronization
 /// place every event passes. The count is a few string comparisons, two relaxed atomic
 /// stores and (for an event of three fields or more) one lookup of `@origin.host` per event,
 /// on the loop, with no lock. Labels stay bounded: the kind is one of
-/// ``kinds`` (sources are named `timer:…`, `files:…`, `journal:…`; events modules post carry
+/// ``kinds`` (sources are named `timer:…`, `files:…`, `journal:…`, `devices:…`; events modules post carry
 /// the module's name, counted as `module`), never the event's own name.
 public final class PostCounts: @unchecked Sendable {
     // @unchecked: `subscription` is guarded by `lock`; the counts are atomics.
-    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus", "imported"]
+    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus", "imported", "devices"]
     /// The index of `imported` in ``kinds``.
     static let importedKind = 8
     /// Events whose only job is to say something was lost or went wrong.
-    static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed"]
+    static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed", "devices.gap", "devices.error"]
 
     private let posted: [Count]
     private let noticed: [Count]
@@ -74,6 +74,8 @@ public final class PostCounts: @unchecked Sendable {
         case "fs.error": 4
         case "module.crashed": 5
         case "module.failed": 6
+        case "devices.gap": 7
+        case "devices.error": 8
         default: nil
         }
         if let notice { (imported ? importedNoticed : noticed)[notice].bump() }
@@ -96,6 +98,7 @@ public final class PostCounts: @unchecked Sendable {
         case UInt8(ascii: "b") where source == "bridge": return 4
         case UInt8(ascii: "e") where source == "eventbusd": return 6
         case UInt8(ascii: "b") where source == "bus": return 7
+        case UInt8(ascii: "d") where source.hasPrefix("devices:"): return 9
         default: return 5
         }
     }

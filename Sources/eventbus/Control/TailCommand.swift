@@ -9,7 +9,7 @@ struct TailCommand: ParsableCommand {
         abstract: "Follow the events of the running eventbusd.",
         discussion: """
             Patterns use NATS syntax: `*` is one token, `>` the rest (`user.>`, `fs.*`, `>`). \
-            Without patterns (and without --files/--journal) every event is shown. FIELD=VALUE \
+            Without patterns (and without --files/--journal/--devices) every event is shown. FIELD=VALUE \
             arguments match fields as journalctl does: values of one field are alternatives, \
             different fields must all match, and both go with the patterns (the host filters). \
             Sequence numbers (#N) are bus-wide; `--since` takes one, or a time (1h, 10min ago, \
@@ -59,6 +59,12 @@ struct TailCommand: ParsableCommand {
 
     @Option(name: .customLong("journal"), help: ArgumentHelp("Also show journal entries of UNIT (the host opens a shared journal source for it).", valueName: "unit"))
     var journal: [String] = []
+
+    @Flag(help: "Also show device events (device.*: added, removed, changed…; a snapshot of what exists first), of every subsystem unless --subsystem narrows it.")
+    var devices = false
+
+    @Option(name: .customLong("subsystem"), help: ArgumentHelp("With --devices (implied): only devices of SUBSYSTEM (net, block, usb…; repeatable).", valueName: "subsystem"))
+    var subsystems: [String] = []
 
     @Option(name: .customLong("host"), help: ArgumentHelp("Only events that came from HOST through the NATS bridge (repeatable); 'local' for this host's own.", valueName: "host"))
     var hosts: [String] = []
@@ -185,6 +191,11 @@ struct TailCommand: ParsableCommand {
         }
         if recursive { request["recursive"] = .bool(true) }
         if !journal.isEmpty { request["journal"] = .array(journal.map { .string($0) }) }
+        if !subsystems.isEmpty {
+            request["devices"] = .array(subsystems.map { .string($0) })
+        } else if devices {
+            request["devices"] = .array(["*"])
+        }
         if !hosts.isEmpty { request["hosts"] = .array(hosts.map { .string($0) }) }
         return request
     }

@@ -8,6 +8,7 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
             case invalidFilePath
             case invalidModuleConfig, moduleABIMismatch, duplicateSDK, notAModule
             case invalidJournalWatch, acknowledgementFailed
+            case invalidDeviceWatch
         }
         fileprivate let base: Base
 
@@ -41,6 +42,10 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         /// A journal entry could not be acknowledged: its watch has no consumer name or is no
         /// longer running, or the position could not be persisted.
         public static let acknowledgementFailed = Code(base: .acknowledgementFailed)
+
+        /// A device watch's options are malformed (a name, a devtype without a subsystem, a tag
+        /// on the kernel layer).
+        public static let invalidDeviceWatch = Code(base: .invalidDeviceWatch)
 
         public var description: String { base.rawValue }
     }

@@ -172,8 +172,20 @@ final class BusCore: @unchecked Sendable {
         }
         remote?.subscribe(subscription.id, patterns: publisher.patterns, source: publisher.source)
         beforeSourceStarts(subscription)
-        if let shared, shared.isFirst { sources.start(shared.source, id: shared.lease.id, posting: Bus(core: self, mailbox: nil)) }
+        if let shared, shared.isFirst {
+            sources.start(shared.source, id: shared.lease.id, posting: Bus(core: self, mailbox: nil))
+        } else if let greeting = shared?.source as? any GreetsJoiningSubscribers {
+            greeting.subscriberJoined(SubscriberGreeting(core: self, subscription: subscription))
+        }
         return subscription
+    }
+
+    /// Posts `events` to `subscription` only (see ``SubscriberGreeting``).
+    func post(_ events: [Event], onlyTo subscription: SubscriptionCore) -> Range<UInt64> {
+        // Direct jobs skip routing: what its patterns do not take is left out here.
+        let matching = events.filter { subscription.matches(name: $0.name) }
+        guard remote == nil, !matching.isEmpty else { return 0..<0 }
+        return matching.withUnsafeBufferPointer { enqueue($0, onlyTo: subscription) }
     }
 
     func request(_ subscription: SubscriptionCore, _ demand: Int) {
@@ -279,7 +291,9 @@ final class BusCore: @unchecked Sendable {
 
     /// Queues `events` after everything queued so far, numbering them under the queue's lock;
     /// the caller becomes the loop if none runs. Returns their sequence numbers (empty: finished).
-    private func enqueue(_ events: UnsafeBufferPointer<Event>) -> Range<UInt64> {
+    /// Numbers `events` and queues them, for every matching subscription — or, with `target`,
+    /// for that one alone (``SubscriberGreeting``): in sequence order with every other post.
+    private func enqueue(_ events: UnsafeBufferPointer<Event>, onlyTo target: SubscriptionCore? = nil) -> Range<UInt64> {
         let count = UInt64(events.count)
         var numbers: Range<UInt64> = 0..<0
         let becameLoop = state.withLock { state -> Bool in
@@ -298,7 +312,7 @@ final class BusCore: @unchecked Sendable {
                 var event = events[index]
                 event.sequence = sequence
                 sequence &+= 1
-                state.jobs.append(.event(event))
+                state.jobs.append(target.map { .direct($0, event) } ?? .event(event))
             }
             queued.wrappingAdd(events.count, ordering: .sequentiallyConsistent)
             return word & Self.loopingBit == 0

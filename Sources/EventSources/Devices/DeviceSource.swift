@@ -1,0 +1,180 @@
+import CSystemd
+import EventBusKit
+import Foundation
+import Glibc
+import Synchronization
+
+/// The shared source behind every subscription to one ``DeviceWatch``: one netlink socket
+/// (libsystemd's `sd_device_monitor`) and one thread, started with the first subscriber and
+/// closed after the last one leaves.
+///
+/// ## Threads
+/// - `start`, `stop` and `subscriberJoined` run on whatever thread subscribes or cancels.
+/// - The source's *monitor thread* owns everything else: the monitor, the `sd_event` loop it is
+///   attached to, the listings (`sd_device_enumerator`) and the ``DeviceTracker``. It posts every
+///   event itself, so subscribers without a mailbox are called on it (or on the thread running
+///   the bus's delivery loop at the time); modules get their events on their mailbox.
+/// - A subscriber who joins a running source is told what exists by the thread, to it alone.
+/// - `stop` and `subscriberJoined` reach the thread through an pipe its loop watches.
+///
+/// ## Which messages
+/// libsystemd 252's `sd_device_monitor_new` binds udev's netlink group (2); its
+/// `device_monitor_new_full`, which takes the group, is not exported. For the kernel layer the
+/// monitor's socket leaves group 2 and joins the kernel's group 1 (`NETLINK_DROP_MEMBERSHIP`,
+/// `NETLINK_ADD_MEMBERSHIP`) once started: libsystemd parses both kinds of message and filters
+/// kernel ones by subsystem in user space. The socket belongs to the network namespace of the
+/// thread that made it: net devices' uevents are per namespace.
+///
+/// ## Loss
+/// When the socket's receive buffer is full the kernel drops messages and fails the next read
+/// with `ENOBUFS` — which `sd_device_monitor`'s handler swallows. The kernel also counts every
+/// dropped message on the socket (`SO_MEMINFO`'s drop count); the thread reads that count after
+/// each message it handles. When it grew: `devices.gap`, a new listing, the difference as
+/// `device.added`/`removed` with origin rescan, then `devices.rescanned`.
+final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Sendable {
+    let id: String
+    private let watch: DeviceWatch
+    private let configuration: DeviceSources.Configuration
+    /// A pipe: `stop` and `subscriberJoined` write a byte to wake the monitor thread, whose loop
+    /// watches the read end. Closed in `deinit`.
+    private let wakePipe: (read: Int32, write: Int32)
+    private let stopping = Atomic<Bool>(false)
+    /// Subscribers who joined and wait for their snapshot (see ``subscriberJoined(_:)``).
+    private let greetings = Mutex<[SubscriberGreeting]>([])
+    private let exited = DispatchSemaphore(value: 0)
+
+    private enum Phase {
+        case idle
+        case running(pthread_t)
+        case stopped
+    }
+    private let phase = Mutex<Phase>(.idle)
+
+    init(id: String, watch: DeviceWatch, configuration: DeviceSources.Configuration) {
+        self.id = id
+        self.watch = watch
+        self.configuration = configuration
+        var ends: [Int32] = [-1, -1]
+        if pipe(&ends) == 0 {
+            for end in ends {
+                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+                _ = fcntl(end, F_SETFL, O_NONBLOCK)
+            }
+        } else {
+            ends = [-1, -1]
+        }
+        wakePipe = (ends[0], ends[1])
+    }
+
+    deinit {
+        if wakePipe.read >= 0 {
+            close(wakePipe.read)
+            close(wakePipe.write)
+        }
+    }
+
+    func start(posting bus: Bus) {
+        phase.withLock { phase in
+            // The bus may stop a source before starting it when its only subscriber cancels at once.
+            guard case .idle = phase else { return }
+            guard wakePipe.read >= 0 else {
+                phase = .stopped
+                bus.post(DeviceNotice(kind: .error, message: "cannot make a pipe: \(String(cString: strerror(errno)))")
+                    .event(source: id))
+                return
+            }
+            var thread = pthread_t()
+            let context = Unmanaged.passRetained(MonitorStart(source: self, bus: bus))
+            let result = pthread_create(&thread, nil, { raw in
+                let start = Unmanaged<MonitorStart>.fromOpaque(raw!).takeRetainedValue()
+                start.source.run(bus: start.bus)
+                return nil
+            }, context.toOpaque())
+            guard result == 0 else {
+                context.release()
+                phase = .stopped
+                bus.post(DeviceNotice(kind: .error, message: "cannot start a monitor thread: \(String(cString: strerror(result)))")
+                    .event(source: id))
+                return
+            }
+            pthread_detach(thread)
+            phase = .running(thread)
+        }
+    }
+
+    /// Returns once the monitor thread has posted its last event and closed its socket — except
+    /// when called *on* that thread (a subscriber cancelling inside its delivery), where waiting
+    /// would deadlock: the thread then posts nothing more and ends on its own.
+    func stop() {
+        let thread: pthread_t? = phase.withLock { phase in
+            defer { phase = .stopped }
+            if case .running(let thread) = phase { return thread }
+            return nil
+        }
+        stopping.store(true, ordering: .releasing)
+        wake()
+        guard let thread, pthread_equal(thread, pthread_self()) == 0 else { return }
+        exited.wait()
+    }
+
+    /// The monitor thread posts the devices it knows of (origin snapshot, then
+    /// `devices.snapshot`) to the joiner alone, between two of its messages, so the joiner's
+    /// picture is consistent with what follows. A join before the first listing is served by
+    /// that listing.
+    func subscriberJoined(_ greeting: SubscriberGreeting) {
+        greetings.withLock { $0.append(greeting) }
+        wake()
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakePipe.write, &byte, 1)  // a full pipe has wake-ups pending already
+    }
+
+    private var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
+    // MARK: The monitor thread
+
+    private func run(bus: Bus) {
+        defer { exited.signal() }
+        Thread.current.name = "device-monitor"  // the OS thread name: what `top -H` and perf show
+        let layer: DeviceLayer
+        switch watch.layer {
+        case .udev: layer = .udev
+        case .kernel: layer = .kernel
+        case .automatic: layer = access(configuration.udevControlPath, F_OK) == 0 ? .udev : .kernel
+        }
+        let loop: MonitorLoop
+        do throws(MonitorLoop.Failure) {
+            loop = try MonitorLoop(watch: watch, layer: layer, configuration: configuration,
+                                   wakeDescriptor: wakePipe.read, source: id, bus: bus)
+        } catch {
+            bus.post(DeviceNotice(kind: .error, message: error.message, layer: layer, errorNumber: error.errorNumber)
+                .event(source: id))
+            return
+        }
+        defer { loop.close() }
+        // The first listing serves who joined so far. Cleared before it is posted, never after:
+        // a subscriber registered before the post whose greeting comes in between gets a second
+        // snapshot (marked as one) — after, one registered in between would get none.
+        greetings.withLock { $0.removeAll() }
+        loop.postStatusAndSnapshot()
+        while !isStopping {
+            guard loop.runOnce() else { return }
+            if isStopping { return }
+            loop.checkForLoss()
+            for greeting in greetings.withLock({ waiting in defer { waiting.removeAll() }; return waiting }) {
+                loop.postSnapshot(to: greeting)
+            }
+        }
+    }
+
+    private final class MonitorStart {
+        let source: DeviceSource
+        let bus: Bus
+        init(source: DeviceSource, bus: Bus) {
+            self.source = source
+            self.bus = bus
+        }
+    }
+}
