@@ -53,12 +53,16 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
     let directory = String(cString: made)
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let socket = directory + "/control.sock"
-    func start(_ executable: String, _ arguments: [String], output: String) -> Process? {
+    /// Starts `executable`, its output to the file `output` (made here) or discarded (nil).
+    func start(_ executable: String, _ arguments: [String], output: String?) -> Process? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        _ = FileManager.default.createFile(atPath: output, contents: nil)
-        let handle = FileHandle(forWritingAtPath: output)
+        var handle = FileHandle.nullDevice
+        if let output {
+            _ = FileManager.default.createFile(atPath: output, contents: nil)
+            handle = FileHandle(forWritingAtPath: output) ?? .nullDevice
+        }
         process.standardOutput = handle
         process.standardError = handle
         do { try process.run() } catch {
@@ -79,7 +83,7 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
         exit(1)
     }
     let tails = [["--json"], []].compactMap { format in
-        start(products + "/eventbus", ["tail", "--socket", socket] + format + [">"], output: "/dev/null")
+        start(products + "/eventbus", ["tail", "--socket", socket] + format + [">"], output: nil)
     }
     defer { for tail in tails where tail.isRunning { kill(tail.processIdentifier, SIGKILL) } }
     print("soak: \(seconds) s, \(rate) posts/s over the control socket, 2 tails of '>', examples/eventbus.yaml; RSS every 10 s")
