@@ -53,7 +53,7 @@ let package = Package(
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
         .target(name: "ControlProtocol"),
-        // libsystemd (sd-journal) for the journal source.
+        // libsystemd: sd-journal for the journal source, sd-bus for the units source.
         .systemLibrary(
             name: "CSystemd",
             pkgConfig: "libsystemd",

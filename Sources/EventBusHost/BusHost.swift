@@ -78,6 +78,7 @@ public final class BusHost: @unchecked Sendable {
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
+        UnitsDriver.register(on: bus)
         switch control {
         case .none:
             controlServer = nil

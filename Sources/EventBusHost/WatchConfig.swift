@@ -1,16 +1,19 @@
 import EventBusKit
 import Logging
 
-/// A file or journal watch of `sources.files` / `sources.journal`, kept running by the host.
+/// A file, journal or units watch of `sources.files` / `sources.journal` / `sources.units`,
+/// kept running by the host.
 public struct WatchConfig: Sendable, Hashable {
     public enum Source: Sendable, Hashable, CustomStringConvertible {
         case files(FileWatch)
         case journal(JournalWatch)
+        case units(UnitWatch)
 
         public var description: String {
             switch self {
             case .files(let watch): return "files \(watch)"
             case .journal(let watch): return "journal \(watch)"
+            case .units(let watch): return "units \(watch)"
             }
         }
     }
@@ -32,6 +35,7 @@ extension WatchConfig: HeldSource {
         switch source {
         case .files(let options): return try bus.files(options)
         case .journal(let options): return try bus.journal(options)
+        case .units(let options): return try bus.units(options)
         }
     }
 

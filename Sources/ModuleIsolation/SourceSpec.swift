@@ -7,7 +7,7 @@ import Foundation
 /// id — and a module in a worker shares the host's one timer, kernel watch or journal reader
 /// with everyone else who asks for the same.
 ///
-/// Kinds: `timer`, `files` and `journal`. A request of another kind (a source type a module made
+/// Kinds: `timer`, `files`, `journal` and `units`. A request of another kind (a source type a module made
 /// up itself with ``SourceRequest``) has no options the host could rebuild: the worker refuses it
 /// with a log line naming it (see ``encode(_:)``).
 public enum SourceSpec {
@@ -52,6 +52,9 @@ public enum SourceSpec {
             }
             if let consumer = watch.consumer { object["consumer"] = .string(consumer) }
             return .object(object)
+        case let watch as UnitWatch:
+            return .object(["kind": "units", "patterns": .array(watch.match.patterns.map(JSON.string)),
+                            "manager": .string(watch.manager.description)])
         default:
             return nil
         }
@@ -100,6 +103,18 @@ public enum SourceSpec {
             watch.consumer = spec["consumer"]?.stringValue
             let extra = Set((spec["fields_extra"]?.arrayValue ?? []).compactMap(\.stringValue))
             watch.fields = spec["fields_all"]?.boolValue == true ? .everything : extra.isEmpty ? .standard : .standard(plus: extra)
+            try watch.validate()
+            return try bus.publisher(for: patterns, from: watch)
+        case "units":
+            let unitPatterns = (spec["patterns"]?.arrayValue ?? []).compactMap(\.stringValue)
+            let manager: UnitManager
+            switch try string("manager") {
+            case "system": manager = .system
+            case "user": manager = .user
+            case let text where text.hasPrefix("address:"): manager = .address(String(text.dropFirst("address:".count)))
+            case let text: throw WireError("unknown unit manager \(text)")
+            }
+            let watch = UnitWatch(match: UnitMatch(unitPatterns), manager: manager)
             try watch.validate()
             return try bus.publisher(for: patterns, from: watch)
         case let kind:

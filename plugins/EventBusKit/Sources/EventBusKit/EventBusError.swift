@@ -8,6 +8,7 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
             case invalidFilePath
             case invalidModuleConfig, moduleABIMismatch, duplicateSDK, notAModule
             case invalidJournalWatch, acknowledgementFailed
+            case invalidUnitWatch
         }
         fileprivate let base: Base
 
@@ -41,6 +42,9 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         /// A journal entry could not be acknowledged: its watch has no consumer name or is no
         /// longer running, or the position could not be persisted.
         public static let acknowledgementFailed = Code(base: .acknowledgementFailed)
+        /// A unit watch's options are malformed (an empty or impossible unit name pattern, a bus
+        /// address that is not one).
+        public static let invalidUnitWatch = Code(base: .invalidUnitWatch)
 
         public var description: String { base.rawValue }
     }

@@ -9,6 +9,15 @@ public protocol EventSource: AnyObject, Sendable {
     func start(posting bus: Bus)
     /// Called once, when the last subscriber cancelled. After it returns, nothing more is posted.
     func stop()
+    /// Called when another subscriber joins the source, once its subscription is in place (the
+    /// first one gets ``start(posting:)`` instead). A source whose subscribers need the current
+    /// state before the changes (the units source's snapshot) posts it again here — to every
+    /// subscriber of the source, as all its events go. Must not block. The default does nothing.
+    func subscriberJoined()
+}
+
+extension EventSource {
+    public func subscriberJoined() {}
 }
 
 /// What a subscription asks the bus to run: an id that identifies the source *and its
