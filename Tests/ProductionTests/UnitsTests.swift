@@ -94,6 +94,73 @@ extension Production {
             }
         }
 
+        /// The unit-alerts example module, in a worker of the packaged eventbusd (which asks the
+        /// host for the units and files sources), with a `sources.units` watch in the config: a
+        /// crash loop kept alive by Restart=always is a flap; once a config file is written, a
+        /// unit that fails (the loop, and one that reads the file) is a failure after a change,
+        /// once per unit.
+        @Test(.timeLimit(.minutes(8)))
+        func unitAlertsModuleRaisesItsAlerts() async throws {
+            try await Container.withInstalled { container in
+                try await container.write("/etc/eventbus/eventbus.yaml", config(
+                    sources: "  units:\n    - name: eb-units\n      units: \"eb*\"",
+                    extra: """
+                      unit-alerts:
+                        path: /usr/lib/eventbus/modules/libUnitAlerts.so
+                        config:
+                          units: ["eb*"]
+                          max_starts: 3
+                          window_seconds: 120
+                          config_paths: [/etc/ebconf]
+                    """))
+                try await container.write("/run/systemd/system/ebflap.service", """
+                    [Unit]
+                    StartLimitIntervalSec=0
+                    [Service]
+                    ExecStart=/bin/sh -c 'sleep 0.2; exit 1'
+                    Restart=always
+                    RestartSec=200ms
+                    """)
+                try await container.write("/run/systemd/system/ebconf.service", """
+                    [Service]
+                    ExecStart=/bin/sh -c 'sleep 0.2; grep -q good /etc/ebconf/app.conf || exit 2'
+                    """)
+                try await succeed("""
+                    set -e
+                    mkdir -p /etc/ebconf
+                    systemctl daemon-reload
+                    systemctl start eventbusd
+                    eventbus modules | grep unit-alerts | grep -q active
+                    eventbus status | grep -q 'units:match=eb\\* manager=system'
+                    """, in: container)
+                // The crash loop first: its failures before any change are no failure after one.
+                try await succeed("systemctl start ebflap", in: container)
+                let flapped = try await poll(seconds: 90) {
+                    try await replay("alert.>", in: container).contains { $0["name"] as? String == "alert.unit.flapping" }
+                }
+                try await succeed("""
+                    set -e
+                    echo broken > /etc/ebconf/app.conf
+                    systemctl start ebconf
+                    """, in: container)
+                let raised = try await poll(seconds: 90) {
+                    Set(try await replay("alert.unit.failed_after_change", in: container)
+                        .compactMap { ($0["fields"] as? [String: Any])?["unit"] as? String }) == ["ebflap.service", "ebconf.service"]
+                }
+                // A few more turns of the loop: still one alert for the one change.
+                try await succeed("sleep 2; systemctl stop ebflap", in: container)
+                let alerts = try await replay("alert.>", in: container)
+                await check(flapped && raised, "the flap, then both failures after the change: \(alerts)", in: container)
+                let flap = alerts.first { $0["name"] as? String == "alert.unit.flapping" }?["fields"] as? [String: Any]
+                await check(flap?["unit"] as? String == "ebflap.service" && flap?["starts"] as? Int == 4,
+                            "the flap is ebflap's 4th start: \(String(describing: flap))", in: container)
+                let failures = alerts.filter { $0["name"] as? String == "alert.unit.failed_after_change" }
+                    .compactMap { $0["fields"] as? [String: Any] }
+                await check(failures.count == 2 && failures.allSatisfy { $0["path"] as? String == "/etc/ebconf/app.conf" && $0["result"] as? String == "exit-code" },
+                            "one alert per unit for the one change, naming it: \(failures)", in: container)
+            }
+        }
+
         // MARK: Helpers
 
         /// Two throwaway units, both hosts, busctl and two tails, each tail past its snapshot.
