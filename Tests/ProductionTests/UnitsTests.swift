@@ -56,6 +56,22 @@ extension Production {
                         .compactMap { $0.fields["invocation_id"] as? String })
                     await check(invocations.count == 2, "\(log): the start and the restart have two invocation ids: \(invocations)", in: container)
                 }
+                // A subscriber joining the running watch gets the current state first.
+                try await succeed("""
+                    eventbus tail --units 'ebunit-*' --json > /tmp/join.jsonl 2>&1 & tail=$!
+                    for i in $(seq 600); do grep -q units.synced /tmp/join.jsonl && break; sleep 0.1; done
+                    # SIGKILL: the test runner's children inherit a mask that blocks SIGTERM.
+                    kill -KILL $tail
+                    """, in: container)
+                let joined = try await events("/tmp/join.jsonl", in: container)
+                let snapshot = joined.prefix { $0.name == "unit.state" }
+                await check(snapshot.allSatisfy { $0.fields["origin"] as? String == "snapshot" }
+                            && snapshot.contains { $0.unit == "ebunit-fail" && $0.new == "failed/failed" }
+                            && joined.dropFirst(snapshot.count).first?.name == "units.synced",
+                            "a joining tail starts with the snapshot (ebunit-fail failed), then units.synced: \(joined.map(\.line))", in: container)
+                let status = try await succeed("eventbus status", in: container).output
+                await check(status.contains("units:match=ebunit-* manager=system"),
+                            "the tails share one units source: \(status)", in: container)
             }
         }
 
