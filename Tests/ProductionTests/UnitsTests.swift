@@ -110,6 +110,41 @@ extension Production {
             }
         }
 
+        /// dbus-daemon restarts: the packaged eventbusd's bus connection closes — a gap, a
+        /// reconnection, a resync that reports the unit that failed meanwhile; the root host on
+        /// the private socket never lost anything and reports it as a change.
+        @Test(.timeLimit(.minutes(8)))
+        func busRestartIsAGapForTheBusClientOnly() async throws {
+            try await Container.withInstalled { container in
+                try await setUp(container)
+                try await succeed("""
+                    set -e
+                    systemctl start ebunit-ok
+                    systemctl restart dbus
+                    systemctl stop ebunit-ok
+                    """, in: container, timeout: 120)
+                let settled = try await poll(seconds: 60) {
+                    try await events("/tmp/units-bus.jsonl", in: container)
+                        .contains { $0.name == "units.synced" && $0.fields["kind"] as? String == "resync" }
+                }
+                let viaBus = try await events("/tmp/units-bus.jsonl", in: container)
+                await check(settled && viaBus.contains { $0.name == "units.gap" },
+                            "through the bus: a units.gap, then a resync: \(viaBus.map(\.line))", in: container)
+                _ = try await poll(seconds: 60) {
+                    try await events("/tmp/units-private.jsonl", in: container).contains { $0.unit == "ebunit-ok" && $0.new == "inactive/dead" }
+                }
+                let direct = try await events("/tmp/units-private.jsonl", in: container)
+                await check(!direct.contains { $0.name == "units.gap" } && direct.contains { $0.unit == "ebunit-ok" && $0.new == "inactive/dead" },
+                            "through the private socket: no gap, the stop as a change: \(direct.map(\.line))", in: container)
+                for log in ["/tmp/units-bus.jsonl", "/tmp/units-private.jsonl"] {
+                    let seen = try await events(log, in: container)
+                    await checkChain(seen, unit: "ebunit-ok", systemd: nil, log: log, in: container)
+                    let last = seen.last { $0.unit == "ebunit-ok" && $0.name == "unit.state" }
+                    await check(last?.new == "inactive/dead", "\(log): ebunit-ok ends stopped: \(seen.map(\.line))", in: container)
+                }
+            }
+        }
+
         /// The unit-alerts example module, in a worker of the packaged eventbusd (which asks the
         /// host for the units and files sources), with a `sources.units` watch in the config: a
         /// crash loop kept alive by Restart=always is a flap; once a config file is written, a

@@ -142,6 +142,10 @@ final class UnitsConnection: @unchecked Sendable {
             waitForWork()
         }
         bus = nil
+    }
+
+    /// The pipe lives as long as the object: a late `wake` never writes to a reused descriptor.
+    deinit {
         close(wakeDescriptors.read)
         close(wakeDescriptors.write)
     }
