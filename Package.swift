@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "Hello", type: .dynamic, targets: ["Hello"]),
         .library(name: "Follower", type: .dynamic, targets: ["Follower"]),
         .library(name: "RateSummary", type: .dynamic, targets: ["RateSummary"]),
+        .library(name: "UnitAlerts", type: .dynamic, targets: ["UnitAlerts"]),
         .executable(name: "eventbusd", targets: ["eventbusd"]),
         // Runs one process-isolated module (`isolation: process`); eventbusd spawns it.
         .executable(name: "eventbus-module-worker", targets: ["ModuleWorker"]),
@@ -54,7 +55,7 @@ let package = Package(
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
         .target(name: "ControlProtocol"),
-        // libsystemd (sd-journal) for the journal source.
+        // libsystemd: sd-journal for the journal source, sd-bus for the units source.
         .systemLibrary(
             name: "CSystemd",
             pkgConfig: "libsystemd",
@@ -119,6 +120,11 @@ let package = Package(
             name: "RateSummary",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
             path: "plugins/rate-summary/Sources/RateSummary"
+        ),
+        .target(
+            name: "UnitAlerts",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit")],
+            path: "plugins/unit-alerts/Sources/UnitAlerts"
         ),
         // The host: config, module loader and registry, lifecycle. Links the SDK dynamically
         // and never OpenCombine itself (docs/platform-facts.md, Loading modules).

@@ -82,6 +82,7 @@ public final class BusHost: @unchecked Sendable {
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
         DeviceSources.register(on: bus)
+        UnitsDriver.register(on: bus)
         switch control {
         case .none:
             controlServer = nil

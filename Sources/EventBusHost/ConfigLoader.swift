@@ -74,13 +74,14 @@ extension HostConfig {
         var timers: [TimerConfig] = []
         var watches: [WatchConfig] = []
         var seen: [String: (name: String, line: Int?)] = [:]  // by schedule description
-        for (key, value) in try node.mapping(allowed: ["timers", "files", "journal", "devices"]) {
+        for (key, value) in try node.mapping(allowed: ["timers", "files", "journal", "devices", "units"]) {
             guard key == "timers" else {
                 for item in try value.sequence() {
                     let (watch, nameNode): (WatchConfig, ConfigNode)
                     switch key {
                     case "files": (watch, nameNode) = try parseFileWatch(item, directory: directory)
                     case "journal": (watch, nameNode) = try parseJournalWatch(item)
+                    case "units": (watch, nameNode) = try parseUnitWatch(item)
                     default: (watch, nameNode) = try parseDeviceWatch(item)
                     }
                     if watches.contains(where: { $0.name == watch.name }) {
@@ -179,6 +180,36 @@ extension HostConfig {
             throw node.error(Self.message(of: error))
         }
         return (WatchConfig(name: name, source: .devices(watch)), nameNode)
+    }
+
+    /// `{name, units, manager?}`: a units watch (``UnitWatch``); `units` is a glob or a list of
+    /// them, `manager` is `system` (the default), `user` or a D-Bus address.
+    private static func parseUnitWatch(_ node: ConfigNode) throws(ConfigError) -> (WatchConfig, nameNode: ConfigNode) {
+        let fields = try node.fields(allowed: ["name", "units", "manager"])
+        let (name, nameNode) = try watchName(fields, in: node)
+        guard let unitsNode = fields["units"] else { throw node.error("a units watch needs units (a name pattern or a list of them; \"*\" for all)") }
+        let patterns: [String]
+        if let single = try? unitsNode.string() {
+            patterns = [single]
+        } else {
+            patterns = try unitsNode.sequence().map { item throws(ConfigError) in try item.string() }
+        }
+        var manager = UnitManager.system
+        if let managerNode = fields["manager"] {
+            switch try managerNode.string() {
+            case "system": manager = .system
+            case "user": manager = .user
+            case let address where address.contains(":"): manager = .address(address)
+            case let other: throw managerNode.error("expected system, user or a D-Bus address (unix:path=…), found \"\(other)\"")
+            }
+        }
+        let watch = UnitWatch(match: UnitMatch(patterns), manager: manager)
+        do {
+            try watch.validate()
+        } catch {
+            throw unitsNode.error(Self.message(of: error))
+        }
+        return (WatchConfig(name: name, source: .units(watch)), nameNode)
     }
 
     private static let timerKeys = ["name", "every", "calendar", "tolerance", "missed_runs"]

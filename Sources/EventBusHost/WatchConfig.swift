@@ -1,19 +1,21 @@
 import EventBusKit
 import Logging
 
-/// A file, journal or device watch of `sources.files` / `sources.journal` / `sources.devices`,
+/// A file, journal, device or units watch of `sources.files` / `sources.journal` / `sources.devices` / `sources.units`,
 /// kept running by the host.
 public struct WatchConfig: Sendable, Hashable {
     public enum Source: Sendable, Hashable, CustomStringConvertible {
         case files(FileWatch)
         case journal(JournalWatch)
         case devices(DeviceWatch)
+        case units(UnitWatch)
 
         public var description: String {
             switch self {
             case .files(let watch): return "files \(watch)"
             case .journal(let watch): return "journal \(watch)"
             case .devices(let watch): return "devices \(watch)"
+            case .units(let watch): return "units \(watch)"
             }
         }
     }
@@ -36,6 +38,7 @@ extension WatchConfig: HeldSource {
         case .files(let options): return try bus.files(options)
         case .journal(let options): return try bus.journal(options)
         case .devices(let options): return try bus.devices(options)
+        case .units(let options): return try bus.units(options)
         }
     }
 

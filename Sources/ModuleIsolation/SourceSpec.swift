@@ -7,7 +7,7 @@ import Foundation
 /// id — and a module in a worker shares the host's one timer, kernel watch or journal reader
 /// with everyone else who asks for the same.
 ///
-/// Kinds: `timer`, `files`, `journal` and `devices`. A request of another kind (a source type a module made
+/// Kinds: `timer`, `files`, `journal`, `devices` and `units`. A request of another kind (a source type a module made
 /// up itself with ``SourceRequest``) has no options the host could rebuild: the worker refuses it
 /// with a log line naming it (see ``encode(_:)``).
 public enum SourceSpec {
@@ -58,6 +58,9 @@ public enum SourceSpec {
             if let devtype = watch.devtype { object["devtype"] = .string(devtype) }
             if let tag = watch.tag { object["tag"] = .string(tag) }
             return .object(object)
+        case let watch as UnitWatch:
+            return .object(["kind": "units", "patterns": .array(watch.match.patterns.map(JSON.string)),
+                            "manager": .string(watch.manager.description)])
         default:
             return nil
         }
@@ -112,6 +115,18 @@ public enum SourceSpec {
             guard let layer = DeviceLayerChoice(rawValue: try string("layer")) else { throw WireError("bad device layer") }
             let watch = DeviceWatch(subsystem: spec["subsystem"]?.stringValue, devtype: spec["devtype"]?.stringValue,
                                     tag: spec["tag"]?.stringValue, layer: layer)
+            try watch.validate()
+            return try bus.publisher(for: patterns, from: watch)
+        case "units":
+            let unitPatterns = (spec["patterns"]?.arrayValue ?? []).compactMap(\.stringValue)
+            let manager: UnitManager
+            switch try string("manager") {
+            case "system": manager = .system
+            case "user": manager = .user
+            case let text where text.hasPrefix("address:"): manager = .address(String(text.dropFirst("address:".count)))
+            case let text: throw WireError("unknown unit manager \(text)")
+            }
+            let watch = UnitWatch(match: UnitMatch(unitPatterns), manager: manager)
             try watch.validate()
             return try bus.publisher(for: patterns, from: watch)
         case let kind:

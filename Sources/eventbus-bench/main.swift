@@ -21,6 +21,9 @@ import Foundation
 //   bridge [events] [core]          bus A → NATS → bus B vs a raw nats.c publish → subscribe
 //                                   (`core`: only the raw anchor and the core bridge, to profile)
 //   metrics [events]                10 modules' delivery with metrics on vs off
+//   units PID                       systemd unit events from a container's systemd (PID as seen
+//                                   here): start latency vs busctl monitor, a 200-restart burst,
+//                                   idle CPU with 500 units
 //   wide [fields…]                  CPU per event against its field count (1 … 60 000): the
 //                                   control socket's JSON and human formats, NATS encode/decode
 //   soak [seconds] [posts/s]        the example config under steady load (10 000 posts/s, two
@@ -90,9 +93,15 @@ case "bridge":
 case "wide":
     let counts = arguments.dropFirst().compactMap { Int($0) }
     await wideEventBenchmark(fieldCounts: counts.isEmpty ? [1, 100, 1_000, 10_000, 60_000] : counts)
+case "units":
+    guard let pid = arguments.dropFirst().first.flatMap(Int32.init) else {
+        print("units needs the pid of a container's systemd (docs/benchmarks.md)")
+        exit(2)
+    }
+    UnitsBenchmark.run(containerPID: pid)
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, bridge, metrics, wide")
+    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, bridge, metrics, wide, units")
     exit(2)
 }

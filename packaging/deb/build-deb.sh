@@ -35,7 +35,7 @@ if [ ! -x "$products/eventbusd" ] || [ ! -x "$products/eventbus" ] || [ ! -x "$p
   swift build -c "$configuration" --product eventbusd
   swift build -c "$configuration" --product eventbus
   swift build -c "$configuration" --product eventbus-module-worker
-  for module in Hello Follower RateSummary; do swift build -c "$configuration" --product "$module"; done
+  for module in Hello Follower RateSummary UnitAlerts; do swift build -c "$configuration" --product "$module"; done
 fi
 for tool in help2man strip patchelf dpkg-deb; do
   command -v "$tool" >/dev/null || { echo "$tool is missing (bash .ci/setup installs it)" >&2; exit 1; }
@@ -84,7 +84,7 @@ install -d "$lib/modules" "$stage/usr/bin" "$stage/etc/eventbus" "$stage/lib/sys
 install -m 0755 "$products/eventbusd" "$products/eventbus" "$products/eventbus-module-worker" "$lib/"
 install -m 0755 "$swift_backtrace" "$lib/swift-backtrace"
 install -m 0644 "$products/libEventBusKit.so" "$lib/"
-for module in Hello Follower RateSummary; do install -m 0644 "$products/lib$module.so" "$lib/modules/"; done
+for module in Hello Follower RateSummary UnitAlerts; do install -m 0644 "$products/lib$module.so" "$lib/modules/"; done
 for binary in "$lib/eventbusd" "$lib/eventbus" "$lib/eventbus-module-worker" "$lib/libEventBusKit.so" "$lib"/modules/*.so; do
   ldd "$binary" | awk '$3 ~ /^\/opt\/swift\// || $3 ~ /\/usr\/lib\/swift\// { print $3 }'
 done | sort -u | while read -r runtime; do install -m 0644 "$runtime" "$lib/"; done

@@ -381,10 +381,9 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             } catch {}
         }
         filtersPaths = peer.userID != 0 && parsed.recursive && access.files == .caller && !parsed.files.isEmpty
-        for (kind, wanted) in [(FileWatch.kind, !parsed.files.isEmpty), (JournalWatch.kind, !parsed.journal.isEmpty),
-                               (DeviceWatch.kind, !parsed.devices.isEmpty)]
+        for (kind, wanted, what) in [(FileWatch.kind, !parsed.files.isEmpty, "files"), (JournalWatch.kind, !parsed.journal.isEmpty, "journal units"),
+                                     (DeviceWatch.kind, !parsed.devices.isEmpty, DeviceWatch.kind), (UnitWatch.kind, !parsed.units.isEmpty, "units")]
         where wanted && !server.bus.hasSource(kind: kind) {
-            let what = [FileWatch.kind: "files", JournalWatch.kind: "journal units"][kind] ?? kind
             error("unavailable", "this eventbusd has no \(kind) source on its bus, so it cannot follow \(what)", id: id)
             return
         }
@@ -429,6 +428,12 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
+            // Unit states are public (any user may list them on the system bus): no peer check.
+            if !parsed.units.isEmpty {
+                subscriptions.append(try server.bus.units(matching: UnitMatch(parsed.units)).sink { event in
+                    if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
+                })
+            }
         } catch {
             subscriptions.forEach { $0.cancel() }
             server.detach(feed)
@@ -449,6 +454,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         if !parsed.files.isEmpty { response["files"] = .array(parsed.files.map { .string($0) }) }
         if !parsed.journal.isEmpty { response["journal"] = .array(parsed.journal.map { .string($0) }) }
         if !parsed.devices.isEmpty { response["devices"] = .array(parsed.devices.map { .string($0) }) }
+        if !parsed.units.isEmpty { response["units"] = .array(parsed.units.map { .string($0) }) }
         if let oldest = attachment.oldestTime { response["oldest_time"] = .int(Int64(oldest.timeIntervalSince1970 * 1_000_000)) }
         if attachment.replayIncomplete { response["replay_incomplete"] = .bool(true) }
         respond(.object(response), id: id)

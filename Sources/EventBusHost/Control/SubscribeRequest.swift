@@ -23,6 +23,8 @@ struct SubscribeRequest {
     var journal: [String] = []
     /// Device subsystems whose `device.*` events to add (`*`: every subsystem).
     var devices: [String] = []
+    /// Unit name patterns: one units watch of the system manager for them all.
+    var units: [String] = []
     var buffer: Int?
     var filter = TailFilter()
     /// Whether the stream goes on live after the replay (`follow`, default true).
@@ -41,11 +43,12 @@ struct SubscribeRequest {
         static let files = 64
         static let journalUnits = 256
         static let deviceSubsystems = 64
+        static let unitPatterns = 256
         static let matchFields = 64
     }
 
     static let members: Set<String> = ["op", "id", "patterns", "since_seq", "since_time", "until_seq", "until_time",
-                                       "match", "follow", "last", "count", "files", "recursive", "journal", "devices", "buffer", "hosts"]
+                                       "match", "follow", "last", "count", "files", "recursive", "journal", "devices", "units", "buffer", "hosts"]
 
     init(_ request: [String: JSON], maximumBuffer: Int) throws(RequestError) {
         if let unknown = request.keys.sorted().first(where: { !Self.members.contains($0) }) {
@@ -61,6 +64,12 @@ struct SubscribeRequest {
         }
         files = try Self.distinct(files, "files", limit: Limits.files)
         journal = try Self.distinct(journal, "journal", limit: Limits.journalUnits)
+        units = try Self.distinct(Self.strings(request["units"], "units"), "units", limit: Limits.unitPatterns)
+        do {
+            if !units.isEmpty { try UnitWatch(match: UnitMatch(units)).validate() }
+        } catch {
+            throw .bad((error as? EventBusError)?.message ?? "\(error)")
+        }
         for text in try Self.distinct(Self.strings(request["patterns"], "patterns"), "patterns", limit: Limits.patterns) {
             do {
                 patterns.append(try EventPattern(text))
@@ -69,7 +78,7 @@ struct SubscribeRequest {
             }
         }
         // No patterns and no sources: everything.
-        if patterns.isEmpty && files.isEmpty && journal.isEmpty && devices.isEmpty { patterns = [EventPattern.all] }
+        if patterns.isEmpty && files.isEmpty && journal.isEmpty && devices.isEmpty && units.isEmpty { patterns = [EventPattern.all] }
         since = try Self.number(request["since_seq"], "since_seq", atLeast: 0).map { UInt64(max(1, $0)) }  // sequences start at 1
         last = try Self.number(request["last"], "last", atLeast: 0)
         count = try Self.number(request["count"], "count", atLeast: 1)

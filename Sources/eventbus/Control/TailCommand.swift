@@ -9,7 +9,7 @@ struct TailCommand: ParsableCommand {
         abstract: "Follow the events of the running eventbusd.",
         discussion: """
             Patterns use NATS syntax: `*` is one token, `>` the rest (`user.>`, `fs.*`, `>`). \
-            Without patterns (and without --files/--journal/--devices) every event is shown. FIELD=VALUE \
+            Without patterns (and without --files/--journal/--devices/--units) every event is shown. FIELD=VALUE \
             arguments match fields as journalctl does: values of one field are alternatives, \
             different fields must all match, and both go with the patterns (the host filters). \
             Sequence numbers (#N) are bus-wide; `--since` takes one, or a time (1h, 10min ago, \
@@ -65,6 +65,9 @@ struct TailCommand: ParsableCommand {
 
     @Option(name: .customLong("subsystem"), help: ArgumentHelp("With --devices (implied): only devices of SUBSYSTEM (net, block, usb…; repeatable).", valueName: "subsystem"))
     var subsystems: [String] = []
+
+    @Option(name: .customLong("units"), help: ArgumentHelp("Also show state changes and jobs of the systemd units matching PATTERN (a glob such as 'nginx.service' or '*.timer'): their current state first, then each transition (the host opens a shared units source).", valueName: "pattern"))
+    var units: [String] = []
 
     @Option(name: .customLong("host"), help: ArgumentHelp("Only events that came from HOST through the NATS bridge (repeatable); 'local' for this host's own.", valueName: "host"))
     var hosts: [String] = []
@@ -196,6 +199,7 @@ struct TailCommand: ParsableCommand {
         } else if devices {
             request["devices"] = .array(["*"])
         }
+        if !units.isEmpty { request["units"] = .array(units.map { .string($0) }) }
         if !hosts.isEmpty { request["hosts"] = .array(hosts.map { .string($0) }) }
         return request
     }

@@ -9,6 +9,7 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
             case invalidModuleConfig, moduleABIMismatch, duplicateSDK, notAModule
             case invalidJournalWatch, acknowledgementFailed
             case invalidDeviceWatch
+            case invalidUnitWatch
         }
         fileprivate let base: Base
 
@@ -42,6 +43,9 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         /// A journal entry could not be acknowledged: its watch has no consumer name or is no
         /// longer running, or the position could not be persisted.
         public static let acknowledgementFailed = Code(base: .acknowledgementFailed)
+        /// A unit watch's options are malformed (an empty or impossible unit name pattern, a bus
+        /// address that is not one).
+        public static let invalidUnitWatch = Code(base: .invalidUnitWatch)
 
         /// A device watch's options are malformed (a name, a devtype without a subsystem, a tag
         /// on the kernel layer).

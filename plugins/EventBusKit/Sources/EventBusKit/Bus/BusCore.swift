@@ -148,9 +148,10 @@ final class BusCore: @unchecked Sendable {
 
     /// Adds a subscription to the routing table, hands it to `beforeSourceStarts` (where its
     /// subscriber asks for its first demand), then starts its shared source if it is the first
-    /// one. In that order, so the source's first events reach it, and its demand is queued before
-    /// them: a source that posts a burst at once (a journal's backlog) would otherwise fill the
-    /// subscription's buffer before the demand arrives — and past its limit drop events.
+    /// one, or tells the running one that a subscriber joined. In that order, so the source's
+    /// first events reach it, and its demand is queued before them: a source that posts a burst
+    /// at once (a journal's backlog) would otherwise fill the subscription's buffer before the
+    /// demand arrives — and past its limit drop events.
     /// Nil when the bus has finished (then `beforeSourceStarts` is not called).
     func register<Core: SubscriptionCore>(
         _ publisher: EventPublisher, make: (UInt64, SourceLease?) -> Core,

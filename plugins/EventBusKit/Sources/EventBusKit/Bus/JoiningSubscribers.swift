@@ -17,13 +17,18 @@ public protocol GreetsJoiningSubscribers: EventSource {
 /// Posts to one subscription of a shared source: events numbered like any post and delivered in
 /// sequence order with everything else the bus carries, but to that subscriber only. A
 /// subscription cancelled meanwhile gets nothing.
-public struct SubscriberGreeting: Sendable {
+public struct SubscriberGreeting: Sendable, Equatable {
     private let core: BusCore
     private let subscription: SubscriptionCore
 
     init(core: BusCore, subscription: SubscriptionCore) {
         self.core = core
         self.subscription = subscription
+    }
+
+    /// Greetings of the same subscription are equal.
+    public static func == (a: SubscriberGreeting, b: SubscriberGreeting) -> Bool {
+        a.subscription === b.subscription
     }
 
     /// Posts `events` in order to the joining subscriber; returns their sequence numbers (empty

@@ -1,0 +1,451 @@
+import CSystemd
+import EventBusKit
+import Foundation
+import Synchronization
+
+/// The host's one connection to a service manager, shared by every units source of that
+/// manager (``UnitsDriver`` counts them): one sd-bus connection, one `Subscribe`, one set of
+/// signal matches, one ``UnitTable``.
+///
+/// ## Thread
+/// The connection runs on a thread of its own (`units <manager>`), which owns the sd-bus
+/// connection and the table: it waits in poll(2) on the bus's descriptor and a wake-up pipe (no
+/// timeout while nothing is pending: an idle connection costs no CPU), dispatches what arrived,
+/// and posts on each attached source's bus, in order. Sources attach, detach and ask for
+/// snapshots from any thread: those are commands the thread takes at its next wake-up.
+///
+/// ## Exactly the transitions
+/// - Signals: `PropertiesChanged` for every object under `/org/freedesktop/systemd1/unit`
+///   (turned into transitions by ``UnitTable``), and the Manager's `UnitRemoved`, `JobNew`,
+///   `JobRemoved` and `Reloading`. `Subscribe` makes systemd send them at all.
+/// - The listing (`ListUnits`) is an asynchronous call, so its reply is dispatched in the order
+///   it arrived among the signals: every signal dispatched before it is already in it. Those are
+///   applied to the table quietly; the listing then reports the state (snapshot or resync) and
+///   the signals after it are the transitions.
+/// - The source never asks systemd about a unit: a property query on an unloaded unit loads
+///   it, which sends `UnitNew`, and two monitors that query on `UnitNew` loop each other. It
+///   asks a job for its type (`JobType`), which loads nothing.
+///
+/// ## Loss
+/// When the connection closes (systemd re-executed, dbus-daemon restarted, systemd left the bus)
+/// or cannot be made, every attached source gets one `units.gap`; the thread reconnects (at
+/// once, then backing off to 5 s), subscribes, lists, and posts the differences as
+/// `unit.state` with origin `resync` and a `units.synced`. After `daemon-reload` (`Reloading`
+/// false) it lists again too: nothing was lost, but a difference would be reported as a resync.
+final class UnitsConnection: @unchecked Sendable {
+    let manager: UnitManager
+
+    private enum Command {
+        case attach(UnitsSource)
+        case detach(UnitsSource)
+        case snapshot(UnitsSource, SubscriberGreeting)
+    }
+
+    private let commands = Mutex<(queue: [Command], stopping: Bool)>(([], false))
+    /// A pipe: written to wake the thread, read by its poll(2).
+    private let wakeDescriptors: (read: Int32, write: Int32)
+
+    // Owned by the connection's thread.
+    private var bus: SDBus?
+    private var table = UnitTable()
+    private var attachments: [ObjectIdentifier: Attachment] = [:]
+    private var listing = false
+    /// Whether the sources were told they are blind (one `units.gap` per blind period).
+    private var blind = false
+    private var retryDelayMilliseconds: Int32 = 0
+    private var outbox: [Outgoing] = []
+    /// Jobs whose type lookup is under way: their events wait (and everything after them).
+    private var jobTypesPending: Set<UInt32> = []
+    private var jobTypes: [UInt32: String] = [:]
+
+    private final class Attachment {
+        let source: UnitsSource
+        /// It gets a snapshot with the next listing (it attached, or asked, before one finished).
+        var needsSnapshot = true
+        /// It was told of a gap and waits for the resync.
+        var sawGap = false
+        /// Subscribers who joined while no snapshot could be taken (listing, blind): each gets
+        /// its own after the resync, unless the snapshot to every subscriber covers them.
+        var waitingGreetings: [SubscriberGreeting] = []
+        init(source: UnitsSource) { self.source = source }
+    }
+
+    private struct Outgoing {
+        enum Payload {
+            case state(UnitStateChange)
+            case job(UnitJob)
+            case notice(Event)
+        }
+        var payload: Payload
+        /// Only this source (a snapshot it asked for); nil: every source it concerns.
+        var target: ObjectIdentifier?
+        /// Only the subscriber this greets (a joiner's own snapshot), through the target source.
+        var greeting: SubscriberGreeting? = nil
+    }
+
+    init(manager: UnitManager) {
+        self.manager = manager
+        var pipeDescriptors: [Int32] = [-1, -1]
+        if pipe(&pipeDescriptors) != 0 {
+            fatalError("units: no pipe for the connection thread: \(String(cString: strerror(errno)))")
+        }
+        for descriptor in pipeDescriptors {
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(descriptor, F_SETFL, O_NONBLOCK)
+        }
+        wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
+        let thread = Thread { [self] in run() }
+        thread.name = "units \(manager)"
+        thread.start()
+    }
+
+    func attach(_ source: UnitsSource) { send(.attach(source)) }
+    func detach(_ source: UnitsSource) { send(.detach(source)) }
+    func requestSnapshot(for source: UnitsSource, greeting: SubscriberGreeting) { send(.snapshot(source, greeting)) }
+
+    /// Ends the thread (it closes the connection); returns at once, so it may be called on the
+    /// thread itself — a subscriber that cancels from inside a delivery.
+    func stop() {
+        commands.withLock { $0.stopping = true }
+        wake()
+    }
+
+    private func send(_ command: Command) {
+        commands.withLock { $0.queue.append(command) }
+        wake()
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeDescriptors.write, &byte, 1)
+    }
+
+    // MARK: The thread
+
+    private func run() {
+        while true {
+            let (queue, stopping) = commands.withLock { state in
+                defer { state.queue.removeAll() }
+                return (state.queue, state.stopping)
+            }
+            if stopping { break }
+            for command in queue { take(command) }
+            if bus == nil {
+                connect()
+            }
+            if let bus {
+                // > 0: a message was dispatched, maybe more are waiting; < 0: the connection failed.
+                var result: Int32 = 1
+                while result > 0 { result = bus.process() }
+                if result < 0 || !bus.isOpen {
+                    lose("the connection to \(managerName) closed")
+                    self.bus = nil
+                    retryDelayMilliseconds = 0
+                }
+            }
+            flush()
+            waitForWork()
+        }
+        bus = nil
+    }
+
+    /// The pipe lives as long as the object: a late `wake` never writes to a reused descriptor.
+    deinit {
+        close(wakeDescriptors.read)
+        close(wakeDescriptors.write)
+    }
+
+    private var managerName: String {
+        switch manager {
+        case .system: "systemd"
+        case .user: "the user's systemd"
+        case .address(let address): "the manager at \(address)"
+        }
+    }
+
+    private func take(_ command: Command) {
+        switch command {
+        case .attach(let source):
+            let attachment = Attachment(source: source)
+            attachments[ObjectIdentifier(source)] = attachment
+            if blind {
+                attachment.sawGap = true
+                outbox.append(Outgoing(payload: .notice(UnitsGap(reason: "not connected to \(managerName) yet").event(source: source.id)),
+                                       target: ObjectIdentifier(source)))
+            }
+            if !listing && bus != nil && !blind { snapshot(for: attachment) }
+        case .detach(let source):
+            attachments[ObjectIdentifier(source)] = nil
+        case .snapshot(let source, let greeting):
+            guard let attachment = attachments[ObjectIdentifier(source)] else { return }
+            if !listing && bus != nil && !blind {
+                snapshot(for: attachment, greeting: greeting)
+            } else {
+                attachment.waitingGreetings.append(greeting)
+            }
+        }
+    }
+
+    /// The state of every unit the source follows, then `units.synced`: to all its subscribers,
+    /// or with `greeting`, to the one joining.
+    private func snapshot(for attachment: Attachment, greeting: SubscriberGreeting? = nil) {
+        if greeting == nil {
+            attachment.needsSnapshot = false
+            attachment.waitingGreetings = []  // this snapshot reaches them too
+        }
+        let target = ObjectIdentifier(attachment.source)
+        let states = table.snapshot(matching: attachment.source.watch.match)
+        for state in states { outbox.append(Outgoing(payload: .state(state), target: target, greeting: greeting)) }
+        outbox.append(Outgoing(payload: .notice(UnitsSynced(kind: .snapshot, units: states.count, changedUnits: 0)
+            .event(source: attachment.source.id)), target: target, greeting: greeting))
+    }
+
+    private func waitForWork() {
+        var descriptors = [pollfd(fd: wakeDescriptors.read, events: Int16(POLLIN), revents: 0)]
+        var timeout: Int32 = -1
+        if let bus {
+            descriptors.append(pollfd(fd: bus.fileDescriptor, events: Int16(truncatingIfNeeded: bus.events), revents: 0))
+            timeout = bus.pollTimeout
+        } else {
+            timeout = retryDelayMilliseconds
+        }
+        _ = poll(&descriptors, nfds_t(descriptors.count), timeout)
+        var drained = [UInt8](repeating: 0, count: 64)
+        while read(wakeDescriptors.read, &drained, drained.count) > 0 {}
+    }
+
+    // MARK: Connecting
+
+    private func connect() {
+        do throws(SDBusError) {
+            let bus = try SDBus.connect(to: manager)
+            self.bus = bus
+            let signalSender = bus.isBusClient ? "sender='org.freedesktop.systemd1'," : ""
+            try bus.addMatch("type='signal',\(signalSender)interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',path_namespace='/org/freedesktop/systemd1/unit'") { [unowned self] in
+                propertiesChanged($0)
+            }
+            for member in ["UnitRemoved", "JobNew", "JobRemoved", "Reloading"] {
+                try bus.addMatch("type='signal',\(signalSender)path='/org/freedesktop/systemd1',interface='org.freedesktop.systemd1.Manager',member='\(member)'") { [unowned self] in
+                    managerSignal($0)
+                }
+            }
+            if bus.isBusClient {
+                try bus.addMatch("type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='org.freedesktop.systemd1'") { [unowned self] in
+                    ownerChanged($0)
+                }
+            }
+            try subscribeAndList()
+            retryDelayMilliseconds = 0
+        } catch {
+            bus = nil
+            lose("cannot connect to \(managerName): \(error)")
+            retryDelayMilliseconds = retryDelayMilliseconds == 0 ? 100 : min(5000, retryDelayMilliseconds * 2)
+        }
+    }
+
+    private func subscribeAndList() throws(SDBusError) {
+        guard let bus else { return }
+        try bus.call(path: "/org/freedesktop/systemd1", interface: "org.freedesktop.systemd1.Manager", member: "Subscribe") { _ in
+            // A second Subscribe (systemd remembered the name across a re-execution) answers
+            // "already subscribed": as good as done.
+        }
+        listing = true
+        try bus.call(path: "/org/freedesktop/systemd1", interface: "org.freedesktop.systemd1.Manager", member: "ListUnits") { [unowned self] in
+            listed($0)
+        }
+    }
+
+    /// The connection is gone or systemd is: every source hears it once.
+    private func lose(_ reason: String) {
+        if let bus, !bus.isOpen { self.bus = nil }
+        listing = false
+        // The lookups' replies are gone with the connection: their events go without a type.
+        jobTypesPending.removeAll()
+        jobTypes.removeAll()
+        guard !blind else { return }
+        blind = true
+        for attachment in attachments.values {
+            attachment.sawGap = true
+            outbox.append(Outgoing(payload: .notice(UnitsGap(reason: reason).event(source: attachment.source.id)),
+                                   target: ObjectIdentifier(attachment.source)))
+        }
+    }
+
+    // MARK: Messages
+
+    private func listed(_ message: OpaquePointer) {
+        let reader = SDBusMessageReader(message)
+        if let error = reader.errorName {
+            listing = false
+            lose("cannot list the units of \(managerName): \(error)")
+            bus = nil  // reconnect: the retry delay paces it
+            retryDelayMilliseconds = max(retryDelayMilliseconds, 100)
+            return
+        }
+        var units: [String: UnitTable.Listed] = [:]
+        guard reader.enter("a", "(ssssssouso)") else {
+            listing = false
+            return
+        }
+        while reader.enter("r", "ssssssouso") {
+            guard let name = reader.string(), reader.string() != nil, let load = reader.string(), let active = reader.string(),
+                  let sub = reader.string(), reader.string() != nil, reader.objectPath() != nil, reader.uint32() != nil,
+                  reader.string() != nil, reader.objectPath() != nil else { return }
+            units[name] = UnitTable.Listed(activeState: active, subState: sub, loadState: load)
+            reader.exit()
+        }
+        reader.exit()
+        listing = false
+        blind = false
+        let changes = table.resync(with: units)
+        for attachment in attachments.values {
+            if attachment.needsSnapshot {
+                attachment.sawGap = false
+                snapshot(for: attachment)
+            } else {
+                let mine = changes.filter { attachment.source.watch.match.matches($0.unit) }
+                let target = ObjectIdentifier(attachment.source)
+                for change in mine { outbox.append(Outgoing(payload: .state(change), target: target)) }
+                if attachment.sawGap || !mine.isEmpty {
+                    attachment.sawGap = false
+                    let matching = units.keys.filter(attachment.source.watch.match.matches).count
+                    outbox.append(Outgoing(payload: .notice(UnitsSynced(kind: .resync, units: matching, changedUnits: mine.count)
+                        .event(source: attachment.source.id)), target: target))
+                }
+                for greeting in attachment.waitingGreetings { snapshot(for: attachment, greeting: greeting) }
+                attachment.waitingGreetings = []
+            }
+        }
+    }
+
+    private func propertiesChanged(_ message: OpaquePointer) {
+        let reader = SDBusMessageReader(message)
+        guard let path = reader.path, let unit = UnitPath.unitName(of: path), let interface = reader.string(),
+              let properties = reader.properties() else { return }
+        if interface == "org.freedesktop.systemd1.Unit" {
+            if let change = table.applyUnitProperties(unit: unit, properties, announce: !listing) {
+                outbox.append(Outgoing(payload: .state(change), target: nil))
+            }
+        } else if interface.hasPrefix("org.freedesktop.systemd1.") {
+            table.applyTypeProperties(unit: unit, properties)
+        }
+    }
+
+    private func managerSignal(_ message: OpaquePointer) {
+        let reader = SDBusMessageReader(message)
+        switch reader.member {
+        case "UnitRemoved":
+            guard let unit = reader.string() else { return }
+            table.remove(unit: unit)
+        case "JobNew":
+            guard let id = reader.uint32(), let path = reader.objectPath(), let unit = reader.string() else { return }
+            guard attachments.values.contains(where: { $0.source.watch.match.matches(unit) }) else { return }
+            lookUpJobType(id: id, path: path)
+            outbox.append(Outgoing(payload: .job(UnitJob(unit: unit, id: id, phase: .queued, type: nil, result: nil)), target: nil))
+        case "JobRemoved":
+            guard let id = reader.uint32(), reader.objectPath() != nil, let unit = reader.string(), let result = reader.string() else { return }
+            guard attachments.values.contains(where: { $0.source.watch.match.matches(unit) }) else { return }
+            outbox.append(Outgoing(payload: .job(UnitJob(unit: unit, id: id, phase: .finished, type: jobTypes[id], result: result)), target: nil))
+        case "Reloading":
+            // After a daemon-reload: list again; what differs is reported as a resync.
+            if reader.bool() == false, !listing {
+                listing = true
+                do throws(SDBusError) {
+                    try bus?.call(path: "/org/freedesktop/systemd1", interface: "org.freedesktop.systemd1.Manager", member: "ListUnits") { [unowned self] in
+                        listed($0)
+                    }
+                } catch {
+                    lose("cannot list the units of \(managerName) after a reload: \(error)")
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    /// The signals do not say what a job does: ask the job (loads no unit). Its events wait for
+    /// the answer, and so does everything posted after them, to keep the order.
+    private func lookUpJobType(id: UInt32, path: String) {
+        guard let bus else { return }
+        jobTypesPending.insert(id)
+        do throws(SDBusError) {
+            try bus.call(path: path, interface: "org.freedesktop.DBus.Properties", member: "Get",
+                         arguments: ["org.freedesktop.systemd1.Job", "JobType"]) { [unowned self] message in
+                let reader = SDBusMessageReader(message)
+                if reader.errorName == nil, case .some(.some(.string(let type))) = reader.variant() {
+                    jobTypes[id] = type
+                }
+                jobTypesPending.remove(id)
+                fillJobTypes()
+            }
+        } catch {
+            jobTypesPending.remove(id)
+        }
+    }
+
+    private func fillJobTypes() {
+        for index in outbox.indices {
+            if case .job(var job) = outbox[index].payload, job.type == nil, let type = jobTypes[job.id] {
+                job.type = type
+                outbox[index].payload = .job(job)
+            }
+        }
+    }
+
+    /// systemd left the bus or came back (a re-execution, a restart): blind until it is back,
+    /// then subscribe and list again.
+    private func ownerChanged(_ message: OpaquePointer) {
+        let reader = SDBusMessageReader(message)
+        guard reader.string() != nil, let old = reader.string(), let new = reader.string() else { return }
+        if !old.isEmpty { lose("systemd left the bus (re-executed or restarted)") }
+        if !new.isEmpty {
+            do throws(SDBusError) { try subscribeAndList() } catch { lose("cannot subscribe again: \(error)") }
+        }
+    }
+
+    // MARK: Posting
+
+    /// Posts the outbox in order, up to the first job event still waiting for its type.
+    private func flush() {
+        var ready = outbox.count
+        for (index, item) in outbox.enumerated() {
+            if case .job(let job) = item.payload, job.type == nil, jobTypesPending.contains(job.id) {
+                ready = index
+                break
+            }
+        }
+        guard ready > 0 else { return }
+        // Per source, runs in outbox order: to all its subscribers (no greeting), or to one
+        // joiner — so a joiner's snapshot and the changes after it keep their order.
+        var runs: [ObjectIdentifier: [(greeting: SubscriberGreeting?, events: [Event])]] = [:]
+        for item in outbox[..<ready] {
+            for (key, attachment) in attachments where item.target == nil || item.target == key {
+                let source = attachment.source
+                let event: Event
+                switch item.payload {
+                case .state(let change) where source.watch.match.matches(change.unit): event = change.event(source: source.id)
+                case .job(let job) where source.watch.match.matches(job.unit): event = job.event(source: source.id)
+                case .notice(let notice): event = notice
+                default: continue
+                }
+                var sourceRuns = runs[key, default: []]
+                if let last = sourceRuns.last, last.greeting == item.greeting {
+                    sourceRuns[sourceRuns.count - 1].events.append(event)
+                } else {
+                    sourceRuns.append((item.greeting, [event]))
+                }
+                runs[key] = sourceRuns
+            }
+        }
+        for item in outbox[..<ready] {
+            if case .job(let job) = item.payload, job.phase == .finished { jobTypes[job.id] = nil }
+        }
+        outbox.removeFirst(ready)
+        for (key, sourceRuns) in runs {
+            guard let source = attachments[key]?.source else { continue }
+            for run in sourceRuns {
+                if let greeting = run.greeting { greeting.post(contentsOf: run.events) } else { source.post(run.events) }
+            }
+        }
+    }
+}
