@@ -28,7 +28,7 @@ import Synchronization
 /// right after a reconnect; after an unsubscribe that window is microseconds, and a bind later
 /// it is long gone.
 final class DurableImporter: @unchecked Sendable {
-    // @unchecked: `ledger`, `subscription`, `retiredSubscription`, `hasPosition` are touched
+    // @unchecked: `ledger`, `window`, `subscription`, `retiredSubscription`, `hasPosition` are touched
     // only on the importer thread, and by `release` once it has ended;
     // `needsRebind` and `stopping` are atomics; `origins` is a Mutex for status readers.
 
@@ -44,6 +44,8 @@ final class DurableImporter: @unchecked Sendable {
     private let filter: String
     /// What this run has taken in (posted, or dropped as an echo, a name no pattern wants…).
     private var ledger = ImportLedger()
+    /// The origin sequences taken in lately: a copy stored twice is dropped, a late event posted.
+    private var window = OriginWindow()
     /// What the position file holds: behind `ledger` while posted batches settle (below), or
     /// after a failed write (retried), when the next run would post the difference again.
     private var recorded = ImportLedger()
@@ -281,9 +283,18 @@ final class DurableImporter: @unchecked Sendable {
                 refuse(nameText, "payload from \(host): \(error)")
                 continue
             }
-            if !ledger.record(host: host, instance: decoded.header.instance, sequence: decoded.header.sequence) {
+            let (instance, sequence) = (decoded.header.instance, decoded.header.sequence)
+            switch window.judge(host: host, instance: instance, sequence: sequence, last: ledger.origins[host]) {
+            case .inOrder:
+                ledger.record(host: host, instance: instance, sequence: sequence)
+            case .late:
                 counters.outOfOrder.add(1, ordering: .relaxed)
+            case .duplicate:
+                // Stored twice (see OriginWindow): its first copy was taken in.
+                counters.redeliveriesDropped.add(1, ordering: .relaxed)
+                continue
             }
+            window.taken(host: host, instance: instance, sequence: sequence)
             events.append(decoded.event)
         }
         // Post first, then record: the position file never names an event the bus has not

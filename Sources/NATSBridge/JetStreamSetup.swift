@@ -84,6 +84,7 @@ struct JetStreamSetup {
         config.AckWait = durable.ackWait.clampedNanoseconds
         config.FilterSubject = UnsafePointer(filterSubject)
         config.MaxAckPending = 20_000
+        config.Replicas = Int64(durable.consumerReplicas)
         var info: UnsafeMutablePointer<jsConsumerInfo>?
         let added = js_AddConsumer(&info, jetStream, durable.stream, &config, nil, &errorCode)
         guard added == NATS_OK else {

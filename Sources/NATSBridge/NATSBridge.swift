@@ -230,8 +230,7 @@ public final class NATSBridge: @unchecked Sendable {
         let origins = current.durable?.origins.withLock { $0 } ?? [:]
         var statistics = BridgeStatistics(
             host: config.host, mode: config.durable == nil ? "core" : "durable", state: state, servers: config.servers,
-            exported: counters.exported.load(ordering: .relaxed), exportQueued: (current.queue?.count ?? 0) + (current.exporter?.retryCount ?? 0)
-                + (current.exporter?.holding.load(ordering: .relaxed) ?? 0),
+            exported: counters.exported.load(ordering: .relaxed), exportQueued: (current.queue?.count ?? 0) + (current.exporter?.holding.load(ordering: .relaxed) ?? 0),
             exportInFlight: counters.inFlight.load(ordering: .relaxed), exportQueuedBytes: max(0, current.queue?.bytes ?? 0),
             imported: counters.imported.load(ordering: .relaxed),
             importLag: counters.importLag.load(ordering: .relaxed), echoesDropped: counters.echoesDropped.load(ordering: .relaxed),
@@ -243,6 +242,7 @@ public final class NATSBridge: @unchecked Sendable {
             origins: origins.mapValues { ($0.instance, $0.sequence) },
             lastError: current.durable?.lastError.withLock { $0 } ?? current.exporter?.lastError.withLock { $0 })
         statistics.importUnrecorded = counters.importUnrecorded.load(ordering: .relaxed)
+        statistics.exportRepublished = counters.republished.load(ordering: .relaxed)
         return statistics
     }
 }
