@@ -86,6 +86,9 @@ public final class NATSBridge: @unchecked Sendable {
             }
             options.PublishAsync.AckHandlerClosure = Unmanaged.passRetained(ackClosure).toOpaque()
             options.PublishAsync.StallWait = 100
+            // JetStream API requests (stream info, consumer create): a request lost with a server
+            // that died is retried after 2 s instead of nats.c's 5.
+            options.Wait = 2_000
             // nats.c builds its API prefix from the domain while making the context.
             let domain = config.durable?.domain.map { strdup($0)! }
             defer { free(domain) }
