@@ -1,5 +1,5 @@
 import CNATS
-import Synchronization
+@_spi(EventBusHost) import EventBusKit
 
 /// Durable mode: the exports handed to nats.c that the stream has not acknowledged yet, in the
 /// order they were first published, and which nats.c message is each one's current attempt.
@@ -21,7 +21,8 @@ import Synchronization
 ///
 /// Threads: the exporter thread adds, re-publishes and gives up; nats.c's acknowledgement thread
 /// settles; status reads the count. One lock.
-final class OutstandingPublishes: Sendable {
+final class OutstandingPublishes: @unchecked Sendable {
+    // @unchecked: everything is behind `state`'s lock.
     struct Export: Sendable {
         /// Export order: assigned by the exporter, increasing.
         let index: UInt64
@@ -37,7 +38,9 @@ final class OutstandingPublishes: Sendable {
         var attempts: [UInt: UInt64] = [:]
     }
 
-    private let state = Mutex(State())
+    /// A pthread mutex (`Locked`), not `Synchronization.Mutex`: the thread sanitizer cannot see
+    /// the latter's futex and reported its locked sections as racing.
+    private let state = Locked(State())
 
     var count: Int { state.withLock { $0.exports.count } }
 
