@@ -121,7 +121,7 @@ extension HostConfig {
 
     private static func parseDurable(_ node: ConfigNode) throws(ConfigError) -> BridgeConfig.Durable {
         var durable = BridgeConfig.Durable()
-        for (key, value) in try node.mapping(allowed: ["stream", "max_age", "max_bytes", "max_msgs", "duplicate_window", "replicas", "consumer", "ack_wait", "start", "js_domain"]) {
+        for (key, value) in try node.mapping(allowed: ["stream", "max_age", "max_bytes", "max_msgs", "duplicate_window", "replicas", "consumer", "consumer_replicas", "ack_wait", "start", "js_domain"]) {
             switch key {
             case "stream", "consumer", "js_domain":
                 let name = try value.string()
@@ -138,6 +138,10 @@ extension HostConfig {
             case "max_msgs": durable.maxMessages = Int64(try value.int(atLeast: 0))
             case "duplicate_window": durable.duplicateWindow = try positive(value)
             case "replicas": durable.replicas = try value.int(atLeast: 1)
+            case "consumer_replicas":
+                let replicas = try value.int(atLeast: 0)
+                guard replicas <= 5 else { throw value.error("expected 0 (the stream's replicas) to 5, found \(replicas)") }
+                durable.consumerReplicas = replicas
             case "ack_wait": durable.ackWait = try positive(value)
             case "start":
                 switch try value.string() {

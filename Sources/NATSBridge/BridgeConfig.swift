@@ -103,6 +103,12 @@ public struct BridgeConfig: Sendable, Equatable {
         /// How long the server remembers message ids to drop re-published duplicates.
         public var duplicateWindow: Duration = .seconds(120)
         public var replicas = 1
+        /// Replicas of this host's consumer (`consumer_replicas`, default 1; 0: the stream's).
+        /// One is enough: the host re-creates its consumer from its own position file at every
+        /// start and reconnect, so a consumer lost with its server loses nothing, and a
+        /// replicated consumer is a Raft group of its own — per host, the cost that grows in a
+        /// cluster, and an election to wait for after a server death.
+        public var consumerReplicas = 1
         /// This host's consumer (`consumer`, default `eventbus-<host>`).
         public var consumer: String?
         /// How long the server waits for an acknowledgement before it delivers again.

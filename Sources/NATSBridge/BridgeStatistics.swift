@@ -22,11 +22,13 @@ public struct BridgeStatistics: Sendable {
     public var importLag: UInt64
     /// This host's own events coming back, dropped.
     public var echoesDropped: UInt64
-    /// Durable: redelivered messages already taken in, dropped; duplicates the server dropped
-    /// at publish (same message id).
+    /// Durable: redelivered messages already taken in, and copies of an event the stream
+    /// stored twice (by its origin's sequence), dropped; duplicates the server dropped at publish
+    /// (same message id).
     public var redeliveriesDropped: UInt64
     public var duplicatesDroppedByServer: UInt64
-    /// Durable: events that arrived behind a later event of the same origin (posted).
+    /// Durable: events the stream stored behind a later event of the same origin and not taken
+    /// in before (posted).
     public var outOfOrder: UInt64
     /// Events known lost (counted in announced `bridge.gap` events, refused imports aside),
     /// and gap announcements.
@@ -43,6 +45,9 @@ public struct BridgeStatistics: Sendable {
     /// Durable: events posted on the bus whose position is not yet in the position file — what
     /// a SIGKILL now would post again after the restart (0 once the batch's write is done).
     public var importUnrecorded: UInt64 = 0
+    /// Durable: exports published again, in order, after the connection broke or an
+    /// acknowledgement failed (what the stream had stored comes back as a server-dropped duplicate).
+    public var exportRepublished: UInt64 = 0
 }
 
 /// The bridge's counters, bumped from the threads that do the work (the bus delivery loop, the
@@ -62,5 +67,6 @@ final class BridgeCounters: Sendable {
     let inFlight = Atomic<Int>(0)
     let importLag = Atomic<UInt64>(0)
     let importUnrecorded = Atomic<UInt64>(0)
+    let republished = Atomic<UInt64>(0)
 
 }

@@ -22,13 +22,15 @@ import Synchronization
 /// Each bind makes a new pull subscription: messages the old consumer still sends to the old one
 /// (a fetch answered as the link went down) must not reach the ledger, where one with a higher
 /// stream sequence would make the new consumer's earlier messages look like redeliveries. The old
-/// subscription is unsubscribed at once but destroyed only at the next bind, or once the
-/// connection is closed (``release()``): nats.c 3.4 (Debian 12) can crash when a subscription is
-/// freed while its read loop still hands it a message (nats.c #637, fixed in 3.6), as one was
-/// right after a reconnect; after an unsubscribe that window is microseconds, and a bind later
-/// it is long gone.
+/// subscription is unsubscribed at once but destroyed only 10 s later (``retirement``, checked
+/// at later binds), or once the connection is closed (``release()``): nats.c 3.4 (Debian 12)
+/// frees memory twice or reads freed memory when a subscription is freed while its read loop
+/// still hands it a message it looked up (nats.c #637, fixed in 3.6.1). Destroying the old one
+/// at the next bind was not enough: right after a reconnect a fetch can find a delivery that
+/// went nowhere and bind again within milliseconds, and the chaos test's cluster runs aborted
+/// with glibc's "double free or corruption" there.
 final class DurableImporter: @unchecked Sendable {
-    // @unchecked: `ledger`, `subscription`, `retiredSubscription`, `hasPosition` are touched
+    // @unchecked: `ledger`, `window`, `subscription`, `retired`, `hasPosition` are touched
     // only on the importer thread, and by `release` once it has ended;
     // `needsRebind` and `stopping` are atomics; `origins` is a Mutex for status readers.
 
@@ -44,6 +46,8 @@ final class DurableImporter: @unchecked Sendable {
     private let filter: String
     /// What this run has taken in (posted, or dropped as an echo, a name no pattern wants…).
     private var ledger = ImportLedger()
+    /// The origin sequences taken in lately: a copy stored twice is dropped, a late event posted.
+    private var window = OriginWindow()
     /// What the position file holds: behind `ledger` while posted batches settle (below), or
     /// after a failed write (retried), when the next run would post the difference again.
     private var recorded = ImportLedger()
@@ -61,9 +65,13 @@ final class DurableImporter: @unchecked Sendable {
     /// The consumer sequence its next first delivery must carry (1 after each bind).
     private var nextDelivery: UInt64 = 1
     private var subscription: OpaquePointer?
-    /// The subscription replaced at the last bind: unsubscribed, destroyed at the next one (or by
-    /// `release`), for the reason above.
-    private var retiredSubscription: OpaquePointer?
+    /// Subscriptions replaced at a bind, unsubscribed then, destroyed once ``retirement`` has
+    /// passed (or by `release`), for the reason above.
+    private var retired: [(subscription: OpaquePointer, since: ContinuousClock.Instant)] = []
+    /// How long a replaced subscription is kept before it is destroyed: far longer than nats.c's
+    /// read loop holds a subscription it looked up (microseconds, or a scheduling delay on a
+    /// loaded machine).
+    static let retirement = Duration.seconds(10)
     private let needsRebind = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
@@ -115,8 +123,8 @@ final class DurableImporter: @unchecked Sendable {
     /// hand them a message) and the importer thread has ended (it is their user).
     func release() {
         guard ended else { return }
-        for replaced in [retiredSubscription, subscription] { if let replaced { natsSubscription_Destroy(replaced) } }
-        retiredSubscription = nil
+        for replaced in retired.map(\.subscription) + [subscription].compactMap({ $0 }) { natsSubscription_Destroy(replaced) }
+        retired = []
         subscription = nil
     }
 
@@ -191,9 +199,15 @@ final class DurableImporter: @unchecked Sendable {
     }
 
     private func bind() throws(BridgeError) {
-        if let retiredSubscription { natsSubscription_Destroy(retiredSubscription) }
-        retiredSubscription = subscription
-        if let subscription { natsSubscription_Unsubscribe(subscription) }
+        let cutoff = ContinuousClock.now - Self.retirement
+        while let oldest = retired.first, oldest.since <= cutoff {
+            natsSubscription_Destroy(oldest.subscription)
+            retired.removeFirst()
+        }
+        if let subscription {
+            natsSubscription_Unsubscribe(subscription)
+            retired.append((subscription, .now))
+        }
         subscription = nil
         let (first, last, note) = try setup.ensureStream()
         if let note { logger.notice("bridge: \(note)") }
@@ -281,9 +295,18 @@ final class DurableImporter: @unchecked Sendable {
                 refuse(nameText, "payload from \(host): \(error)")
                 continue
             }
-            if !ledger.record(host: host, instance: decoded.header.instance, sequence: decoded.header.sequence) {
+            let (instance, sequence) = (decoded.header.instance, decoded.header.sequence)
+            switch window.judge(host: host, instance: instance, sequence: sequence, last: ledger.origins[host]) {
+            case .inOrder:
+                ledger.record(host: host, instance: instance, sequence: sequence)
+            case .late:
                 counters.outOfOrder.add(1, ordering: .relaxed)
+            case .duplicate:
+                // Stored twice (see OriginWindow): its first copy was taken in.
+                counters.redeliveriesDropped.add(1, ordering: .relaxed)
+                continue
             }
+            window.taken(host: host, instance: instance, sequence: sequence)
             events.append(decoded.event)
         }
         // Post first, then record: the position file never names an event the bus has not

@@ -11,20 +11,23 @@ import Synchronization
 ///   the lost events are recorded for a `bridge.gap` (`reconnect_buffer`). When the connection
 ///   breaks (a hung server's write deadline), what nats.c took since the server last confirmed
 ///   is announced as possibly lost (`export_unconfirmed`, ``connectionBroke()``).
-/// - Durable mode: `js_PublishAsync` with the message id `<host>:<instance>:<sequence>`, so the
-///   server drops a re-published event within its duplicate window. While the connection is
+/// - Durable mode: `js_PublishMsgAsync` with the message id `<host>:<instance>:<sequence>`, so
+///   the server drops a re-published event within its duplicate window. While the connection is
 ///   down the thread waits and events wait in the export queue (bounded: overflow is announced).
-///   A publish whose acknowledgement fails or times out is published again, with the same id.
+///   When the connection broke or an acknowledgement failed or timed out, every export not yet
+///   acknowledged is published again, oldest first, before anything new
+///   (``OutstandingPublishes``): the stream stores this host's events in their order.
 ///
 /// Bytes: the queue's byte bound covers every export the bridge holds. The exporter releases an
 /// event's bytes once nats.c has it (core: nats.c's buffers are bounded by themselves, the
 /// reconnect buffer by `reconnect_buffer`) or, durable, swaps them for what an unacknowledged
-/// publish holds (``inFlightBytes(_:)``: nats.c keeps the message until its acknowledgement, and a
-/// failed one is copied into the retry list), released when the stream acknowledged it or it
-/// was given up. Without that, nats.c's window of 4 096 unacknowledged publishes and the retry
-/// list could hold 4 096 events of any size beside the queue's bound.
+/// publish holds (``inFlightBytes(_:)``: nats.c's message until its acknowledgement, and the
+/// exporter's own copy to publish again), released when the stream acknowledged it or it was
+/// given up. Without that, nats.c's window of 4 096 unacknowledged publishes could hold 4 096
+/// events of any size beside the queue's bound.
 final class Exporter: @unchecked Sendable {
-    // @unchecked: `thread` state is touched only on the exporter thread; `retries` is locked.
+    // @unchecked: `thread` state (`nextExport`) is touched only on the exporter thread;
+    // `outstanding` is locked.
 
     private let queue: ExportQueue
     private let client: NATSClient
@@ -42,8 +45,6 @@ final class Exporter: @unchecked Sendable {
     /// Durable: events taken from the queue and not yet handed to nats.c (status counts them
     /// as queued).
     let holding = Atomic<Int>(0)
-    private let retries = NSLock()
-    private var retryList: [(subject: String, data: [UInt8], id: String)] = []
 
     init(queue: ExportQueue, client: NATSClient, subjects: Subjects, instance: UInt64, counters: BridgeCounters,
          gaps: GapBook, jetStream: OpaquePointer?, ensureStream: (() throws -> Void)? = nil) {
@@ -123,10 +124,10 @@ final class Exporter: @unchecked Sendable {
     }
 
     /// What an unacknowledged publish of `payload` bytes holds, counted against the export
-    /// buffer's bytes: the payload, and nats.c's message, subject, id header and map entry (or
-    /// the retry list's entry) rounded up. Used at publish and at acknowledgement alike, so what
-    /// is added is exactly what is released.
-    static func inFlightBytes(_ payload: Int) -> Int { payload + 256 }
+    /// buffer's bytes: the payload twice (nats.c's message and the copy kept to publish it
+    /// again), and the message's subject, id header and map entries rounded up. Used at publish
+    /// and at acknowledgement alike, so what is added is exactly what is released.
+    static func inFlightBytes(_ payload: Int) -> Int { 2 * payload + 256 }
 
     private func runCore() {
         var batch: [Event] = []
@@ -221,8 +222,17 @@ final class Exporter: @unchecked Sendable {
         return current
     }
 
-    /// Core mode, nats.c's disconnected callback.
-    func connectionBroke() { recordUnconfirmed() }
+    /// nats.c's disconnected callback. Core mode: what the server had not confirmed may be lost.
+    /// Durable: everything outstanding is published again, in order, before anything new — the
+    /// flag is set now, not only at the reconnect, so that nothing new is published on the next
+    /// connection before the re-publish.
+    func connectionBroke() {
+        if jetStream != nil {
+            republishNeeded.store(true, ordering: .relaxed)
+        } else {
+            recordUnconfirmed()
+        }
+    }
 
     /// Core mode, the exporter thread after a failed publish or nats.c's disconnected callback:
     /// records what may be lost, once.
@@ -248,24 +258,32 @@ final class Exporter: @unchecked Sendable {
     /// Nanoseconds between flushes at least.
     static let flushGap: UInt64 = 50_000
 
+    /// Durable mode: each export is listed in ``outstanding`` until the stream acknowledged it.
+    /// Before publishing anything new the thread publishes every outstanding export again, oldest
+    /// first, whenever the connection broke or an acknowledgement failed (``republishIfNeeded``),
+    /// so the stream stores this host's events in their order.
     private func runDurable() {
         var batch: [Event] = []
         var sizes: [Int] = []
         var payload: [UInt8] = []
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
-        options.MaxWait = 5_000
+        options.MaxWait = Self.acknowledgementWait
         // Events are taken from the queue only while connected, so while NATS is away they wait
         // in the bounded queue (its overflow announced), not in this thread's hands.
         while waitUntilConnected(), queue.take(max: 256, into: &batch, sizes: &sizes) {
-            if batch.isEmpty { publishRetries(&options) }  // woken for retries or a reconnect
             var index = 0
             holding.store(batch.count, ordering: .relaxed)
             defer { holding.store(0, ordering: .relaxed) }
+            // An empty batch: woken for a re-publish or a reconnect.
+            if batch.isEmpty, !republishIfNeeded(&options) { queue.pause(0.05) }
             while index < batch.count {
                 holding.store(batch.count - index, ordering: .relaxed)
                 if !waitUntilConnected() { return }
-                publishRetries(&options)
+                guard republishIfNeeded(&options) else {
+                    queue.pause(0.05)
+                    continue
+                }
                 let event = batch[index]
                 guard Self.isExportable(event.name) else {
                     gaps.record(.publishFailed, count: 1, subject: event.name)
@@ -274,17 +292,23 @@ final class Exporter: @unchecked Sendable {
                     continue
                 }
                 WireFormat.encode(event, instance: instance, into: &payload)
-                let id = messageID(event.sequence)
-                // Swapped before publishing: the acknowledgement may come before js_PublishAsync returns.
+                let export = OutstandingPublishes.Export(index: nextExport, subject: subjects.subject(for: event.name),
+                                                         payload: payload, id: messageID(event.sequence))
+                // Swapped before publishing: the acknowledgement may come before the call returns.
                 let inFlight = Self.inFlightBytes(payload.count)
                 queue.exchange(released: sizes[index], held: inFlight)
-                switch publish(subjects.subject(for: event.name), payload, id: id, &options) {
+                counters.inFlight.add(1, ordering: .relaxed)
+                switch publish(export, &options, new: true) {
                 case .inFlight:
+                    nextExport += 1
                     index += 1
                 case .failed:
+                    counters.inFlight.subtract(1, ordering: .relaxed)
                     queue.release(inFlight)
                     index += 1
-                case .again:
+                case .stalled, .disconnected:
+                    // Published again (in its turn) once the window has room or the connection is back.
+                    counters.inFlight.subtract(1, ordering: .relaxed)
                     queue.exchange(released: inFlight, held: sizes[index])
                 }
             }
@@ -296,8 +320,56 @@ final class Exporter: @unchecked Sendable {
         var complete = jsPubOptions()
         jsPubOptions_Init(&complete)
         complete.MaxWait = 2_000
-        publishRetries(&options)
+        if client.state == .connected { _ = republishIfNeeded(&options) }
         _ = js_PublishAsyncComplete(jetStream, &complete)
+    }
+
+    /// How long nats.c waits for a publish's acknowledgement (milliseconds); past it the
+    /// acknowledgement counts as failed and everything outstanding is published again.
+    static let acknowledgementWait: Int64 = 5_000
+
+    /// Durable: the exports published and not yet acknowledged, in export order.
+    private let outstanding = OutstandingPublishes()
+    /// The next export's index in ``outstanding`` (exporter thread).
+    private var nextExport: UInt64 = 1
+    /// Set when the connection broke or an acknowledgement failed: everything outstanding is to
+    /// be published again, in order, before anything new.
+    private let republishNeeded = Atomic<Bool>(false)
+
+    /// Publishes every outstanding export again, oldest first, if the connection broke or an
+    /// acknowledgement failed since the last time. Returns false if it could not finish (the
+    /// connection is down again); it starts over from the oldest next time.
+    ///
+    /// nats.c's own attempts are taken back first (`js_PublishAsyncGetPendingList`), so their
+    /// late acknowledgements or timeouts no longer count and its window of unacknowledged
+    /// publishes is free for the re-publish. The server drops what it had stored already (same
+    /// message id, within `duplicate_window`).
+    private func republishIfNeeded(_ options: inout jsPubOptions) -> Bool {
+        guard republishNeeded.exchange(false, ordering: .relaxed) else { return true }
+        var pending = natsMsgList()
+        // nats.c 3.4 makes its list of pending publishes at the first one and reads it without
+        // checking: asked before any publish it dereferences NULL.
+        let taken = nextExport > 1 ? js_PublishAsyncGetPendingList(&pending, jetStream) : NATS_NOT_FOUND
+        let exports = outstanding.restart()  // forgets the addresses before nats.c's copies are freed
+        if taken == NATS_OK { natsMsgList_Destroy(&pending) }
+        var index = 0
+        while index < exports.count {
+            switch publish(exports[index], &options, new: false) {
+            case .inFlight:
+                index += 1
+            case .failed:
+                // Refused for good (announced by `publish`): no longer held.
+                if let export = outstanding.giveUp(exports[index].index) { forget(export) }
+                index += 1
+            case .stalled:
+                if queue.isStopped { return false }
+            case .disconnected:
+                republishNeeded.store(true, ordering: .relaxed)
+                return false
+            }
+        }
+        if index > 0 { counters.republished.add(UInt64(index), ordering: .relaxed) }
+        return true
     }
 
     private func messageID(_ sequence: UInt64) -> String { "\(subjects.host):\(instance):\(sequence)" }
@@ -305,36 +377,51 @@ final class Exporter: @unchecked Sendable {
     private enum Published {
         /// nats.c has it until the stream acknowledges it (or the acknowledgement fails).
         case inFlight
-        /// Not published: the connection is down, or nats.c's window of unacknowledged publishes
-        /// is full. To be tried again.
-        case again
+        /// nats.c's window of unacknowledged publishes was full for its stall wait: try again.
+        case stalled
+        /// Not published: the connection is down or broke (everything outstanding is published
+        /// again before it).
+        case disconnected
         /// Refused for good, and announced.
         case failed
     }
 
-    /// Publishes asynchronously.
-    private func publish(_ subject: String, _ payload: [UInt8], id: String, _ options: inout jsPubOptions) -> Published {
-        let status = id.withCString { idPointer in
+    /// One attempt of `export`, asynchronously; `new`: its first (if it is not published, it is
+    /// not outstanding either).
+    private func publish(_ export: OutstandingPublishes.Export, _ options: inout jsPubOptions, new: Bool) -> Published {
+        var message: OpaquePointer?
+        let created = export.payload.withUnsafeBytes { bytes in
+            natsMsg_Create(&message, export.subject, nil, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
+        }
+        guard created == NATS_OK, let attempt = message else {
+            gaps.record(.publishFailed, count: 1, subject: export.subject, detail: BridgeError.text(created))
+            return .failed
+        }
+        outstanding.attach(export, attempt: attempt)
+        let status = export.id.withCString { idPointer in
             options.MsgId = idPointer
             defer { options.MsgId = nil }
-            return payload.withUnsafeBytes { bytes in
-                js_PublishAsync(jetStream, subject, bytes.baseAddress, Int32(bytes.count), &options)
-            }
+            return js_PublishMsgAsync(jetStream, &message, &options)
+        }
+        if status != NATS_OK {
+            // Not taken: the message is ours again.
+            outstanding.detach(attempt, forgetExport: new)
+            natsMsg_Destroy(attempt)
         }
         switch status {
         case NATS_OK:
-            counters.inFlight.add(1, ordering: .relaxed)
             return .inFlight
         case NATS_TIMEOUT:
-            return .again  // the window was full for StallWait: try again
+            return .stalled
         case NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED, NATS_NOT_YET_CONNECTED, NATS_INSUFFICIENT_BUFFER,
              NATS_IO_ERROR, NATS_STALE_CONNECTION:
-            // IO error: a write failed (its deadline passed on a hung server, the socket is shut)
-            // and nats.c has not started reconnecting yet. Published again after the reconnect.
-            queue.pause(0.05)
-            return .again
+            // Reconnecting (durable mode has no reconnect buffer: what went into it would reach
+            // the next server before the re-publish of older exports), or a write failed (its
+            // deadline passed on a hung server, the socket is shut) before nats.c noticed.
+            republishNeeded.store(true, ordering: .relaxed)
+            return .disconnected
         default:
-            gaps.record(.publishFailed, count: 1, subject: subject)
+            gaps.record(.publishFailed, count: 1, subject: export.subject, detail: BridgeError.text(status))
             return .failed
         }
     }
@@ -359,70 +446,53 @@ final class Exporter: @unchecked Sendable {
         }
     }
 
-    /// nats.c's reconnected callback: check the stream again before publishing.
+    /// nats.c's reconnected callback: check the stream again and publish everything outstanding
+    /// again before anything new.
     func reconnected() {
         needsStream.store(true, ordering: .relaxed)
+        republishNeeded.store(true, ordering: .relaxed)
         queue.wake()
     }
 
     let lastError = Mutex<String?>(nil)
 
-    private func publishRetries(_ options: inout jsPubOptions) {
-        let pending: [(subject: String, data: [UInt8], id: String)] = retries.withLock {
-            defer { retryList.removeAll() }
-            return retryList
-        }
-        var rest = pending[...]
-        while let first = rest.first {
-            guard client.state == .connected else { break }
-            // Its bytes are held since its first publish: until acknowledged or given up.
-            switch publish(first.subject, first.data, id: first.id, &options) {
-            case .inFlight: rest.removeFirst()
-            case .failed:
-                queue.release(Self.inFlightBytes(first.data.count))
-                rest.removeFirst()
-            case .again: break
-            }
-        }
-        if !rest.isEmpty { retries.withLock { retryList.insert(contentsOf: rest, at: 0) } }
+    /// The bytes an outstanding export held are released; it no longer counts as in flight.
+    private func forget(_ export: OutstandingPublishes.Export) {
+        counters.inFlight.subtract(1, ordering: .relaxed)
+        queue.release(Self.inFlightBytes(export.payload.count))
     }
 
-    /// nats.c's publish-acknowledgement callback (its reply subscription's thread): counts what
-    /// the stream stored and queues failed publishes to be published again. The bytes an
-    /// unacknowledged publish held are released, unless it is to be published again.
+    /// nats.c's publish-acknowledgement callback (its reply subscription's thread): an export the
+    /// stream stored is no longer outstanding; a failed acknowledgement has everything outstanding
+    /// published again, in order (``republishIfNeeded``). The answer to an attempt taken back
+    /// from nats.c is ignored.
     func acknowledged(_ message: OpaquePointer?, _ ack: UnsafeMutablePointer<jsPubAck>?, _ error: UnsafeMutablePointer<jsPubAckErr>?) {
-        counters.inFlight.subtract(1, ordering: .relaxed)
+        guard let attempt = message ?? error?.pointee.Msg else {
+            // nats.c always names the message (nats.h).
+            gaps.record(.publishFailed, count: 1, subject: "?", detail: "a publish was answered and nats.c did not say which")
+            return
+        }
         if let ack {
+            guard let export = outstanding.settle(attempt, stored: true) else { return }
             counters.exported.add(1, ordering: .relaxed)
             if ack.pointee.Duplicate { counters.duplicatesDroppedByServer.add(1, ordering: .relaxed) }
-            if let message { queue.release(Self.inFlightBytes(Int(natsMsg_GetDataLength(message)))) }
+            forget(export)
             return
         }
-        guard let error, let message = error.pointee.Msg ?? message else {
-            // nats.c always names the message (nats.h); without one, its bytes stay counted.
-            gaps.record(.publishFailed, count: 1, subject: "?", detail: "a publish failed and nats.c did not say which")
-            return
-        }
-        let subject = String(cString: natsMsg_GetSubject(message))
-        let length = Int(natsMsg_GetDataLength(message))
-        let data = natsMsg_GetData(message).map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
-        switch error.pointee.Err {
+        let status = error?.pointee.Err ?? NATS_ERR
+        switch status {
         case NATS_NO_RESPONDERS, NATS_TIMEOUT, NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED:
-            if error.pointee.Err == NATS_NO_RESPONDERS { needsStream.store(true, ordering: .relaxed) }  // no stream listens
-            // Not stored, or stored and the acknowledgement lost: publish again with the same id.
-            guard data.count >= 17 else {
-                queue.release(Self.inFlightBytes(length))
-                return
-            }
-            let sequence = data[9..<17].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
-            retries.withLock { retryList.append((subject, data, messageID(sequence))) }
+            // Not stored, or stored and the acknowledgement lost: everything outstanding is
+            // published again, oldest first, with the same ids.
+            guard outstanding.settle(attempt, stored: false) != nil else { return }
+            if status == NATS_NO_RESPONDERS { needsStream.store(true, ordering: .relaxed) }  // no stream listens
+            republishNeeded.store(true, ordering: .relaxed)
             queue.wake()
         default:
-            let text = error.pointee.ErrText.map { String(cString: $0) } ?? BridgeError.text(error.pointee.Err)
-            gaps.record(.publishFailed, count: 1, subject: subject, detail: text)
-            queue.release(Self.inFlightBytes(length))
+            guard let export = outstanding.settle(attempt, stored: true) else { return }
+            let text = error?.pointee.ErrText.map { String(cString: $0) } ?? BridgeError.text(status)
+            gaps.record(.publishFailed, count: 1, subject: export.subject, detail: text)
+            forget(export)
         }
     }
-
-    var retryCount: Int { retries.withLock { retryList.count } }
 }

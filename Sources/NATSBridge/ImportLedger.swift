@@ -9,10 +9,10 @@ import EventBusKit
 ///   acknowledged. The stream sequence, not the origin's, identifies a redelivery: it is unique
 ///   in the stream, while an exporter's re-send after a lost acknowledgement may land behind newer
 ///   events of the same origin.
-/// - `origins`: the last (instance, sequence) taken in per origin host, for status and to count
-///   events that arrive out of their origin's order (a re-send after a lost publish
-///   acknowledgement). Such events are posted — the server's message-id window has already
-///   dropped true duplicates.
+/// - `origins`: the last (instance, sequence) taken in per origin host, for status and to judge
+///   an event at or behind it (``OriginWindow``): a copy the stream stored twice is dropped, an
+///   event stored late is posted and counted as out of order. After a restart, an event at or
+///   behind the recorded origin position is a copy.
 ///
 /// Written (atomically, fsynced) *after* the batch it covers is posted on the bus, then the
 /// batch is acknowledged: the file never names an event the bus was not given, so a crash loses
@@ -59,6 +59,7 @@ struct ImportLedger: Equatable {
 
     /// Records an origin's event; returns false if it is not after the last one recorded for
     /// that host (arrived out of its origin's order).
+    @discardableResult
     mutating func record(host: String, instance: UInt64, sequence: UInt64) -> Bool {
         let position = Position(instance: instance, sequence: sequence)
         guard let last = origins[host] else {

@@ -11,11 +11,27 @@ struct JetStreamSetup {
     let subjects: Subjects
     let consumer: String
 
-    /// Creates the stream with the configured limits, or checks that an existing one of that
-    /// name stores this bridge's subjects (its limits are the operator's: logged, not changed).
-    /// Returns the stream's first and last sequence and a note on differing limits.
+    /// Checks that the stream exists and stores this bridge's subjects (its limits are the
+    /// operator's: logged, not changed), or creates it with the configured limits. Returns the
+    /// stream's first and last sequence and a note on differing limits.
+    ///
+    /// Asked first, created only if missing: in a cluster the stream's info is answered by its
+    /// leader, while a create goes to the meta leader — which, when the server that died was it,
+    /// answers nothing until the cluster elected another. Every host asks at each reconnect; a
+    /// create first cost a timeout (and a retry) each time, 6 to 10 s of stalled imports and
+    /// exports after a server death in the chaos test.
     @discardableResult
     func ensureStream() throws(BridgeError) -> (first: UInt64, last: UInt64, note: String?) {
+        var errorCode = jsErrCode(0)
+        var existing: UnsafeMutablePointer<jsStreamInfo>?
+        let lookup = js_GetStreamInfo(&existing, jetStream, durable.stream, nil, &errorCode)
+        if lookup == NATS_OK, let existing {
+            defer { jsStreamInfo_Destroy(existing) }
+            return try check(existing)
+        }
+        guard lookup == NATS_NOT_FOUND else {
+            throw BridgeError(.jetStream, "cannot find stream \(durable.stream): \(BridgeError.text(lookup))")
+        }
         var config = jsStreamConfig()
         jsStreamConfig_Init(&config)
         let name = strdup(durable.stream)!
@@ -23,7 +39,6 @@ struct JetStreamSetup {
         defer { free(name); free(subject) }
         var subjectList: [UnsafePointer<CChar>?] = [UnsafePointer(subject)]
         var info: UnsafeMutablePointer<jsStreamInfo>?
-        var errorCode = jsErrCode(0)
         let status = subjectList.withUnsafeMutableBufferPointer { list -> natsStatus in
             config.Name = UnsafePointer(name)
             config.Subjects = list.baseAddress
@@ -40,13 +55,18 @@ struct JetStreamSetup {
             defer { jsStreamInfo_Destroy(info) }
             return (info.pointee.State.FirstSeq, info.pointee.State.LastSeq, nil)
         }
-        // An existing stream of that name (with other settings): check it carries our subjects.
-        var existing: UnsafeMutablePointer<jsStreamInfo>?
-        let lookup = js_GetStreamInfo(&existing, jetStream, durable.stream, nil, &errorCode)
-        guard lookup == NATS_OK, let existing else {
+        // Made meanwhile by another host (with other settings): check it carries our subjects.
+        var made: UnsafeMutablePointer<jsStreamInfo>?
+        guard js_GetStreamInfo(&made, jetStream, durable.stream, nil, &errorCode) == NATS_OK, let made else {
             throw BridgeError(.jetStream, "cannot create or find stream \(durable.stream): \(BridgeError.text(status))")
         }
-        defer { jsStreamInfo_Destroy(existing) }
+        defer { jsStreamInfo_Destroy(made) }
+        return try check(made)
+    }
+
+    /// Checks an existing stream carries this bridge's subjects; notes limits other than the
+    /// configured ones.
+    private func check(_ existing: UnsafeMutablePointer<jsStreamInfo>) throws(BridgeError) -> (first: UInt64, last: UInt64, note: String?) {
         let stored = existing.pointee.Config.map { config in
             (0..<Int(config.pointee.SubjectsLen)).compactMap { config.pointee.Subjects[$0].map { String(cString: $0) } }
         } ?? []
@@ -54,8 +74,11 @@ struct JetStreamSetup {
             throw BridgeError(.jetStream, "stream \(durable.stream) exists but stores \(stored), not \(subjects.all); name another stream (bridge.nats.durable.stream) or add the subject to it")
         }
         var note: String?
+        let maxAge = durable.maxAge.clampedNanoseconds
+        let maxBytes = durable.maxBytes > 0 ? durable.maxBytes : -1
+        let maxMessages = durable.maxMessages > 0 ? durable.maxMessages : -1
         if let stored = existing.pointee.Config?.pointee,
-           stored.MaxAge != config.MaxAge || stored.MaxBytes != config.MaxBytes || stored.MaxMsgs != config.MaxMsgs {
+           stored.MaxAge != maxAge || stored.MaxBytes != maxBytes || stored.MaxMsgs != maxMessages {
             note = "stream \(durable.stream) exists with other limits (max age \(stored.MaxAge / 1_000_000_000) s, max bytes \(stored.MaxBytes), max msgs \(stored.MaxMsgs)); kept as they are"
         }
         return (existing.pointee.State.FirstSeq, existing.pointee.State.LastSeq, note)
@@ -84,6 +107,7 @@ struct JetStreamSetup {
         config.AckWait = durable.ackWait.clampedNanoseconds
         config.FilterSubject = UnsafePointer(filterSubject)
         config.MaxAckPending = 20_000
+        config.Replicas = Int64(durable.consumerReplicas)
         var info: UnsafeMutablePointer<jsConsumerInfo>?
         let added = js_AddConsumer(&info, jetStream, durable.stream, &config, nil, &errorCode)
         guard added == NATS_OK else {

@@ -86,6 +86,9 @@ public final class NATSBridge: @unchecked Sendable {
             }
             options.PublishAsync.AckHandlerClosure = Unmanaged.passRetained(ackClosure).toOpaque()
             options.PublishAsync.StallWait = 100
+            // JetStream API requests (stream info, consumer create): a request lost with a server
+            // that died is retried after 2 s instead of nats.c's 5.
+            options.Wait = 2_000
             // nats.c builds its API prefix from the domain while making the context.
             let domain = config.durable?.domain.map { strdup($0)! }
             defer { free(domain) }
@@ -230,8 +233,7 @@ public final class NATSBridge: @unchecked Sendable {
         let origins = current.durable?.origins.withLock { $0 } ?? [:]
         var statistics = BridgeStatistics(
             host: config.host, mode: config.durable == nil ? "core" : "durable", state: state, servers: config.servers,
-            exported: counters.exported.load(ordering: .relaxed), exportQueued: (current.queue?.count ?? 0) + (current.exporter?.retryCount ?? 0)
-                + (current.exporter?.holding.load(ordering: .relaxed) ?? 0),
+            exported: counters.exported.load(ordering: .relaxed), exportQueued: (current.queue?.count ?? 0) + (current.exporter?.holding.load(ordering: .relaxed) ?? 0),
             exportInFlight: counters.inFlight.load(ordering: .relaxed), exportQueuedBytes: max(0, current.queue?.bytes ?? 0),
             imported: counters.imported.load(ordering: .relaxed),
             importLag: counters.importLag.load(ordering: .relaxed), echoesDropped: counters.echoesDropped.load(ordering: .relaxed),
@@ -243,6 +245,7 @@ public final class NATSBridge: @unchecked Sendable {
             origins: origins.mapValues { ($0.instance, $0.sequence) },
             lastError: current.durable?.lastError.withLock { $0 } ?? current.exporter?.lastError.withLock { $0 })
         statistics.importUnrecorded = counters.importUnrecorded.load(ordering: .relaxed)
+        statistics.exportRepublished = counters.republished.load(ordering: .relaxed)
         return statistics
     }
 }

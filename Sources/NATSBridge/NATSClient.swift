@@ -105,7 +105,11 @@ final class NATSClient: @unchecked Sendable {
         try BridgeError.check(natsOptions_SetSendAsap(options, config.sendAsap), .options, "send asap")
         // Reconnect forever; the wait between attempts comes from `reconnectDelay`.
         try BridgeError.check(natsOptions_SetMaxReconnect(options, -1), .options, "max reconnect")
-        try BridgeError.check(natsOptions_SetReconnectBufSize(options, Int32(clamping: config.reconnectBufferBytes)), .options, "reconnect buffer")
+        // Durable mode keeps no reconnect buffer (0: nats.c 3.4 refuses every publish while
+        // reconnecting): what it held would reach the next server first, ahead of the exporter's
+        // re-publish of older unacknowledged exports, and be stored out of order.
+        let reconnectBuffer = config.durable == nil ? Int32(clamping: config.reconnectBufferBytes) : 0
+        try BridgeError.check(natsOptions_SetReconnectBufSize(options, reconnectBuffer), .options, "reconnect buffer")
         try BridgeError.check(natsOptions_SetMaxPendingMsgs(options, Int32(clamping: config.pendingLimit)), .options, "pending limit")
         try BridgeError.check(natsOptions_SetPingInterval(options, config.pingInterval.milliseconds), .options, "ping interval")
         try BridgeError.check(natsOptions_SetMaxPingsOut(options, Int32(clamping: config.maxPingsOut)), .options, "max pings out")

@@ -93,8 +93,9 @@ struct BridgeBytesInProcessTests {
         func dropped() -> Int {
             gapEvents.value.compactMap(BridgeGap.init).filter { $0.kind == .exportOverflow }.reduce(0) { $0 + ($1.dropped ?? 0) }
         }
-        // Waiting, in the exporter's hands, or published and unacknowledged: five of 50 kB fit
-        // in 256 KiB, all others are dropped and announced. (With the write deadline, a frozen
+        // Waiting, in the exporter's hands, or published and unacknowledged (held twice: nats.c's
+        // message and the exporter's copy to publish again): two to five of 50 kB fit in 256 KiB,
+        // all others are dropped and announced. (With the write deadline, a frozen
         // server's connection may break while these are posted, and a few more have been kept:
         // up to 9 of 300 in one CI run. Counting the unacknowledged ones is what keeps it near 5:
         // without it, 15 were kept, out of order.)
@@ -103,7 +104,7 @@ struct BridgeBytesInProcessTests {
         func large() -> [Int64] { received.value.filter { $0.name == "app.large" }.compactMap { $0["n"]?.intValue } }
         #expect(await eventually { large().count + dropped() == 300 }, "received \(large().count), dropped \(dropped()); \(a.statistics)")
         try await Task.sleep(for: .seconds(1))  // a duplicate or a later announcement would come now
-        #expect(large() == Array(1...Int64(large().count)) && large().count >= 5, "the first ones kept, in order: \(large())")
+        #expect(large() == Array(1...Int64(large().count)) && large().count >= 2, "the first ones kept, in order: \(large())")
         #expect(large().count + dropped() == 300)
         // Every byte held was released: by the acknowledgements, or by the publishes again after them.
         #expect(await eventually { a.statistics.exportQueuedBytes == 0 && a.statistics.exportInFlight == 0 }, "\(a.statistics)")

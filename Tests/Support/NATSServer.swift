@@ -52,6 +52,14 @@ public final class NATSServer: @unchecked Sendable {
     public func suspend() { kill(pid, SIGSTOP) }
     public func resume() { kill(pid, SIGCONT) }
 
+    /// SIGKILL — a server that dies at an instant, with whatever it had not written — then waits
+    /// for it to exit.
+    public func sigkill() {
+        guard process.isRunning else { return }
+        kill(pid, SIGKILL)
+        process.waitUntilExit()
+    }
+
     /// SIGTERM, then waits for it to exit.
     public func stop() {
         guard process.isRunning else { return }

@@ -31,7 +31,7 @@ import Testing
                 import: [">"]
                 ping_interval: 5s
                 write_deadline: 500ms
-                durable: {stream: FLEET, max_age: 2h, max_bytes: 1000000, max_msgs: 500, ack_wait: 10s, start: all, js_domain: hub}
+                durable: {stream: FLEET, max_age: 2h, max_bytes: 1000000, max_msgs: 500, ack_wait: 10s, start: all, js_domain: hub, replicas: 3, consumer_replicas: 3}
             """).get()
         let bridge = try #require(config.bridge)
         #expect(bridge.servers == ["nats://10.0.0.5:4222", "nats://10.0.0.6:4222"])
@@ -46,6 +46,7 @@ import Testing
         #expect(durable.stream == "FLEET" && durable.maxAge == .seconds(7200) && durable.maxBytes == 1_000_000)
         #expect(durable.maxMessages == 500 && durable.ackWait == .seconds(10) && durable.startAtBeginning)
         #expect(durable.domain == "hub")
+        #expect(durable.replicas == 3 && durable.consumerReplicas == 3)
     }
 
     @Test func theHostDefaultsToTheHostname() throws {
@@ -56,6 +57,7 @@ import Testing
         #expect(config.bridge?.durable == nil)
         let durable = try load("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    durable: {}\n").get()
         #expect(durable.bridge?.durable?.domain == nil)
+        #expect(durable.bridge?.durable?.consumerReplicas == 1)
     }
 
     @Test func theBridgesByteBoundsAreSizes() throws {
@@ -130,6 +132,12 @@ import Testing
         let domain = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    durable:\n      js_domain: hub.eu\n")
         #expect(domain.line == 6 && domain.key == "bridge.nats.durable.js_domain")
         #expect(domain.message.contains("no '.', '*', '>' or whitespace"))
+
+        let consumerReplicas = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    durable:\n      consumer_replicas: 7\n")
+        #expect(consumerReplicas.line == 6 && consumerReplicas.key == "bridge.nats.durable.consumer_replicas")
+        #expect(consumerReplicas.message.contains("0 (the stream's replicas) to 5"))
+        let negative = try error("bridge:\n  nats:\n    servers: [nats://a:1]\n    import: [\">\"]\n    durable: {consumer_replicas: -1}\n")
+        #expect(negative.line == 5 && negative.key == "bridge.nats.durable.consumer_replicas")
 
         let kind = try error("bridge:\n  kafka: {}\n")
         #expect(kind.key == "bridge.kafka" && kind.message.contains("expected one of: nats"))
