@@ -149,6 +149,8 @@ struct BridgeChaosTests {
                 } else if await settle(timeout: .seconds(120), { alphaTail.last("gamma") > mark }) {
                     stalls.append(String(format: "n%d down %.1f s, imports back %.1f s after its restart",
                                          index + 1, seconds(killed.duration(to: restarted)), seconds(restarted.duration(to: .now))))
+                } else if let crashed = crashedInNATS([alpha, gamma, beta]) {
+                    return recordNATSCrash(of: crashed)
                 } else {
                     Issue.record("alpha took in nothing of gamma's after n\(index + 1)'s restart\nalpha: \(alpha.daemon?.output.suffix(3000) ?? "")\n\(servers.output)")
                 }
@@ -162,6 +164,7 @@ struct BridgeChaosTests {
                 && Set(lives.flatMap { $0.numbers("alpha") }).count >= expected.alpha
                 && Set(lives.flatMap { $0.numbers("gamma") }).count >= expected.gamma
         }
+        if !complete, let crashed = crashedInNATS([alpha, gamma, beta]) { return recordNATSCrash(of: crashed) }
         #expect(complete, """
             alpha has \(alphaTail.count("gamma")) of gamma's \(expected.gamma), gamma \(gammaTail.count("alpha")) of alpha's \(expected.alpha)
             alpha status: \(alpha.bridgeStatus as Any)
@@ -193,6 +196,23 @@ struct BridgeChaosTests {
             \(alpha.count("export_republished"))/\(gamma.count("export_republished")); \(stalls.joined(separator: "; "))
             """)
         for host in [alpha, gamma, beta] { await host.kill(SIGTERM) }
+    }
+}
+
+/// The host whose eventbusd crashed inside libnats, if one did: nats.c 3.4.1 (Debian 12's) can
+/// crash in its own code after a reconnect (docs/fleet.md, "The crash"; fixed upstream in 3.6.1).
+private func crashedInNATS(_ hosts: [BridgedHost]) -> String? {
+    hosts.first { host in
+        guard let output = host.daemon?.output else { return false }
+        return output.contains(" crashed:") && output.contains("libnats")
+    }?.name
+}
+
+/// Records that crash as the known, intermittent issue it is — not hidden, not a failure of
+/// the bridge's promise — and the run ends: its other checks mean nothing without that host.
+private func recordNATSCrash(of host: String) {
+    withKnownIssue("nats.c 3.4.1 crashed \(host)'s eventbusd in its own code (docs/fleet.md, The crash)", isIntermittent: true) {
+        Issue.record("\(host) crashed inside libnats")
     }
 }
 
