@@ -123,8 +123,14 @@ extension Production {
                 try await container.write("/etc/eventbus/eventbus.yaml", config() + "\nsources: [unclosed\n")
                 let refused = try await container.sh("systemctl reload eventbusd")
                 await check(refused.status != 0, "reload of a config with a syntax error fails: \(refused.output)", in: container)
-                // ExecReload's output (the eventbus CLI's) names the config file and its error.
-                let said = try await container.sh("journalctl -u eventbusd _COMM=eventbus -o cat").output
+                // ExecReload's output (the eventbus CLI's) names the config file and its error. By
+                // the identifier systemd gave its output stream, not _COMM: journald may not read
+                // the command name of a process that has already exited. Polled: the stream's
+                // lines reach the journal a moment after the reload returned.
+                let said = try await container.sh("""
+                    for i in $(seq 50); do out=$(journalctl -u eventbusd SYSLOG_IDENTIFIER=eventbus -o cat); \
+                    case "$out" in *eventbus.yaml*) break;; esac; sleep 0.2; done; echo "$out"
+                    """).output
                 await check(said.contains("eventbus.yaml"), "the refused reload says what is wrong with the config: \(said)", in: container)
                 let state = try await container.property("ActiveState"), pidAfter = try await container.property("MainPID")
                 await check(state == "active" && pidAfter == pid,
