@@ -70,7 +70,14 @@ import TestSupport
         let scrapes = 20
         for _ in 0..<scrapes {
             let start = ContinuousClock.now
-            let answer = try await blocking { try http(port, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n") }
+            var answer = try await blocking { try http(port, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n") }
+            if answer.isEmpty {
+                // Closed unanswered: evicted as a connection without a head, which on a starved
+                // machine this client can be between its connect and its send — as slowloris
+                // looks. A scraper asks again (Prometheus at its next interval); a 503 would
+                // have been an answer, and counts against the listener.
+                answer = try await blocking { try http(port, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n") }
+            }
             let elapsed = ContinuousClock.now - start
             slowest = max(slowest, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
             if answer.hasPrefix("HTTP/1.1 200 OK") { answered += 1 }
