@@ -83,22 +83,14 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
                     .event(source: id))
                 return
             }
-            var thread = pthread_t()
-            let context = Unmanaged.passRetained(MonitorStart(source: self, bus: bus))
-            let result = pthread_create(&thread, nil, { raw in
-                let start = Unmanaged<MonitorStart>.fromOpaque(raw!).takeRetainedValue()
-                start.source.run(bus: start.bus)
-                return nil
-            }, context.toOpaque())
-            guard result == 0 else {
-                context.release()
+            switch startDetachedThread({ self.run(bus: bus) }) {
+            case .success(let thread):
+                phase = .running(thread)
+            case .failure(let error):
                 phase = .stopped
-                bus.post(DeviceNotice(kind: .error, message: "cannot start a monitor thread: \(String(cString: strerror(result)))")
+                bus.post(DeviceNotice(kind: .error, message: "cannot start a monitor thread: \(String(cString: strerror(error.errno)))")
                     .event(source: id))
-                return
             }
-            pthread_detach(thread)
-            phase = .running(thread)
         }
     }
 
@@ -166,15 +158,6 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
             for greeting in greetings.withLock({ waiting in defer { waiting.removeAll() }; return waiting }) {
                 loop.postSnapshot(to: greeting)
             }
-        }
-    }
-
-    private final class MonitorStart {
-        let source: DeviceSource
-        let bus: Bus
-        init(source: DeviceSource, bus: Bus) {
-            self.source = source
-            self.bus = bus
         }
     }
 }

@@ -89,22 +89,13 @@ final class JournalSource: EventSource, @unchecked Sendable {
         stateLock.withLock {
             // The bus may stop a source before starting it when its only subscriber cancels at once.
             guard case .idle = state else { return }
-            var thread = pthread_t()
             let stage = JournalPostingStage(source: id, bus: bus, lag: lag)
-            let context = Unmanaged.passRetained(ReaderStart(source: self, bus: bus, stage: stage))
-            let result = pthread_create(&thread, nil, { raw in
-                let start = Unmanaged<ReaderStart>.fromOpaque(raw!).takeRetainedValue()
-                start.source.run(bus: start.bus, stage: start.stage)
-                return nil
-            }, context.toOpaque())
-            guard result == 0 else {
-                context.release()
+            if case .failure(let error) = startDetachedThread({ self.run(bus: bus, stage: stage) }) {
                 state = .stopped
-                bus.post(JournalStatus(state: .failed, reason: "cannot start a reader thread: \(journalErrorText(result))")
+                bus.post(JournalStatus(state: .failed, reason: "cannot start a reader thread: \(journalErrorText(error.errno))")
                     .event(source: id))
                 return
             }
-            pthread_detach(thread)
             state = .running(stage)
             configuration.lags?.add(lag)
         }
@@ -302,18 +293,6 @@ final class JournalSource: EventSource, @unchecked Sendable {
     private func fail(_ reason: String, _ stage: JournalPostingStage) {
         post(JournalStatus(state: .failed, reason: reason), stage)
         while !isStopping { wake.wait() }
-    }
-}
-
-/// What the reader thread starts with.
-private final class ReaderStart {
-    let source: JournalSource
-    let bus: Bus
-    let stage: JournalPostingStage
-    init(source: JournalSource, bus: Bus, stage: JournalPostingStage) {
-        self.source = source
-        self.bus = bus
-        self.stage = stage
     }
 }
 
