@@ -245,7 +245,7 @@ let package = Package(
         // EventBusHostTests.)
         .testTarget(
             name: "NATSBridgeTests",
-            dependencies: ["TestSupport", "NATSBridge", .product(name: "EventBusKit", package: "EventBusKit"),
+            dependencies: ["TestSupport", "NATSBridge", "CNATS", .product(name: "EventBusKit", package: "EventBusKit"),
                            .product(name: "Logging", package: "swift-log")]
         ),
         // The built-in sources against the real OS: a private journald, real inotify.

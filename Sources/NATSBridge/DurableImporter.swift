@@ -4,8 +4,8 @@ import Foundation
 import Logging
 import Synchronization
 
-/// Durable-mode imports: this host's durable consumer on the stream, read by a pull
-/// subscription on the importer's own thread — the thread that posts imports into the bus.
+/// Durable-mode imports: this host's durable consumer on the stream, pulled from
+/// (``ConsumerPull``) on the importer's own thread — the thread that posts imports into the bus.
 ///
 /// Per batch (at most 256 messages and ``batchBytes``, or one larger message): drop redeliveries
 /// (stream sequence ≤ the ledger's), echoes and names no import pattern wants; post the events as
@@ -19,16 +19,14 @@ import Synchronization
 /// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
 /// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
 ///
-/// Each bind makes a new pull subscription: messages the old consumer still sends to the old one
+/// Each bind makes a new pull inbox: messages the old consumer still sends to the old one
 /// (a fetch answered as the link went down) must not reach the ledger, where one with a higher
 /// stream sequence would make the new consumer's earlier messages look like redeliveries. The old
 /// subscription is unsubscribed at once but destroyed only 10 s later (``retirement``, checked
 /// at later binds), or once the connection is closed (``release()``): nats.c 3.4 (Debian 12)
 /// frees memory twice or reads freed memory when a subscription is freed while its read loop
-/// still hands it a message it looked up (nats.c #637, fixed in 3.6.1). Destroying the old one
-/// at the next bind was not enough: right after a reconnect a fetch can find a delivery that
-/// went nowhere and bind again within milliseconds, and the chaos test's cluster runs aborted
-/// with glibc's "double free or corruption" there.
+/// still hands it a message it looked up (nats.c #637, fixed in 3.6.1); right after a reconnect
+/// a fetch can find a delivery that went nowhere and bind again within milliseconds.
 final class DurableImporter: @unchecked Sendable {
     // @unchecked: `ledger`, `window`, `subscription`, `retired`, `hasPosition` are touched
     // only on the importer thread, and by `release` once it has ended;
@@ -64,7 +62,7 @@ final class DurableImporter: @unchecked Sendable {
     private var writeFailing = false
     /// The consumer sequence its next first delivery must carry (1 after each bind).
     private var nextDelivery: UInt64 = 1
-    private var subscription: OpaquePointer?
+    private var pull: ConsumerPull?
     /// Subscriptions replaced at a bind, unsubscribed then, destroyed once ``retirement`` has
     /// passed (or by `release`), for the reason above.
     private var retired: [(subscription: OpaquePointer, since: ContinuousClock.Instant)] = []
@@ -123,9 +121,9 @@ final class DurableImporter: @unchecked Sendable {
     /// hand them a message) and the importer thread has ended (it is their user).
     func release() {
         guard ended else { return }
-        for replaced in retired.map(\.subscription) + [subscription].compactMap({ $0 }) { natsSubscription_Destroy(replaced) }
+        for replaced in retired.map(\.subscription) + [pull?.subscription].compactMap({ $0 }) { natsSubscription_Destroy(replaced) }
         retired = []
-        subscription = nil
+        pull = nil
     }
 
     /// The bytes a fetch asks the server for at most (its `max_bytes`), so a batch of large
@@ -134,32 +132,10 @@ final class DurableImporter: @unchecked Sendable {
     /// MaxBytes" and fetched by itself (``fetch(_:alone:)``).
     static let batchBytes: Int64 = 4 << 20
 
-    /// One fetch: up to 256 messages and ``batchBytes``, waiting at most 250 ms for the first
-    /// (`NoWait`: nats.c 3.4 then returns what it has as soon as messages came, like
-    /// `natsSubscription_Fetch`, instead of waiting for the whole batch); `alone`, one message of
-    /// any size.
-    private func fetch(_ list: inout natsMsgList, alone: Bool) -> natsStatus {
-        var request = jsFetchRequest()
-        jsFetchRequest_Init(&request)
-        request.Batch = alone ? 1 : 256
-        request.MaxBytes = alone ? 0 : Self.batchBytes
-        request.NoWait = true
-        request.Expires = 250 * 1_000_000
-        return natsSubscription_FetchRequest(&list, subscription, &request)
-    }
-
-    /// Whether this thread's last nats.c error is the server's 409 for a message larger than a
-    /// fetch's `max_bytes` (nats.c 3.4 returns it as `NATS_ERR` with the server's text).
-    private static func exceededMaxBytes() -> Bool {
-        guard let text = nats_GetLastError(nil) else { return false }
-        return String(cString: text).contains("Exceeds MaxBytes")
-    }
-
     private func run() {
-        var list = natsMsgList()
         var alone = false
         while !stopping.load(ordering: .relaxed) {
-            if needsRebind.load(ordering: .relaxed) || subscription == nil {
+            if needsRebind.load(ordering: .relaxed) || pull == nil {
                 guard client.state == .connected else { Thread.sleep(forTimeInterval: 0.05); continue }
                 needsRebind.store(false, ordering: .relaxed)
                 do {
@@ -174,22 +150,24 @@ final class DurableImporter: @unchecked Sendable {
                 }
             }
             recordSettled()
-            let status = fetch(&list, alone: alone)
-            if !alone, status != NATS_OK, status != NATS_TIMEOUT, Self.exceededMaxBytes() {
+            guard let pull else { continue }
+            // Up to 256 messages and ``batchBytes``, waiting at most 250 ms; `alone`: the next
+            // message, of any size.
+            let outcome = pull.fetch(batch: alone ? 1 : 256, maxBytes: alone ? 0 : Self.batchBytes, wait: .milliseconds(250))
+            alone = false
+            switch outcome {
+            case .messages(let messages):
+                take(messages, from: pull)
+                messages.forEach { natsMsg_Destroy($0) }
+            case .nothing:
+                continue
+            case .tooLarge:
                 // The next message is larger than a batch's bytes: the server left it for a
                 // fetch of its own.
                 alone = true
-                continue
-            }
-            alone = false
-            switch status {
-            case NATS_OK:
-                take(list)
-                natsMsgList_Destroy(&list)
-            case NATS_TIMEOUT:
-                continue
-            default:
-                // A closed or lost connection: re-bind once it is back.
+            case .failed(let reason):
+                // A closed or lost connection, or a consumer gone: re-bind once it is back.
+                if client.state == .connected { logger.notice("bridge: \(reason); binding to the consumer again") }
                 needsRebind.store(true, ordering: .relaxed)
                 Thread.sleep(forTimeInterval: 0.05)
             }
@@ -204,11 +182,11 @@ final class DurableImporter: @unchecked Sendable {
             natsSubscription_Destroy(oldest.subscription)
             retired.removeFirst()
         }
-        if let subscription {
-            natsSubscription_Unsubscribe(subscription)
-            retired.append((subscription, .now))
+        if let pull {
+            natsSubscription_Unsubscribe(pull.subscription)
+            retired.append((pull.subscription, .now))
         }
-        subscription = nil
+        pull = nil
         let (first, last, note) = try setup.ensureStream()
         if let note { logger.notice("bridge: \(note)") }
         if !hasPosition {
@@ -227,7 +205,8 @@ final class DurableImporter: @unchecked Sendable {
             gaps.record(.streamExpired, count: Int(first - 1 - ledger.streamSequence), subject: filter)
         }
         try setup.placeConsumer(startSequence: ledger.streamSequence + 1, filter: filter)
-        subscription = try setup.pullSubscribe(filter: filter)
+        pull = try ConsumerPull(connection: client.connection, stream: setup.durable.stream, consumer: setup.consumer,
+                                domain: setup.durable.domain)
         nextDelivery = 1
         logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(setup.consumer), \(filter))")
     }
@@ -238,13 +217,12 @@ final class DurableImporter: @unchecked Sendable {
         gaps.record(.importRefused, count: 1, subject: subject, detail: reason)
     }
 
-    private func take(_ list: natsMsgList) {
+    private func take(_ messages: [OpaquePointer], from pull: ConsumerPull) {
         var events: [Event] = []
         let before = ledger
         var lag: UInt64 = 0
-        var taken = Int(list.Count)  // what is acknowledged: up to a missed delivery, if any
-        for index in 0..<Int(list.Count) {
-            guard let message = list.Msgs[index] else { continue }
+        var taken = messages.count  // what is acknowledged: up to a missed delivery, if any
+        for (index, message) in messages.enumerated() {
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
             guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
                 counters.malformed.add(1, ordering: .relaxed)
@@ -331,9 +309,7 @@ final class DurableImporter: @unchecked Sendable {
         recordSettled()
         // The acknowledgements only spare the server redeliveries: each bind re-creates the
         // consumer from the recorded position.
-        for index in 0..<taken {
-            if let message = list.Msgs[index] { _ = natsMsg_Ack(message, nil) }
-        }
+        messages.prefix(taken).forEach(pull.acknowledge)
         counters.importLag.store(lag, ordering: .relaxed)
     }
 

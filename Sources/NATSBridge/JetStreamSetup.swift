@@ -115,22 +115,4 @@ struct JetStreamSetup {
         }
         jsConsumerInfo_Destroy(info)
     }
-
-    /// A pull subscription bound to this host's durable consumer (which must exist).
-    func pullSubscribe(filter: String) throws(BridgeError) -> OpaquePointer {
-        var errorCode = jsErrCode(0)
-        var subscribeOptions = jsSubOptions()
-        jsSubOptions_Init(&subscribeOptions)
-        let stream = strdup(durable.stream)!
-        let durableName = strdup(consumer)!
-        defer { free(stream); free(durableName) }
-        subscribeOptions.Stream = UnsafePointer(stream)
-        subscribeOptions.Consumer = UnsafePointer(durableName)
-        var subscription: OpaquePointer?
-        let bound = js_PullSubscribe(&subscription, jetStream, filter, consumer, nil, &subscribeOptions, &errorCode)
-        guard bound == NATS_OK, let subscription else {
-            throw BridgeError(.jetStream, "cannot bind to consumer \(consumer): \(BridgeError.text(bound))")
-        }
-        return subscription
-    }
 }

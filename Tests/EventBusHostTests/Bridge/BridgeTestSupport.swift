@@ -51,6 +51,15 @@ final class BridgedHost: @unchecked Sendable {
     }
 
     var bridgeStatus: JSON? { (try? ask(socket, ["op": "status"]))?["bridge"] }
+
+    /// Whether the daemon still runs, and if not how it ended with the end of its output: what a
+    /// failure's message needs when a host stopped answering.
+    var health: String {
+        guard let daemon else { return "\(name): not started" }
+        if daemon.process.isRunning { return "\(name): running (pid \(daemon.process.processIdentifier))" }
+        let how = daemon.process.terminationReason == .uncaughtSignal ? "killed by signal" : "exited with"
+        return "\(name): \(how) \(daemon.process.terminationStatus); its output ends:\n\(daemon.output.suffix(4000))"
+    }
     func count(_ key: String) -> Int64 { bridgeStatus?[key]?.intValue ?? -1 }
 }
 
