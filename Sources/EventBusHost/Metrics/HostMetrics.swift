@@ -143,7 +143,7 @@ final class HostMetrics: Sendable {
             scrape.gauge("eventbus_bus_subscriptions", help: "Subscriptions on the bus.", value: Double(bus.subscriptions))
             var running: [String: Int] = [:]
             for id in bus.sources.keys { running[String(id.prefix { $0 != ":" }), default: 0] += 1 }
-            for kind in ["timer", "files", "journal"] {
+            for kind in ["timer", "files", "journal", "devices", "units"] {
                 scrape.gauge("eventbus_sources_running", help: "Shared sources running, by kind.",
                              labels: [("kind", kind)], value: Double(running[kind] ?? 0))
             }

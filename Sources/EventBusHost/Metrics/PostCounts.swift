@@ -15,15 +15,15 @@ import Synchronization
 /// place every event passes. The count is a few string comparisons, two relaxed atomic
 /// stores and (for an event of three fields or more) one lookup of `@origin.host` per event,
 /// on the loop, with no lock. Labels stay bounded: the kind is one of
-/// ``kinds`` (sources are named `timer:…`, `files:…`, `journal:…`, `devices:…`; events modules post carry
+/// ``kinds`` (sources are named `timer:…`, `files:…`, `journal:…`, `devices:…`, `units:…`; events modules post carry
 /// the module's name, counted as `module`), never the event's own name.
 public final class PostCounts: @unchecked Sendable {
     // @unchecked: `subscription` is guarded by `lock`; the counts are atomics.
-    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus", "imported", "devices"]
+    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus", "imported", "devices", "units"]
     /// The index of `imported` in ``kinds``.
     static let importedKind = 8
     /// Events whose only job is to say something was lost or went wrong.
-    static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed", "devices.gap", "devices.error"]
+    static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed", "devices.gap", "devices.error", "units.gap"]
 
     private let posted: [Count]
     private let noticed: [Count]
@@ -76,6 +76,7 @@ public final class PostCounts: @unchecked Sendable {
         case "module.failed": 6
         case "devices.gap": 7
         case "devices.error": 8
+        case "units.gap": 9
         default: nil
         }
         if let notice { (imported ? importedNoticed : noticed)[notice].bump() }
@@ -99,6 +100,7 @@ public final class PostCounts: @unchecked Sendable {
         case UInt8(ascii: "e") where source == "eventbusd": return 6
         case UInt8(ascii: "b") where source == "bus": return 7
         case UInt8(ascii: "d") where source.hasPrefix("devices:"): return 9
+        case UInt8(ascii: "u") where source.hasPrefix("units:"): return 10
         default: return 5
         }
     }
