@@ -127,6 +127,10 @@ printf 'module COpenCombineHelpers {\n    umbrella header "%s"\n    export *\n}\
   > "$lib/sdk/include/COpenCombineHelpers/module.modulemap"
 
 install -m 0644 packaging/deb/eventbus.yaml "$stage/etc/eventbus/eventbus.yaml"
+# Prometheus alert rules (with their promtool tests) and a Grafana dashboard for the metrics.
+install -d "$stage/usr/share/eventbus/monitoring"
+install -m 0644 packaging/monitoring/eventbus-alerts.yml packaging/monitoring/eventbus-alerts.test.yml \
+  packaging/monitoring/eventbus-dashboard.json "$stage/usr/share/eventbus/monitoring/"
 # The units as examples/ has them for a /usr/local install, pointed at where the package puts things.
 for unit in eventbusd.service eventbusd.socket; do
   sed -e 's|/usr/local/bin/|/usr/bin/|g' -e 's|/usr/local/share/doc/|/usr/share/doc/|g' "examples/$unit" > "$stage/lib/systemd/system/$unit"

@@ -16,7 +16,8 @@ import TestSupport
         let socket: String
         let port: UInt16
 
-        init(isolation: String = "none") async throws {
+        /// `more`: further top-level config (sources, a bridge…).
+        init(isolation: String = "none", more: String = "") async throws {
             directory = try TemporaryDirectory()
             port = try freeLoopbackPort()
             let (yaml, socket) = controlConfig(directory, rest: """
@@ -27,6 +28,7 @@ import TestSupport
                   thrower:
                     path: \(BuildProducts.fixture("FixtureThrowingHandler"))
                     isolation: \(isolation)
+                \(more)
                 """)
             self.socket = socket
             daemon = try await DaemonProcessTests.Daemon.running(yaml, in: directory)

@@ -1,3 +1,4 @@
+import ControlProtocol
 import Foundation
 
 /// A loopback TCP port nobody listens on now: bound to port 0, read back, released. (Another
@@ -76,4 +77,52 @@ func sampleValue(_ text: String, _ series: String) -> Double? {
         return Double(line.dropFirst(series.count + 1))
     }
     return nil
+}
+
+/// A real Prometheus (Debian's `prometheus` package, which `.ci/setup` installs) with a config
+/// of the test's, on a free loopback port, its data and log in `directory`; stopped at deinit.
+final class PrometheusServer {
+    static let path = "/usr/bin/prometheus"
+    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: path) }
+
+    let port: UInt16
+    let logPath: String
+    private let process = Process()
+
+    init(config yaml: String, in directory: TemporaryDirectory) throws {
+        port = try freeLoopbackPort()
+        let config = try directory.write("prometheus-\(port).yml", yaml)
+        logPath = try directory.write("prometheus-\(port).log", "")
+        process.executableURL = URL(fileURLWithPath: Self.path)
+        process.arguments = ["--config.file=\(config)", "--storage.tsdb.path=\(directory.path)/tsdb-\(port)",
+                             "--web.listen-address=127.0.0.1:\(port)"]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardError = process.standardOutput
+        try process.run()
+    }
+
+    deinit {
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The JSON body of a GET of its HTTP API (`/api/v1/…`), nil while it does not answer.
+    func get(_ path: String) -> JSON? {
+        guard let answer = try? http(port, "GET \(path) HTTP/1.0\r\n\r\n"),
+              let body = answer.range(of: "\r\n\r\n").map({ answer[$0.upperBound...] }) else { return nil }
+        return try? JSON.parse(String(body))
+    }
+
+    /// The answer to an instant query: `status` and `data`, or `error`.
+    func query(_ query: String) -> JSON? {
+        get("/api/v1/query?query=\(query.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
+    }
+
+    /// The value of the first series an instant query gives now (nil: no such series yet).
+    func value(_ query: String) -> String? {
+        self.query(query)?["data"]?["result"]?.arrayValue?.first?["value"]?.arrayValue?.last?.stringValue
+    }
 }

@@ -40,14 +40,12 @@ import TestSupport
     }
 
     @Test func aRealPrometheusScrapesEventbusdAndSeesTheCounterMove() async throws {
-        let prometheus = "/usr/bin/prometheus"
-        guard FileManager.default.isExecutableFile(atPath: prometheus) else {
-            print("skipped: \(prometheus) is not installed (Debian's prometheus package, installed by .ci/setup, could not be installed here)")
+        guard PrometheusServer.isInstalled else {
+            print("skipped: \(PrometheusServer.path) is not installed (Debian's prometheus package, installed by .ci/setup, could not be installed here)")
             return
         }
         let host = try await MetricsDaemonTests.Host()
-        let web = try freeLoopbackPort()
-        let config = try host.directory.write("prometheus.yml", """
+        let prometheus = try PrometheusServer(config: """
             global:
               scrape_interval: 1s
               evaluation_interval: 1s
@@ -55,33 +53,12 @@ import TestSupport
               - job_name: eventbusd
                 static_configs:
                   - targets: ["127.0.0.1:\(host.port)"]
-            """)
-        let log = try host.directory.write("prometheus.log", "")
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: prometheus)
-        server.arguments = ["--config.file=\(config)", "--storage.tsdb.path=\(host.directory.path)/tsdb",
-                            "--web.listen-address=127.0.0.1:\(web)"]
-        server.standardInput = FileHandle.nullDevice
-        server.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        server.standardError = server.standardOutput
-        try server.run()
-        defer {
-            kill(server.processIdentifier, SIGTERM)
-            server.waitUntilExit()
-        }
-        /// The value Prometheus's HTTP API gives for `query` now (nil: no such series yet).
-        func query(_ query: String) -> String? {
-            let encoded = query.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-            guard let answer = try? http(web, "GET /api/v1/query?query=\(encoded) HTTP/1.0\r\n\r\n"),
-                  let body = answer.range(of: "\r\n\r\n").map({ answer[$0.upperBound...] }),
-                  let json = try? JSON.parse(String(body)),
-                  let first = json["data"]?["result"]?.arrayValue?.first else { return nil }
-            return first["value"]?.arrayValue?.last?.stringValue
-        }
+            """, in: host.directory)
+        let query = prometheus.value
         let posted = "eventbus_events_posted_total{job=\"eventbusd\",source_kind=\"user\"}"
         // Scraped once before the posts: the counter is there, at 0.
         let scrapedBefore = await eventually { query(posted) == "0" }
-        #expect(scrapedBefore, "Prometheus never scraped eventbusd:\n\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        #expect(scrapedBefore, "Prometheus never scraped eventbusd:\n\(prometheus.log)")
         try postMany(host.socket, name: "test.tick", count: 12)
         #expect(await eventually { query(posted) == "12" })
         #expect(query("up{job=\"eventbusd\"}") == "1")

@@ -221,6 +221,20 @@ import TestSupport
         #expect(checked >= 20, "links checked: \(checked)")
     }
 
+    /// The alert rules and the dashboard, where docs/metrics.md says they are; the installed
+    /// rules pass their own promtool tests there (MonitoringTests holds them to a real host).
+    @Test(.timeLimit(.minutes(20)))
+    func alertRulesAndDashboardAreShippedAndTheirTestsPassInPlace() async throws {
+        let built = try await Self.built.value
+        let folder = built.root + "/usr/share/eventbus/monitoring"
+        for file in ["eventbus-alerts.yml", "eventbus-alerts.test.yml", "eventbus-dashboard.json"] {
+            #expect(FileManager.default.fileExists(atPath: folder + "/" + file), "\(file) is not shipped")
+        }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/promtool") else { return }
+        let tests = try await Self.shell("cd \(folder) && promtool test rules eventbus-alerts.test.yml 2>&1")
+        #expect(tests.status == 0, "\(tests.output)")
+    }
+
     /// The crash reporter the Swift runtime of a crashing worker runs: shipped, executable,
     /// self-contained (no Swift runtime needed), and it runs.
     @Test(.timeLimit(.minutes(20)))
