@@ -188,7 +188,7 @@ unset LD_LIBRARY_PATH
 # modules' READMEs (plugins/NAME/README.md, which link ../../docs/). PROTOCOL.md moves to docs/
 # and the docs' links to it follow.
 install -d "$doc/docs" "$doc/examples"
-install -m 0644 README.md "$doc/README.md"
+install -m 0644 README.md CHANGELOG.md "$doc/"
 for page in docs/*.md; do
   sed 's|](\.\./Sources/EventBusHost/Control/PROTOCOL.md)|](PROTOCOL.md)|g' "$page" > "$doc/$page"
 done
