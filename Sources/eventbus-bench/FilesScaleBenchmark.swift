@@ -5,11 +5,11 @@ import Foundation
 import Glibc
 #endif
 
-// Files at scale (issue 18): what a folder's rename and removal cost the watch as the number of
-// watched paths grows (the anchor is the same operation with nothing else watched), and whether
-// an `rm -rf` of a large tree overflows the kernel's queue. Before the snapshot was indexed by
-// folder, each folder operation scanned every watched path: 13–14 ms per rename and 10.5 ms per
-// removal at 153k paths, and `rm -rf` of a large tree overflowed 8 times out of 8.
+// Files at scale: what a folder's rename and removal cost the watch as the number of watched
+// paths grows (the anchor is the same operation with nothing else watched), and whether an
+// `rm -rf` of a large tree overflows the kernel's queue. The snapshot's folder index is what keeps
+// both flat: without it each folder operation scans every watched path (13–14 ms per rename and
+// 10.5 ms per removal at 153k paths, and `rm -rf` of a large tree overflows every time).
 
 /// Counts what a recursive watch reports, by kind, from the monitor's thread.
 final class FolderRecorder: @unchecked Sendable {

@@ -1,7 +1,7 @@
 import EventBusKit
 import Foundation
 
-// The fixed cost of one post (issue 19): `events` posts of one event to `subscribers` closure
+// The fixed cost of one post: `events` posts of one event to `subscribers` closure
 // sinks, one at a time or in batches through `post(contentsOf:)`, after a warm-up that builds
 // routes and buffers. Prints ns per post.
 //

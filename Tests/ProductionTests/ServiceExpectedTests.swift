@@ -3,8 +3,8 @@ import Testing
 import TestSupport
 
 extension Production {
-    /// What the shipped unit must do once the host's side of issue 27 is in: each test is the
-    /// spec of one item (numbered as in the issue).
+    /// What the shipped unit must do under a real systemd: each test is the spec of one
+    /// numbered item.
     @Suite struct ServiceExpected {
         /// 1. A journal watch with a consumer under the shipped unit (User=eventbus,
         /// StateDirectory=eventbus): its position lives in /var/lib/eventbus, and from its first

@@ -190,9 +190,9 @@ unset LD_LIBRARY_PATH
 # Documentation: the README and everything it links, laid out as in the repository, so its links
 # resolve in /usr/share/doc/eventbus: docs/, the example config and units (examples/), the example
 # modules' READMEs (plugins/NAME/README.md, which link ../../docs/). PROTOCOL.md moves to docs/
-# and the links to it follow.
+# and the docs' links to it follow.
 install -d "$doc/docs" "$doc/examples"
-sed 's|](Sources/EventBusHost/Control/PROTOCOL.md)|](docs/PROTOCOL.md)|g' README.md > "$doc/README.md"
+install -m 0644 README.md CHANGELOG.md "$doc/"
 for page in docs/*.md; do
   sed 's|](\.\./Sources/EventBusHost/Control/PROTOCOL.md)|](PROTOCOL.md)|g' "$page" > "$doc/$page"
 done

@@ -464,8 +464,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     static let verificationMargin: Int64 = 50_000_000
 
     /// Stats up to `budget` paths changed by events since their last stat, so that a rescan after
-    /// an overflow can tell them unchanged instead of reporting them `modified` (issue 18: a rescan
-    /// reported 46k–127k never-written files). Called on the queue when the kernel's queue was
+    /// an overflow can tell them unchanged instead of reporting them `modified` (without it, a rescan
+    /// after a large overflow reports tens of thousands of never-written files). Called on the queue when the kernel's queue was
     /// found empty at `quietSince` (`CLOCK_REALTIME`): every event queued before then has been
     /// handled, so a stat showing a ctime older than that, less the margin, shows every change.
     /// Paths seen within the margin wait (their stat would prove nothing yet). Returns the

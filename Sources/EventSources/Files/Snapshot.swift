@@ -9,8 +9,8 @@
 ///
 /// The folder index (folder path → its entries here, sharded the same way) is what makes a
 /// folder's rename or removal cost its own subtree: without it, finding what lies below a folder
-/// meant scanning every path, 10–14 ms per folder at 150k paths (issue 18), and an `rm -rf` of a
-/// large tree fell so far behind that the kernel queue overflowed. Every path is in its parent's
+/// means scanning every path, 10–14 ms per folder at 150k paths, and an `rm -rf` of a large
+/// tree falls so far behind that the kernel queue overflows. Every path is in its parent's
 /// entry, whether or not the parent itself is known, so a walk from a folder finds everything
 /// below it.
 ///

@@ -6,7 +6,7 @@ import TestSupport
 /// Durable mode under chaos, with real processes: two eventbusd hosts (alpha, gamma) export and
 /// import a steady stream of events each, a third (beta) imports both and is SIGKILLed at random
 /// instants of its import (inside fetch batches), and nats-servers are SIGKILLed mid-stream and
-/// started again on their storage. What must hold (issue 28):
+/// started again on their storage. What must hold:
 /// - alpha and gamma, never killed, post each other's events exactly once and in their origin's
 ///   order, every event the origin's `post` acknowledged;
 /// - beta posts every event in at least one of its lives, each life in each origin's order and

@@ -86,7 +86,7 @@ struct BridgeNetworkNamespaceTests {
 /// reconnect re-creates the importer's consumer while messages for it are on their way. Every
 /// event arrives once. (The crash a re-created pull subscription risked — nats.c 3.4 freeing one
 /// its read loop still handles, seen once in a full run — is too rare to reproduce here: 80
-/// rounds of this test with the old code did not.)
+/// rounds of this test without the guard against it did not.)
 @Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"),
        .enabled(if: NetworkLab.isPermitted, "skipped: cannot create network namespaces here (ip netns needs CAP_SYS_ADMIN)"))
 struct BridgeFlappingLinkTests {

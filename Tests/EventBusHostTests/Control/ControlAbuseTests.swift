@@ -3,10 +3,10 @@ import EventBusHost
 import Foundation
 import Testing
 
-/// Abuse that used to hurt the host beyond the client doing it, against the real eventbusd as a
-/// child process: clients that take every descriptor left a crashed module's worker unable to
-/// restart; one subscription could name ~100 000 patterns (stalling the bus's delivery loop,
-/// which matches each event against each) or journal units (a reader thread each). Every wait
+/// Abuse that must hurt no one but the client doing it, against the real eventbusd as a child
+/// process: clients that take every descriptor must not leave a crashed module's worker unable
+/// to restart; one subscription must not name ~100 000 patterns (stalling the bus's delivery
+/// loop, which matches each event against each) or journal units (a reader thread each). Every wait
 /// is for a condition, bounded only to fail a broken test.
 @Suite struct ControlAbuseTests {
     @Test func clientsLeaveTheDescriptorsACrashedWorkersRestartNeeds() async throws {

@@ -24,7 +24,7 @@ import Testing
         #expect(replayed == Array(sequences.suffix(10)), "replayed \(replayed)")
         #expect(last.jsonLines.allSatisfy { $0["type"] != "gap" }, "a --last replay gives what is held, no gap line")
 
-        // What the ring no longer holds is said as before: `oldest_seq` in the answer, and a
+        // What the ring no longer holds is said as for an event count: `oldest_seq` in the answer, and a
         // `replay` gap line for a `since_seq` before it.
         let (connection, _) = try rawConnection(socket)
         try connection.send(["op": "subscribe", "patterns": ["big.>"], "since_seq": .int(sequences[0]), "follow": .bool(false)])

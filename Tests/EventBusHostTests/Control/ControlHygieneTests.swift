@@ -3,7 +3,7 @@ import EventBusHost
 import Foundation
 import Testing
 
-/// The host under hostile and heavy clients (issue 13), against the real eventbusd as a child
+/// The host under hostile and heavy clients, against the real eventbusd as a child
 /// process: descriptors, sessions, threads and sources return to their baseline; running out of
 /// descriptors does not spin; what was acknowledged is delivered or announced at shutdown; a
 /// stalled module does not eat the shutdown budget; clients watch only what they may read;

@@ -10,9 +10,9 @@ private func pairs<F>(_ sub: TestSubscriber<(Int, Int), F>) -> [[Int]] {
     sub.values.map { [$0.0, $0.1] }
 }
 
-/// Where Apple's Combine and an earlier version of the SDK's combineLatest differed, pinned to
-/// Combine's behaviour (issue 15; Combine's CombineLatest keeps a "recursion" flag around the
-/// downstream call and emits only when a value arrives with demand).
+/// The corners where a straightforward combineLatest differs from Apple's Combine, pinned to
+/// Combine's behaviour (Combine's CombineLatest keeps a "recursion" flag around the downstream
+/// call and emits only when a value arrives with demand).
 @Suite("CombineLatest conformance with Combine")
 struct CombineLatestConformanceTests {
     // MARK: 1. A value sent back from the subscriber

@@ -5,8 +5,8 @@ import Testing
 private typealias Pub = TestPublisher<Int, OperatorTestError>
 private typealias Sub = TestSubscriber<Int, OperatorTestError>
 
-/// Where Apple's Combine and an earlier version of the SDK's merge differed, pinned to Combine's
-/// behaviour (issue 15), and the arities Combine has beyond four: `Merge5` … `Merge8`.
+/// The corners where a straightforward merge differs from Apple's Combine, pinned to Combine's
+/// behaviour, and the arities Combine has beyond four: `Merge5` … `Merge8`.
 @Suite("Merge conformance with Combine")
 struct MergeConformanceTests {
     // MARK: 3. Limited demand: one waiting value per upstream, served in index order

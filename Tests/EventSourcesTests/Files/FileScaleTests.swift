@@ -7,7 +7,7 @@ import Testing
 import Glibc
 #endif
 
-// The file source at scale (issue 18): folder operations cost their subtree, a rescan reports
+// The file source at scale: folder operations cost their subtree, a rescan reports
 // only what changed, and a subscriber that lost events becomes whole again from the listing.
 // In FileSourceTests' suite, which is serialized: its limit tests lower system-wide sysctls.
 extension FileSourceTests {

@@ -6,8 +6,8 @@
 /// says which was the last: ``sequence``. So a subscriber replaces its picture with ``entries``,
 /// then keeps applying the events it receives whose `sequence` is greater, and ignores the
 /// others (the listing holds them already). Why a listing rather than a replay: after an
-/// overflow the difference can be hundreds of thousands of events (issue 18: 229k deletes in
-/// 0.5 s), more than any buffer or the host's replay ring holds; the listing costs what the tree
+/// overflow the difference can be hundreds of thousands of events (an `rm -rf` makes 229k deletes
+/// in 0.5 s), more than any buffer or the host's replay ring holds; the listing costs what the tree
 /// holds, once, when the subscriber asks for it, at its own pace.
 ///
 /// The host serves it (`FileChangeMonitor.listing(of:)`, the control socket's `listing`

@@ -21,7 +21,7 @@ import OpenCombine
 ///
 /// Where a module needs every value of every upstream in arrival order under bounded demand, the
 /// upstreams should be bus publishers: each bus subscription keeps its own bounded, announced
-/// buffer (README, "Where nothing is lost"), so a merge of them loses nothing.
+/// buffer (docs/bus.md, "Where nothing is lost"), so a merge of them loses nothing.
 ///
 /// Threads: delivery is serialized with the "drain" pattern: whoever changes the state under the
 /// lock and finds nobody draining becomes the drainer and delivers waiting values (and the

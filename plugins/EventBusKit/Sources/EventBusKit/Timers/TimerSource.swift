@@ -129,7 +129,7 @@ final class TimerSource: EventSource, @unchecked Sendable {
 }
 
 extension TimerSchedule: SourceOptions {
-    /// Source ids read `timer:every 5s`, as before timers joined the registry.
+    /// Source ids read `timer:every 5s`: the kind, then the schedule as the config writes it.
     public static let kind = "timer"
 
     /// Makes the timer for a schedule; registered in every bus.
