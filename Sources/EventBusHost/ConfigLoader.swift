@@ -73,7 +73,6 @@ extension HostConfig {
     private static func parseSources(_ node: ConfigNode, directory: String) throws(ConfigError) -> ([TimerConfig], [WatchConfig]) {
         var timers: [TimerConfig] = []
         var watches: [WatchConfig] = []
-        var seen: [String: (name: String, line: Int?)] = [:]  // by schedule description
         for (key, value) in try node.mapping(allowed: ["timers", "files", "journal", "devices", "units"]) {
             guard key == "timers" else {
                 for item in try value.sequence() {
@@ -96,10 +95,6 @@ extension HostConfig {
                 if timers.contains(where: { $0.name == timer.name }) {
                     throw nameNode.error("another timer is already named \"\(timer.name)\"")
                 }
-                if let other = seen[timer.schedule.description] {
-                    throw item.error("same schedule as timer \"\(other.name)\"\(other.line.map { " (line \($0))" } ?? ""): both would be one shared source; keep one")
-                }
-                seen[timer.schedule.description] = (timer.name, item.line)
                 timers.append(timer)
             }
         }

@@ -67,5 +67,6 @@ extension TimerConfig: HeldSource {
     static let noun = "timer"
     var summary: String { "\(schedule)" }
 
-    func publisher(on bus: Bus) throws -> EventPublisher { bus.timer(schedule) }
+    /// Named after the config entry: its ticks say which configured timer fired (`timer=NAME`).
+    func publisher(on bus: Bus) throws -> EventPublisher { bus.timer(schedule.named(name)) }
 }

@@ -20,6 +20,7 @@ public enum SourceSpec {
                 "tolerance_ns": .int(schedule.tolerance.clampedNanoseconds),
                 "missed": .string(schedule.missedRuns.rawValue),
             ]
+            if let name = schedule.name { object["name"] = .string(name) }
             if let interval = schedule.intervalNanoseconds {
                 object["every_ns"] = .int(Int64(clamping: interval))
             } else if let calendar = schedule.calendar {
@@ -76,13 +77,14 @@ public enum SourceSpec {
         case "timer":
             let tolerance = Duration.nanoseconds(spec["tolerance_ns"]?.intValue ?? 0)
             guard let missed = MissedRunPolicy(rawValue: try string("missed")) else { throw WireError("bad missed-run policy") }
-            let schedule: TimerSchedule
+            var schedule: TimerSchedule
             if let every = spec["every_ns"]?.intValue {
                 schedule = try .every(.nanoseconds(every), tolerance: tolerance, missedRuns: missed)
             } else {
                 guard let zone = TimeZone(identifier: try string("zone")) else { throw WireError("unknown time zone") }
                 schedule = try .calendar(try string("calendar"), timeZone: zone, tolerance: tolerance, missedRuns: missed)
             }
+            if let name = spec["name"]?.stringValue { schedule = schedule.named(name) }
             return try bus.publisher(for: patterns, from: schedule)
         case "files":
             let watch = try FileWatch(path: try string("path"), recursive: spec["recursive"]?.boolValue ?? false,

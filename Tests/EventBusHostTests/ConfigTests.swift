@@ -107,7 +107,7 @@ import Testing
         #expect(neither.message.contains("needs every"))
     }
 
-    @Test func duplicateTimerNamesAndSchedulesAreRefused() throws {
+    @Test func duplicateTimerNamesAreRefusedAndEqualSchedulesAreTwoTimers() throws {
         let names = try error(in: """
             sources:
               timers:
@@ -116,14 +116,15 @@ import Testing
             """)
         #expect(names.line == 4)
         #expect(names.key == "sources.timers[1].name")
-        let schedules = try error(in: """
+        // Named apart, their ticks say which fired: two timers, not one shared source.
+        let directory = try TemporaryDirectory()
+        let config = try HostConfig.load(from: try directory.write("eventbus.yaml", """
             sources:
               timers:
-                - {name: a, every: 1s}
-                - {name: b, every: 1s}
-            """)
-        #expect(schedules.line == 4)
-        #expect(schedules.message.contains("same schedule as timer \"a\" (line 3)"))
+                - {name: backup, calendar: "*-*-* 03:00"}
+                - {name: report, calendar: "*-*-* 03:00"}
+            """))
+        #expect(config.timers.map(\.name) == ["backup", "report"])
     }
 
     @Test func invalidYAMLNamesTheLine() throws {

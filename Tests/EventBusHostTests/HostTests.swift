@@ -207,6 +207,13 @@ import Testing
         try await harness.host.start()
         #expect(harness.host.bus.statistics.sources.count == 1)  // the host holds the timer
         #expect(await eventually { harness.logged(.info, "first event timer.tick") })
+        // Its ticks say which configured timer fired.
+        let names = Collected<Set<String>>([])
+        let tap = try harness.host.bus.publisher(for: "timer.tick").sink(receiveValue: { event in
+            names.update { _ = $0.insert(event.timerTick?.name ?? "none") }
+        })
+        #expect(await eventually { names.value == ["fast"] })
+        tap.cancel()
         let report = await harness.host.shutdown()
         #expect(report.isClean)
         #expect(harness.state("counter") == .stopped)

@@ -76,6 +76,11 @@ import Testing
         let ticks = try SourceSpec.publisher(on: bus, patterns: [EventPattern("timer.tick")], spec: spec).sink { _ in }
         #expect(bus.statistics.sources["timer:\(schedule)"] == 1)
         ticks.cancel()
+        let named = schedule.named("heartbeat")
+        let namedSpec = try #require(SourceSpec.encode(SourceRequest(id: "", options: named) { preconditionFailure() }))
+        let namedTicks = try SourceSpec.publisher(on: bus, patterns: [EventPattern("timer.tick")], spec: namedSpec).sink { _ in }
+        #expect(bus.statistics.sources["timer:\(named)"] == 1, "\(bus.statistics.sources)")
+        namedTicks.cancel()
 
         let calendar = try TimerSchedule.calendar("Mon..Fri *-*-* 09:00", timeZone: TimeZone(identifier: "Europe/Berlin")!)
         let calendarSpec = try #require(SourceSpec.encode(SourceRequest(id: "", options: calendar) { preconditionFailure() }))

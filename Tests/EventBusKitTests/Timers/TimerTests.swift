@@ -2,6 +2,7 @@ import Dispatch
 @testable import EventBusKit
 import Foundation
 import Testing
+import TestSupport
 
 @Suite struct MissedRunPlannerTests {
     /// Interval slots every 10 units from 0.
@@ -123,5 +124,31 @@ import Testing
             let missedTick = try #require(ticks.value.first { $0.missedRuns >= 1 })
             #expect(missedTick.latenessNanoseconds < 10_000_000)
         }
+    }
+}
+
+@Suite struct NamedTimerTests {
+    /// A named timer's ticks carry its name (`timer`), and the schedule without it; the same
+    /// schedule named differently is another timer, unnamed ones share one as before.
+    @Test func ticksCarryTheNameAndEachNameIsItsOwnTimer() async throws {
+        let bus = Bus()
+        let schedule = try TimerSchedule.every(.milliseconds(20))
+        let ticks = Collected<[TimerTick]>([])
+        let subscriptions = [
+            bus.timer(schedule.named("heartbeat")).sink { event in ticks.update { $0.append(event.timerTick!) } },
+            bus.timer(schedule.named("flush")).sink { event in ticks.update { $0.append(event.timerTick!) } },
+            bus.timer(schedule).sink { event in ticks.update { $0.append(event.timerTick!) } },
+            bus.timer(schedule).sink { _ in },
+        ]
+        defer { subscriptions.forEach { $0.cancel() } }
+        #expect(Set(bus.statistics.sources.keys) == ["timer:\(schedule.named("heartbeat"))", "timer:\(schedule.named("flush"))", "timer:\(schedule)"],
+                "\(bus.statistics.sources)")
+        let deadline = Date().addingTimeInterval(30)
+        while Set(ticks.value.map(\.name)) != ["heartbeat", "flush", nil], Date() < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let seen = ticks.value
+        #expect(Set(seen.map(\.name)) == ["heartbeat", "flush", nil])
+        #expect(Set(seen.map(\.schedule)) == [schedule.description], "the schedule, without the name")
     }
 }

@@ -14,6 +14,24 @@ public struct TimerSchedule: Sendable, Hashable, CustomStringConvertible {
     /// How late the system may fire to batch wake-ups (a timer's leeway). Not counted as missed.
     public let tolerance: Duration
     public let missedRuns: MissedRunPolicy
+    /// A name its ticks carry (``TimerTick/name``): the host names each timer of
+    /// `sources.timers` after its config entry, so a tail or a module can tell them apart.
+    /// Timers with the same schedule and different names are different timers.
+    public private(set) var name: String?
+
+    /// The same schedule, its ticks carrying `name`.
+    public func named(_ name: String) -> TimerSchedule {
+        var named = self
+        named.name = name
+        return named
+    }
+
+    /// The schedule without its name: what ``TimerTick/schedule`` says.
+    var unnamed: TimerSchedule {
+        var copy = self
+        copy.name = nil
+        return copy
+    }
 
     /// A timer every `interval` (at least 1 ms), starting one interval from the first subscription.
     public static func every(_ interval: Duration, tolerance: Duration = .zero,
@@ -50,6 +68,7 @@ public struct TimerSchedule: Sendable, Hashable, CustomStringConvertible {
         }
         if tolerance > .zero { text += " tolerance \(tolerance)" }
         if missedRuns != .fireOnce { text += " missed \(missedRuns)" }
+        if let name { text += " name \(name)" }
         return text
     }
 }

@@ -121,7 +121,7 @@ final class TimerSource: EventSource, @unchecked Sendable {
 
     private func tick(scheduled: Date, fired: Date, lateness: Int64, missed: Int, monotonic: UInt64) {
         guard !stopped, let bus else { return }
-        let tick = TimerTick(schedule: schedule.description, scheduled: scheduled, fired: fired,
+        let tick = TimerTick(schedule: schedule.unnamed.description, name: schedule.name, scheduled: scheduled, fired: fired,
                              latenessNanoseconds: lateness, missedRuns: missed)
         bus.post(Event(name: TimerTick.eventName, source: id, fields: tick.fields,
                        wallTime: fired, monotonicNanoseconds: monotonic))

@@ -4,8 +4,11 @@ import Foundation
 public struct TimerTick: Sendable, Hashable {
     public static let eventName = "timer.tick"
 
-    /// The schedule, as in ``TimerSchedule/description``.
+    /// The schedule, as in ``TimerSchedule/description`` without the name.
     public var schedule: String
+    /// The timer's name (``TimerSchedule/named(_:)``; a config timer's `name`), as the field
+    /// `timer`; nil for an unnamed timer.
+    public var name: String?
     /// When this run was due, and when it actually fired: the difference is the jitter.
     public var scheduled: Date
     public var fired: Date
@@ -15,13 +18,15 @@ public struct TimerTick: Sendable, Hashable {
     public var missedRuns: Int
 
     var fields: [String: FieldValue] {
-        [
+        var fields: [String: FieldValue] = [
             "schedule": .string(schedule),
             "scheduled": .date(scheduled),
             "fired": .date(fired),
             "lateness_ns": .int(latenessNanoseconds),
             "missed_runs": .int(Int64(missedRuns)),
         ]
+        if let name { fields["timer"] = .string(name) }
+        return fields
     }
 }
 
@@ -35,7 +40,7 @@ extension Event {
               let lateness = fields["lateness_ns"]?.intValue,
               let missed = fields["missed_runs"]?.intValue
         else { return nil }
-        return TimerTick(schedule: schedule, scheduled: scheduled, fired: fired,
+        return TimerTick(schedule: schedule, name: fields["timer"]?.stringValue, scheduled: scheduled, fired: fired,
                          latenessNanoseconds: lateness, missedRuns: Int(missed))
     }
 }
