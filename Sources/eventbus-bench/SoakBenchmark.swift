@@ -17,7 +17,7 @@ private func processStatus(_ pid: Int32) -> (rssKiB: Int, threads: Int)? {
     var rss = -1, threads = -1
     var line = [CChar](repeating: 0, count: 512)
     while fgets(&line, Int32(line.count), file) != nil {
-        let text = String(cString: line)
+        let text = line.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         let value = Int(text.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first?
             .trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? -1
         if text.hasPrefix("VmRSS:") { rss = value }
