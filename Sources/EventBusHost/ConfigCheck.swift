@@ -29,13 +29,21 @@ public enum ConfigCheck {
 
     public static func run(configPath: String, loadTimeout: Duration = defaultLoadTimeout) -> Report {
         let config: HostConfig
-        do {
-            config = try HostConfig.load(from: configPath)
-        } catch {
-            return Report(lines: ["\(error)"], problems: 1)
-        }
-        var lines = ["config \(config.file): syntax ok"]
+        var lines: [String]
         var problems = 0
+        do {
+            let (parsed, sectionProblems) = try HostConfig.loadCollecting(from: configPath)
+            config = parsed
+            if let sectionProblems {
+                // The other sections are still checked, the modules loaded: all at one go.
+                problems += sectionProblems.all.count
+                lines = ["\(sectionProblems)"]
+            } else {
+                lines = ["config \(config.file): syntax ok"]
+            }
+        } catch {
+            return Report(lines: ["\(error)"], problems: error.all.count)
+        }
         lines.append("  module_mailbox_capacity: \(config.moduleMailbox.events), module_mailbox_bytes: \(ByteSizeText.describe(config.moduleMailbox.bytes)), shutdown_timeout: \(config.shutdownTimeout)")
         let control = config.control
         lines.append("  control socket \(control.socketPath): tail \(control.tailGroup.map { "root and group \($0)" } ?? "root only"), post \(control.postGroup.map { "root and group \($0)" } ?? "root only"), client_buffer \(control.clientBuffer), client_buffer_bytes \(ByteSizeText.describe(control.clientBufferBytes)), replay_events \(control.replayEvents), replay_bytes \(ByteSizeText.describe(control.replayBytes)), watch_entries \(control.watchEntries)")

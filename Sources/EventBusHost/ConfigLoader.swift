@@ -10,6 +10,16 @@ extension HostConfig {
     /// The file must come from a trusted place (see ``FileTrust``), since it names code the host
     /// will run.
     public static func load(from path: String) throws(ConfigError) -> HostConfig {
+        let (config, problems) = try loadCollecting(from: path)
+        if let problems { throw problems }
+        return config
+    }
+
+    /// What `--check-config` reads: the config with every section that parsed, and the problems
+    /// of the others (nil if none), so a mistake in one section does not keep the modules from
+    /// being checked. Throws only when there is no config to speak of: an unreadable or
+    /// untrusted file, text that is not UTF-8 or not YAML.
+    public static func loadCollecting(from path: String) throws(ConfigError) -> (config: HostConfig, problems: ConfigError?) {
         let absolute = Self.absolute(path, relativeTo: FileManager.default.currentDirectoryPath)
         func fileError(_ message: String) -> ConfigError {
             ConfigError(file: path, line: nil, key: "", message: message)
@@ -27,12 +37,22 @@ extension HostConfig {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw fileError("the config file is not UTF-8 text")
         }
-        return try parse(text, file: path, directory: (absolute as NSString).deletingLastPathComponent)
+        return try parseCollecting(text, file: path, directory: (absolute as NSString).deletingLastPathComponent)
     }
 
     /// Parses config text. `file` names it in errors; relative module paths resolve against
     /// `directory`.
     static func parse(_ text: String, file: String, directory: String) throws(ConfigError) -> HostConfig {
+        let (config, problems) = try parseCollecting(text, file: file, directory: directory)
+        if let problems { throw problems }
+        return config
+    }
+
+    static let topLevelKeys = ["sources", "modules", "module_mailbox_capacity", "module_mailbox_bytes", "module_isolation",
+                               "shutdown_timeout", "control", "state_directory", "bridge", "metrics"]
+
+    /// The sections that parse, and the problems of those that do not (an unknown key too).
+    private static func parseCollecting(_ text: String, file: String, directory: String) throws(ConfigError) -> (HostConfig, ConfigError?) {
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)
@@ -40,12 +60,13 @@ extension HostConfig {
             throw ConfigError(yamlError: error, file: file)
         }
         var config = HostConfig(file: file)
-        guard let root else { return config }  // an empty file: nothing configured
+        guard let root else { return (config, nil) }  // an empty file: nothing configured
         let document = ConfigNode(node: root, file: file, key: "")
         // Each section on its own: a mistake in one is reported with the mistakes of the others.
         var problems = ConfigProblems()
-        for (key, value) in try document.mapping(allowed: ["sources", "modules", "module_mailbox_capacity", "module_mailbox_bytes", "module_isolation", "shutdown_timeout", "control", "state_directory", "bridge", "metrics"]) {
+        for (key, value) in try document.mapping() {
             problems.check { () throws(ConfigError) in
+                guard topLevelKeys.contains(key) else { throw value.unknownKey(key, allowed: topLevelKeys) }
                 switch key {
                 case "sources": (config.timers, config.watches) = try parseSources(value, directory: directory)
                 case "state_directory":
@@ -63,11 +84,10 @@ extension HostConfig {
                 }
             }
         }
-        try problems.throwIfAny()
         for index in config.modules.indices where config.modules[index].isolationFromHost {
             config.modules[index].isolation = config.moduleIsolation
         }
-        return config
+        return (config, ConfigError.combined(problems.errors))
     }
 
     private static func parseSources(_ node: ConfigNode, directory: String) throws(ConfigError) -> ([TimerConfig], [WatchConfig]) {

@@ -78,14 +78,17 @@ struct ConfigNode {
             }
             let name = scalar.string
             let value = child(valueNode, key: name, keyLine: keyNode.mark?.line)
-            if let allowed, !allowed.contains(name) {
-                let close = ModuleConfigKeys.likelyMeant(name, among: allowed)
-                let hint = close.isEmpty ? "" : " (did you mean \(close.joined(separator: " or "))?)"
-                throw value.error("unknown key\(hint); expected one of: \(allowed.joined(separator: ", "))")
-            }
+            if let allowed, !allowed.contains(name) { throw value.unknownKey(name, allowed: allowed) }
             entries.append((name, value))
         }
         return entries
+    }
+
+    /// The error for this node, under `name`, which is none of `allowed`, with the likely one named.
+    func unknownKey(_ name: String, allowed: [String]) -> ConfigError {
+        let close = ModuleConfigKeys.likelyMeant(name, among: allowed)
+        let hint = close.isEmpty ? "" : " (did you mean \(close.joined(separator: " or "))?)"
+        return error("unknown key\(hint); expected one of: \(allowed.joined(separator: ", "))")
     }
 
     /// A mapping's entries by key (for lookups), after checking keys against `allowed`.

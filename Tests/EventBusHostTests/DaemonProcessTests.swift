@@ -124,6 +124,34 @@ import Testing
         #expect(failing.output.contains("1 problem(s) found"))
     }
 
+    /// A mistake outside the modules — a misspelt top-level key, a bad value in another
+    /// section — is reported with the modules' own checks, not instead of them.
+    @Test func checkConfigChecksTheModulesDespiteProblemsElsewhere() async throws {
+        let directory = try TemporaryDirectory()
+        let config = try directory.write("eventbus.yaml", """
+            shutdown_timout: 5s
+            control:
+              replay_events: -3
+            modules:
+              counter:
+                path: \(BuildProducts.fixture("FixtureCounter"))
+              mismatch:
+                path: \(BuildProducts.fixture("FixtureABIMismatch"))
+            """)
+        let check = try Daemon(arguments: ["--check-config", "--config", config], in: directory)
+        #expect(await check.exitStatus() == 1, "\(check.output)")
+        let output = check.output
+        #expect(output.contains("\(config):1: shutdown_timout: unknown key (did you mean shutdown_timeout?)"), "\(output)")
+        #expect(output.contains("control.replay_events"), "\(output)")
+        #expect(output.contains("module counter: loads, ABI ok"), "\(output)")
+        #expect(output.contains("module mismatch: \(config):8: cannot load module"), "\(output)")
+        #expect(output.contains("3 problem(s) found"), "\(output)")
+        // At start the same file stops the host, naming both problems.
+        let start = try Daemon(arguments: ["--config", config], in: directory)
+        #expect(await start.exitStatus() != 0)
+        #expect(start.output.contains("shutdown_timout") && start.output.contains("control.replay_events"), "\(start.output)")
+    }
+
     @Test func aBadConfigAtStartExitsNonZeroNamingTheLine() async throws {
         let directory = try TemporaryDirectory()
         let config = try directory.write("eventbus.yaml", "modules:\n  hello:\n    path: 12\n")
