@@ -52,8 +52,18 @@ struct JournalResumeTests {
                 status = await journalWaitAsync(pid, timeout: .seconds(120))
                 if status == nil { kill(pid, SIGKILL); _ = await journalWaitAsync(pid) }
             } else {
-                delay = Int.random(in: 1...250, using: &generator)
-                try await Task.sleep(for: .milliseconds(delay))
+                // Killed once it has printed a chosen number of lines (as many as its chunk at
+                // most), however fast the machine runs: the kills land at many points of the
+                // stream by construction. A run that cannot get there within a minute is
+                // killed then.
+                let target = Int.random(in: 1...chunk, using: &generator)
+                let started = ContinuousClock.now
+                while lineCount(path) < target, ContinuousClock.now - started < .seconds(60) {
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...3_000, using: &generator)))
+                let elapsed = (ContinuousClock.now - started).components
+                delay = Int(elapsed.seconds * 1_000 + elapsed.attoseconds / 1_000_000_000_000_000)
                 kill(pid, SIGKILL)
                 status = await journalWaitAsync(pid)
                 await writing.value
@@ -97,4 +107,10 @@ struct JournalResumeTests {
         // The kills landed at many different points of the stream, not all before the start.
         #expect(Set(runs.dropLast().map(\.lines.count)).count > 5)
     }
+}
+
+/// The lines of a file written so far (0 if it cannot be read).
+private func lineCount(_ path: String) -> Int {
+    guard let data = FileManager.default.contents(atPath: path) else { return 0 }
+    return data.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
 }
