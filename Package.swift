@@ -55,6 +55,15 @@ let package = Package(
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
         .target(name: "ControlProtocol"),
+        // The OS boundary: libc calls wrapped as Swift values and one error type, and the fatal
+        // signal handling every process that runs module code installs. Depends on libc only.
+        .target(name: "SystemCalls"),
+        // What loading and running a module needs and no more, shared by eventbusd and the module
+        // worker: file trust, the ELF preflight, dlopen, the entry and its SDK ABI check.
+        .target(
+            name: "ModuleLoading",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "SystemCalls"]
+        ),
         // libsystemd: sd-journal for the journal source, sd-bus for the units source.
         .systemLibrary(
             name: "CSystemd",
@@ -142,6 +151,8 @@ let package = Package(
                 "CEpoll",
                 "CMalloc",
                 "ModuleIsolation",
+                "ModuleLoading",
+                "SystemCalls",
                 "EventBusMetrics",
             ],
             exclude: ["Control/PROTOCOL.md"]
@@ -153,15 +164,17 @@ let package = Package(
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ControlProtocol"]
         ),
         // The module worker: one module, in a process of its own, loaded with the host's loader.
+        // Links what loading and running a module needs, not the host (no NATS, no libsystemd).
         .executableTarget(
             name: "ModuleWorker",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventBusHost",
-                           "ModuleIsolation", "ControlProtocol"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ModuleLoading",
+                           "ModuleIsolation", "ControlProtocol", "SystemCalls"]
         ),
         .executableTarget(
             name: "eventbusd",
             dependencies: [
                 "EventBusHost",
+                "SystemCalls",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -238,7 +251,8 @@ let package = Package(
         // Fixture* products above) and the real eventbusd as a child process.
         .testTarget(
             name: "EventBusHostTests",
-            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation", "EventBusMetrics"]
+            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation", "ModuleLoading",
+                           "SystemCalls", "EventBusMetrics"]
         ),
         // The NATS bridge in-process against a real nats-server: the wire format keeps every field
         // type, origins, echoes. (The bridge between real eventbusd processes is tested in

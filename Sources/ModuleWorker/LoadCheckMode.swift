@@ -1,9 +1,9 @@
 import ControlProtocol
-import EventBusHost
 import Foundation
 import ModuleIsolation
 #if canImport(Glibc)
 import Glibc
+import ModuleLoading
 #endif
 
 /// `--mode check`: one module of `eventbusd --check-config` (``LoadCheck`` on the host's side).

@@ -1,7 +1,7 @@
-import EventBusHost
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import SystemCalls
 #endif
 
 // eventbus-module-worker: runs one handler module for eventbusd in a process of its own

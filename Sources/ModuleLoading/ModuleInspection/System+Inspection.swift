@@ -1,6 +1,7 @@
 import Glibc
+import SystemCalls
 
-// The operating-system calls of the module inspection, kept with the host's other libc calls in
+// The operating-system calls of the module inspection, kept with the other libc calls in
 // `System` (in their own file, beside the code that uses them): `errno` is read right after the
 // call that set it, and the rest works with Swift values.
 extension System {
