@@ -39,9 +39,10 @@ let package = Package(
         // Only for the FixtureOwnOpenCombine test module (a module carrying its own copy, which
         // the host must refuse); the same exact version the SDK pins, so nothing else changes.
         .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
-        // Metrics: the swift-metrics API with the Prometheus exposition backend (which needs only
-        // swift-atomics besides; no SwiftNIO — the host serves /metrics itself).
-        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Metrics: the Prometheus registry and text format (no SwiftNIO — the host serves
+        // /metrics itself). Not the swift-metrics API: what the host counts it keeps itself and
+        // sets into the registry at scrape time, and modules run in worker processes, where a
+        // metrics backend bootstrapped in eventbusd would not see them.
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
@@ -90,8 +91,7 @@ let package = Package(
         // figures and the small HTTP/1.1 listener that serves `/metrics` (docs/metrics.md).
         .target(
             name: "EventBusMetrics",
-            dependencies: [.product(name: "Metrics", package: "swift-metrics"),
-                           .product(name: "Prometheus", package: "swift-prometheus"), "CEpoll"]
+            dependencies: [.product(name: "Prometheus", package: "swift-prometheus"), "CEpoll"]
         ),
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
