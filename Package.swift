@@ -50,7 +50,7 @@ let package = Package(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "CNATS",
-                           "EventBusMetrics",
+                           "EventBusMetrics", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
@@ -91,12 +91,12 @@ let package = Package(
         // figures and the small HTTP/1.1 listener that serves `/metrics` (docs/metrics.md).
         .target(
             name: "EventBusMetrics",
-            dependencies: [.product(name: "Prometheus", package: "swift-prometheus"), "CEpoll"]
+            dependencies: [.product(name: "Prometheus", package: "swift-prometheus"), "CEpoll", "SystemCalls"]
         ),
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls"]
         ),
         // A journal consumer with a persisted position, which the resume tests SIGKILL and restart.
         .executableTarget(
@@ -161,7 +161,7 @@ let package = Package(
         // worker, supervising it (heartbeat, crash, restart). Links the SDK only.
         .target(
             name: "ModuleIsolation",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ControlProtocol"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ControlProtocol", "SystemCalls"]
         ),
         // The module worker: one module, in a process of its own, loaded with the host's loader.
         // Links what loading and running a module needs, not the host (no NATS, no libsystemd).

@@ -83,11 +83,7 @@ public enum System {
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while limit.map({ bytes.count < $0 }) ?? true {
             let wanted = min(chunk.count, limit.map { $0 - bytes.count } ?? chunk.count)
-            let got = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) }
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw CallError(call: "read", path: path, errno: errno)
-            }
+            let got = try call("read", path) { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) } }
             if got == 0 { break }
             bytes.append(contentsOf: chunk[0..<got])
         }
