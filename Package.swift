@@ -254,6 +254,11 @@ let package = Package(
             dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation", "ModuleLoading",
                            "SystemCalls", "EventBusMetrics"]
         ),
+        // The OS boundary against the real kernel: EINTR from real signals, real errno values.
+        .testTarget(
+            name: "SystemCallsTests",
+            dependencies: ["TestSupport", "SystemCalls"]
+        ),
         // The NATS bridge in-process against a real nats-server: the wire format keeps every field
         // type, origins, echoes. (The bridge between real eventbusd processes is tested in
         // EventBusHostTests.)
