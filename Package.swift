@@ -39,9 +39,10 @@ let package = Package(
         // Only for the FixtureOwnOpenCombine test module (a module carrying its own copy, which
         // the host must refuse); the same exact version the SDK pins, so nothing else changes.
         .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
-        // Metrics: the swift-metrics API with the Prometheus exposition backend (which needs only
-        // swift-atomics besides; no SwiftNIO — the host serves /metrics itself).
-        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // Metrics: the Prometheus registry and text format (no SwiftNIO — the host serves
+        // /metrics itself). Not the swift-metrics API: what the host counts it keeps itself and
+        // sets into the registry at scrape time, and modules run in worker processes, where a
+        // metrics backend bootstrapped in eventbusd would not see them.
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
@@ -49,12 +50,21 @@ let package = Package(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "CNATS",
-                           "EventBusMetrics",
+                           "EventBusMetrics", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
         .target(name: "ControlProtocol"),
+        // The OS boundary: libc calls wrapped as Swift values and one error type, and the fatal
+        // signal handling every process that runs module code installs. Depends on libc only.
+        .target(name: "SystemCalls"),
+        // What loading and running a module needs and no more, shared by eventbusd and the module
+        // worker: file trust, the ELF preflight, dlopen, the entry and its SDK ABI check.
+        .target(
+            name: "ModuleLoading",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "SystemCalls"]
+        ),
         // libsystemd: sd-journal for the journal source, sd-bus for the units source.
         .systemLibrary(
             name: "CSystemd",
@@ -81,13 +91,12 @@ let package = Package(
         // figures and the small HTTP/1.1 listener that serves `/metrics` (docs/metrics.md).
         .target(
             name: "EventBusMetrics",
-            dependencies: [.product(name: "Metrics", package: "swift-metrics"),
-                           .product(name: "Prometheus", package: "swift-prometheus"), "CEpoll"]
+            dependencies: [.product(name: "Prometheus", package: "swift-prometheus"), "CEpoll", "SystemCalls"]
         ),
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls"]
         ),
         // A journal consumer with a persisted position, which the resume tests SIGKILL and restart.
         .executableTarget(
@@ -142,6 +151,8 @@ let package = Package(
                 "CEpoll",
                 "CMalloc",
                 "ModuleIsolation",
+                "ModuleLoading",
+                "SystemCalls",
                 "EventBusMetrics",
             ],
             exclude: ["Control/PROTOCOL.md"]
@@ -150,18 +161,20 @@ let package = Package(
         // worker, supervising it (heartbeat, crash, restart). Links the SDK only.
         .target(
             name: "ModuleIsolation",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ControlProtocol"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ControlProtocol", "SystemCalls"]
         ),
         // The module worker: one module, in a process of its own, loaded with the host's loader.
+        // Links what loading and running a module needs, not the host (no NATS, no libsystemd).
         .executableTarget(
             name: "ModuleWorker",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventBusHost",
-                           "ModuleIsolation", "ControlProtocol"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ModuleLoading",
+                           "ModuleIsolation", "ControlProtocol", "SystemCalls"]
         ),
         .executableTarget(
             name: "eventbusd",
             dependencies: [
                 "EventBusHost",
+                "SystemCalls",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -238,7 +251,13 @@ let package = Package(
         // Fixture* products above) and the real eventbusd as a child process.
         .testTarget(
             name: "EventBusHostTests",
-            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation", "EventBusMetrics"]
+            dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation", "ModuleLoading",
+                           "SystemCalls", "EventBusMetrics"]
+        ),
+        // The OS boundary against the real kernel: EINTR from real signals, real errno values.
+        .testTarget(
+            name: "SystemCallsTests",
+            dependencies: ["TestSupport", "SystemCalls"]
         ),
         // The NATS bridge in-process against a real nats-server: the wire format keeps every field
         // type, origins, echoes. (The bridge between real eventbusd processes is tested in

@@ -3,6 +3,7 @@ import EventBusKit
 import EventBusMetrics
 import EventSources
 import Logging
+import ModuleLoading
 import Synchronization
 
 /// The host: one bus, the timers, file and journal watches and the handler modules its config

@@ -1,4 +1,5 @@
 import ModuleIsolation
+import ModuleLoading
 
 /// `eventbusd --check-config`: validates the config and loads every enabled module far enough to
 /// pass the ABI check (the preflight of the file as ELF, then dlopen, entry symbol, export

@@ -1,6 +1,7 @@
 import EventBusKit
 import Foundation
 import ModuleIsolation
+import ModuleLoading
 import Yams
 
 extension HostConfig {

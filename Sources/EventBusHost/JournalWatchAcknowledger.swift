@@ -1,6 +1,7 @@
 @_spi(EventBusHost) import EventBusKit
 import Dispatch
 import Logging
+import SystemCalls
 
 /// The host's own consumer of a config journal watch that names a `consumer`: it acknowledges
 /// the entries it posted, so a restarted host resumes right after them — the promise of

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import ModuleIsolation
+import ModuleLoading
 import Synchronization
 
 /// The registry of handler modules: loads, activates, reconfigures and deactivates them, and
@@ -162,7 +163,7 @@ final class ModuleHost: Sendable {
             return
         }
         if let warning = entry.undeclaredWarning(keys: keys) { logger.warning("\(warning)") }
-        let module = ModuleBox(module: library.factory.makeModule())
+        let module = ModuleBox(module: library.makeModule())
         let context = ModuleContext(bus: bus.scoped(to: slot.mailbox), config: entry.config(declaredBy: keys),
                                     log: .bridged(to: self.logger, module: slot.name))
         context.handlerDuration = handlerTiming?(slot.name)

@@ -1,16 +1,14 @@
-import CoreMetrics
 import Synchronization
 
 /// A Prometheus histogram of durations that records with three relaxed atomic additions and no
-/// lock: one module's handler durations (a swift-metrics `TimerHandler`, so it is recorded
-/// through `Metrics.Timer`).
+/// lock: one module's handler durations.
 ///
 /// Why not swift-prometheus's own `Histogram`: it takes a lock and does `Duration` arithmetic
 /// per record, which measured at a large share of a cheap handler's delivery
 /// (`eventbus-bench metrics`). This one compares integers and adds atomically; scrapes read the
 /// counts (a scrape racing a record may see the bucket before the count: Prometheus tolerates a
 /// sample that is off by one in flight).
-public final class DurationHistogram: TimerHandler, Sendable {
+public final class DurationHistogram: Sendable {
     public let name: String
     public let labels: [(String, String)]
     /// Upper bounds in nanoseconds, ascending; the last bucket (+Inf) is implicit.

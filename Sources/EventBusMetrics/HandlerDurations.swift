@@ -1,11 +1,8 @@
-import CoreMetrics
-import Foundation
-import Metrics
 import Synchronization
 
 /// How long each module's handlers take: one histogram per module,
-/// `eventbus_module_handler_duration_seconds{module="…"}`, recorded through swift-metrics'
-/// `Timer` into a lock-free ``DurationHistogram`` and written with the registry's text.
+/// `eventbus_module_handler_duration_seconds{module="…"}`, recorded into a lock-free
+/// ``DurationHistogram`` and written with the registry's text.
 ///
 /// Recording happens on the module's own queue, for one handler call in
 /// `ModuleContext.handlerTimingInterval` (two `clock_gettime` reads around it, in the SDK's
@@ -33,8 +30,7 @@ public final class HandlerDurations: Sendable {
             histograms[name] = made
             return made
         }
-        let timer = Metrics.Timer(label: Self.metricName, dimensions: [("module", name)], handler: histogram)
-        return { nanoseconds in timer.recordNanoseconds(nanoseconds) }
+        return { nanoseconds in histogram.recordNanoseconds(nanoseconds) }
     }
 
     /// The histograms of `modules` (others — modules removed by a reload — are left out), in

@@ -1,6 +1,7 @@
 import CEpoll
 import Foundation
 import Synchronization
+import SystemCalls
 
 /// Serves `GET /metrics` over plain HTTP/1.1 for Prometheus, on one thread of its own.
 ///
@@ -182,8 +183,7 @@ public final class MetricsListener: @unchecked Sendable {
             }
             let soonest = (connections.map(\.currentDeadline) + [acceptPausedUntil].compactMap { $0 }).min()
             let timeout = soonest.map { max(0, Int32(clamping: ($0 - now).milliseconds + 1)) } ?? -1
-            let ready = poll(&fds, nfds_t(fds.count), timeout)
-            if ready < 0 && errno != EINTR { break }
+            guard (try? System.poll(&fds, timeout: timeout)) != nil else { break }
             if fds[1].revents & Int16(POLLIN) != 0 { acceptWaiting() }
             // Connections as they were when polled (accepting appended new ones after them).
             for (index, pollFD) in fds.enumerated().dropFirst(2) where pollFD.revents != 0 {
@@ -256,12 +256,17 @@ public final class MetricsListener: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
             let room = min(buffer.count, limits.maxRequestBytes + 1 - connection.request.count)
-            let count = recv(connection.fd, &buffer, room, 0)
-            if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) {
+            let count: Int
+            do throws(System.CallError) {
+                count = try System.call("recv") { recv(connection.fd, &buffer, room, 0) }
+            } catch {
+                if error.errno == EAGAIN { break }  // poll says when more arrives
+                count = 0
+            }
+            if count == 0 {
                 finish(connection)  // the client left before asking anything whole
                 return
             }
-            if count < 0 { break }
             connection.request += buffer[0..<count]
             if let end = Self.endOfHead(connection.request) {
                 answer(connection, head: connection.request[..<end])
@@ -307,15 +312,17 @@ public final class MetricsListener: @unchecked Sendable {
 
     private func writeAnswer(_ connection: Connection) {
         while connection.written < connection.output.count {
-            let count = connection.output.withUnsafeBytes { bytes in
-                send(connection.fd, bytes.baseAddress! + connection.written, bytes.count - connection.written, Int32(MSG_NOSIGNAL))
-            }
-            if count < 0 {
-                if errno == EAGAIN || errno == EINTR { return }  // poll says when it takes more
+            do throws(System.CallError) {
+                connection.written += try System.call("send") {
+                    connection.output.withUnsafeBytes { bytes in
+                        send(connection.fd, bytes.baseAddress! + connection.written, bytes.count - connection.written, Int32(MSG_NOSIGNAL))
+                    }
+                }
+            } catch {
+                if error.errno == EAGAIN { return }  // poll says when it takes more
                 finish(connection)
                 return
             }
-            connection.written += count
         }
         finish(connection)
     }

@@ -3,6 +3,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// One end of the host–worker socket.
 ///
@@ -168,9 +169,8 @@ public final class FrameChannel: @unchecked Sendable {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-                if n < 0 {
-                    if errno == EINTR { continue }
+                // Any failure (EPIPE: the peer is gone) closes the channel; the caller says so.
+                guard let n = (try? System.call("send") { Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL)) }) else {
                     return false
                 }
                 offset += n

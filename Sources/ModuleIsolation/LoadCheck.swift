@@ -4,6 +4,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// One module of `eventbusd --check-config`, loaded in a worker started in check mode
 /// (``WorkerProcess/Mode/check``) instead of in the checking process.
@@ -67,27 +68,29 @@ public enum LoadCheck {
             let left = deadline - .now
             guard left > .zero else { return nil }
             let writing = sent < request.count
-            var descriptor = pollfd(fd: socket, events: Int16(writing ? POLLOUT : POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, Int32(clamping: left.clampedNanoseconds / 1_000_000 + 1))
-            guard ready > 0 else { continue }  // the deadline, or EINTR: checked above
+            var descriptors = [pollfd(fd: socket, events: Int16(writing ? POLLOUT : POLLIN), revents: 0)]
+            let ready = (try? System.poll(&descriptors, timeout: Int32(clamping: left.clampedNanoseconds / 1_000_000 + 1))) ?? 0
+            guard ready > 0 else { continue }  // the deadline: checked above
             if writing {
-                let written = request.withUnsafeBytes { bytes in
-                    send(socket, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                }
-                if written > 0 {
-                    sent += written
+                do throws(System.CallError) {
+                    sent += try System.call("send") {
+                        request.withUnsafeBytes { bytes in
+                            send(socket, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                        }
+                    }
                     if sent == request.count { shutdown(socket, Int32(SHUT_WR)) }
-                } else if errno != EAGAIN && errno != EINTR {
+                } catch {
                     // The worker is gone (EPIPE): nothing more to send; read what it left.
-                    sent = request.count
+                    if error.errno != EAGAIN { sent = request.count }
                 }
                 continue
             }
-            let count = read(socket, &buffer, buffer.count)
-            if count > 0 {
+            do throws(System.CallError) {
+                let count = try System.call("read") { read(socket, &buffer, buffer.count) }
+                if count == 0 { return answer }
                 answer += buffer[0..<count]
-            } else if count == 0 || (errno != EAGAIN && errno != EINTR) {
-                return answer
+            } catch {
+                if error.errno != EAGAIN { return answer }
             }
         }
     }

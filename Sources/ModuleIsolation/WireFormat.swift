@@ -1,6 +1,7 @@
 import ControlProtocol
 @_spi(EventBusHost) import EventBusKit
 import Foundation
+import SystemCalls
 
 /// The frames a host and its module worker exchange over their socketpair.
 ///
@@ -188,13 +189,10 @@ public final class FrameReader {
             start = 0
             end = unread
         }
-        while true {
-            let n = read(fd, storage + end, capacity - end)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return false }
-            end += n
-            return true
-        }
+        // End of file or a failed read: either way no more frames come.
+        guard let n = (try? System.call("read") { read(fd, storage + end, capacity - end) }), n > 0 else { return false }
+        end += n
+        return true
     }
 
     public enum Next {

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// A module worker child process: spawned with `posix_spawn`, connected by a socketpair.
 ///
@@ -219,10 +220,8 @@ public struct WorkerProcess: Sendable {
         // The worker is a zombie holding its pid (so the group id cannot be reused), or out of time.
         Glibc.kill(-pid, SIGKILL)
         Glibc.kill(pid, SIGKILL)  // in case its module moved it out of its own group
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            if errno != EINTR { return (.exited(-1), cpu) }  // not our child any more
-        }
+        // A failure: not our child any more.
+        guard let status = try? System.waitForExit(of: pid) else { return (.exited(-1), cpu) }
         return (Self.exit(from: status), cpu)
     }
 
@@ -244,10 +243,9 @@ public struct WorkerProcess: Sendable {
     /// Whether the worker has ended (it stays unreaped until ``reap(within:)``).
     var hasEnded: Bool {
         var info = siginfo_t()
-        while true {
-            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 { return info._sifields._sigchld.si_pid == pid }
-            if errno != EINTR { return true }  // not our child: reaped already
-        }
+        // A failure: not our child, reaped already.
+        guard (try? System.call("waitid") { waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) }) != nil else { return true }
+        return info._sifields._sigchld.si_pid == pid
     }
 
     /// Calls `ended` (on a thread of its own) when the worker process ends, without reaping it.
@@ -256,7 +254,8 @@ public struct WorkerProcess: Sendable {
         let pid = pid
         let thread = Thread {
             var info = siginfo_t()
-            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0 && errno == EINTR {}
+            // Returns when it has ended, or fails when it is no child of ours any more (reaped).
+            _ = try? System.call("waitid") { waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) }
             ended()
         }
         thread.name = "eventbus.worker-exit.\(pid)"

@@ -1,9 +1,9 @@
 import ControlProtocol
 import Dispatch
 @_spi(EventBusHost) import EventBusKit
-import EventBusHost
 import Foundation
 import ModuleIsolation
+import ModuleLoading
 import Synchronization
 
 /// The worker's side: loads one module, gives it a ``ModuleContext`` whose bus forwards to the

@@ -1,8 +1,8 @@
-import EventBusHost
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 // eventbus-module-worker: runs one handler module for eventbusd in a process of its own
 // (`isolation: process`). Spawned by the host (ModuleIsolation.WorkerProcess) with its socket as

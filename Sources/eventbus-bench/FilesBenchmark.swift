@@ -2,6 +2,7 @@ import EventBusKit
 import EventSources
 import Foundation
 import Synchronization
+import SystemCalls
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -111,8 +112,7 @@ func runStorm(in directory: String, count: Int) {
     var child: pid_t = 0
     let failed = posix_spawn(&child, argv[0]!, nil, nil, &argv, environ)
     guard failed == 0 else { fatalError("cannot run the storm writer: \(String(cString: strerror(failed)))") }
-    var status: Int32 = 0
-    while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+    _ = try? System.waitForExit(of: child)
 }
 
 /// Waits until `recorder` has seen `count` creations, or `timeout` seconds without progress.

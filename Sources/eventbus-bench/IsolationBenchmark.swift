@@ -3,6 +3,7 @@ import EventBusHost
 import Foundation
 import Logging
 import Synchronization
+import SystemCalls
 
 // Isolation benchmark: delivery into one module running in eventbusd (`isolation: none`) and
 // in a worker process (`isolation: process`), side by side in one run. The module is the
@@ -117,8 +118,7 @@ private func isolationRun(mode: String, probe: String, events: Int, latencySecon
     var next = MonotonicClock.now()
     for index in 0..<total {
         next += interval
-        var deadline = timespec(tv_sec: Int(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
-        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nil) == EINTR {}
+        System.sleep(untilMonotonic: next)
         host.bus.post(benchEvent(index))
     }
     guard let latencyReport = await report() else { return nil }

@@ -6,7 +6,7 @@ import Foundation
 
 // The cost of metrics on delivery: N modules, each a real ModuleContext on its own mailbox with
 // a `handle(in:)` handler, metrics off (no handler timing, no post counting) against metrics
-// on (one handler call in 8 timed into its histogram through swift-metrics, every post counted
+// on (one handler call in 8 timed into its histogram, every post counted
 // by source kind, and a scrape rendered while the events flow), in the same run.
 
 /// Events per second from `post` on this thread to the last handler call on every module.

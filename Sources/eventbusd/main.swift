@@ -4,6 +4,7 @@ import EventBusHost
 import Foundation
 import Logging
 import ServiceLifecycle
+import SystemCalls
 
 /// eventbusd: the EventBus host daemon.
 struct EventBusDaemon: ParsableCommand {
@@ -63,7 +64,7 @@ struct EventBusDaemon: ParsableCommand {
         let logger = Logger(label: "eventbusd")
         // Every control client is a descriptor: take what the hard limit allows (systemd's and
         // most distributions' soft default of 1024 is for select(2), which eventbusd does not use).
-        let files = OpenFileLimit.raise()
+        let files = System.raiseOpenFileLimit()
         if files.after.soft != files.before.soft {
             logger.info("open files limit raised from \(files.before.soft) to \(files.after.soft) (RLIMIT_NOFILE hard limit)")
         }

@@ -1,6 +1,7 @@
 import EventBusHost
 import EventBusKit
 import Foundation
+import ModuleLoading
 import Testing
 
 /// The loader refuses everything that is not a module built for this host, saying what it is.

@@ -1,5 +1,6 @@
 import EventBusHost
 import Foundation
+import ModuleLoading
 import Testing
 
 /// A config or module from a place another user can write is refused, with the reason.

@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// The libc calls of the systemd integration: Unix datagram sockets (sd_notify, journald's
 /// native protocol), inherited sockets (socket activation), sealed memory files (journald's
@@ -85,10 +86,10 @@ extension System {
         // One cmsghdr (16 bytes on 64-bit Linux) followed by an int, padded to 8: CMSG_SPACE(4).
         let headerSize = MemoryLayout<cmsghdr>.size
         var control = [UInt8](repeating: 0, count: headerSize + 8)
-        let result: Int = address.withSocketAddress { socketAddress, length in
+        let failure: Int32? = address.withSocketAddress { socketAddress, length in
             var vector = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
-            return withUnsafeMutablePointer(to: &vector) { vectorPointer in
-                control.withUnsafeMutableBytes { controlBytes in
+            return withUnsafeMutablePointer(to: &vector) { vectorPointer -> Int32? in
+                control.withUnsafeMutableBytes { controlBytes -> Int32? in
                     var message = msghdr()
                     message.msg_name = UnsafeMutableRawPointer(mutating: socketAddress)
                     message.msg_namelen = length
@@ -105,16 +106,17 @@ extension System {
                     }
                     var flags = Int32(MSG_NOSIGNAL)
                     if !wait { flags |= Int32(MSG_DONTWAIT) }
-                    while true {
-                        let sent = sendmsg(fd, &message, flags)
-                        if sent < 0 && errno == EINTR { continue }
-                        return sent
+                    do throws(System.CallError) {
+                        _ = try System.call("sendmsg") { sendmsg(fd, &message, flags) }
+                        return nil
+                    } catch {
+                        return error.errno
                     }
                 }
             }
         }
-        if result >= 0 { return .sent }
-        switch errno {
+        guard let failure else { return .sent }
+        switch failure {
         case EAGAIN, EWOULDBLOCK: return .wouldBlock
         case EMSGSIZE, ENOBUFS: return .tooLarge
         case let code: return .failed(errno: code)
@@ -135,16 +137,11 @@ extension System {
         let closeOnExec: UInt32 = 0x0001, allowSealing: UInt32 = 0x0002  // MFD_CLOEXEC, MFD_ALLOW_SEALING
         let fd = memfdCreate(name, closeOnExec | allowSealing)
         guard fd >= 0 else { throw CallError(call: "memfd_create", path: name, errno: errno) }
-        var offset = 0
-        while offset < bytes.count {
-            let written = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                Glibc.close(fd)
-                throw CallError(call: "write", path: name, errno: code)
-            }
-            offset += written
+        do throws(CallError) {
+            try writeAll(fd, bytes, path: name)
+        } catch {
+            Glibc.close(fd)
+            throw error
         }
         // F_ADD_SEALS with F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE.
         let addSeals: Int32 = 1033, allSeals: Int32 = 0x1 | 0x2 | 0x4 | 0x8
@@ -163,14 +160,8 @@ extension System {
     /// Writes all of `text` to standard error (a line that must get out even when the log
     /// handler cannot deliver).
     static func writeToStandardError(_ text: String) {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeMutableBytes { Glibc.write(STDERR_FILENO, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            offset += written
-        }
+        // Nothing to do when even that fails.
+        _ = try? Array(text.utf8).withUnsafeBytes { try writeAll(STDERR_FILENO, $0) }
     }
 
     /// The device and inode of an open descriptor, as `fstat(2)` gives them.

@@ -3,6 +3,7 @@ import EventBusKit
 import Foundation
 import Glibc
 import Synchronization
+import SystemCalls
 
 /// The shared source behind every subscription to one ``DeviceWatch``: one netlink socket
 /// (libsystemd's `sd_device_monitor`) and one thread, started with the first subscriber and
@@ -88,7 +89,7 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
                 phase = .running(thread)
             case .failure(let error):
                 phase = .stopped
-                bus.post(DeviceNotice(kind: .error, message: "cannot start a monitor thread: \(String(cString: strerror(error.errno)))")
+                bus.post(DeviceNotice(kind: .error, message: "cannot start a monitor thread: \(error.reason)")
                     .event(source: id))
             }
         }

@@ -3,6 +3,7 @@ import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// The thread that waits on one inotify descriptor and has its events handled as they come.
 ///
@@ -92,8 +93,7 @@ final class InotifyReader: @unchecked Sendable {
             pause.unlock()
             fds[0].revents = 0
             fds[1].revents = 0
-            let ready = poll(&fds, 2, timeout)
-            guard ready >= 0 || errno == EINTR else { break }
+            guard let ready = try? System.poll(&fds, timeout: timeout) else { break }
             if stopped.load(ordering: .acquiring) { break }
             if fds[0].revents & Int16(POLLNVAL) != 0 { break }
             if fds[0].revents != 0 {

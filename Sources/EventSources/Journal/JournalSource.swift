@@ -2,6 +2,7 @@ import CSystemd
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 import Synchronization
+import SystemCalls
 
 /// The shared reader behind every subscription to one ``JournalWatch``: one sd_journal handle
 /// (one inotify instance, which are scarce: 128 per user here) and one thread, started with the
@@ -92,7 +93,7 @@ final class JournalSource: EventSource, @unchecked Sendable {
             let stage = JournalPostingStage(source: id, bus: bus, lag: lag)
             if case .failure(let error) = startDetachedThread({ self.run(bus: bus, stage: stage) }) {
                 state = .stopped
-                bus.post(JournalStatus(state: .failed, reason: "cannot start a reader thread: \(journalErrorText(error.errno))")
+                bus.post(JournalStatus(state: .failed, reason: "cannot start a reader thread: \(error.reason)")
                     .event(source: id))
                 return
             }

@@ -1,6 +1,7 @@
 import EventBusHost
 import EventBusKit
 import Foundation
+import ModuleLoading
 import Testing
 
 /// The case: a module built against a copy of the SDK whose public struct changed, with

@@ -1,5 +1,6 @@
-@testable import EventBusHost
+@testable import ModuleLoading
 import Foundation
+import SystemCalls
 import Testing
 
 /// The ELF reader and the preflight on bytes: real modules read as `nm` and `readelf` read them,

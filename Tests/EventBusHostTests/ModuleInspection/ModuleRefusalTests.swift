@@ -2,6 +2,7 @@ import ControlProtocol
 import EventBusHost
 import EventBusKit
 import Foundation
+import ModuleLoading
 import Testing
 
 /// Every unsafe module file is refused with its reason before it is mapped — by the loader,

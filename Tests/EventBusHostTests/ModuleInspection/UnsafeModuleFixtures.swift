@@ -1,6 +1,7 @@
 import ControlProtocol
 import EventBusHost
 import Foundation
+import ModuleLoading
 import Testing
 
 /// Module files the host must refuse, made for a test in its own folder: prefixes of a real

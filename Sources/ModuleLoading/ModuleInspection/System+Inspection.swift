@@ -1,6 +1,7 @@
 import Glibc
+import SystemCalls
 
-// The operating-system calls of the module inspection, kept with the host's other libc calls in
+// The operating-system calls of the module inspection, kept with the other libc calls in
 // `System` (in their own file, beside the code that uses them): `errno` is read right after the
 // call that set it, and the rest works with Swift values.
 extension System {
@@ -30,12 +31,15 @@ extension System {
             var buffer = [UInt8](repeating: 0, count: count)
             var done = 0
             while done < count {
-                let got = buffer.withUnsafeMutableBytes { raw in
-                    pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
-                }
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    throw ELFError(.unreadable, "read at offset \(offset): \(String(cString: strerror(errno)))")
+                let got: Int
+                do throws(System.CallError) {
+                    got = try System.call("pread") {
+                        buffer.withUnsafeMutableBytes { raw in
+                            pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                        }
+                    }
+                } catch {
+                    throw ELFError(.unreadable, "read at offset \(offset): \(error.reason)")
                 }
                 if got == 0 {
                     throw ELFError(.truncated, "the file ended at byte \(offset + UInt64(done)) while \(count) bytes at offset \(offset) were read (it shrank while it was checked)")
@@ -108,24 +112,13 @@ extension System {
 
         /// Writes `count` bytes (at most a page, within one page) into the pipe and reads them back.
         private static func transfer(_ address: UnsafeRawPointer, count: Int, through pipe: [Int32]) -> [UInt8]? {
-            var written = 0
-            while written < count {
-                let result = write(pipe[1], address + written, count - written)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    return nil  // EFAULT: not readable
-                }
-                written += result
-            }
+            // EFAULT from the write: not readable.
+            guard (try? System.writeAll(pipe[1], UnsafeRawBufferPointer(start: address, count: count))) != nil else { return nil }
             var bytes = [UInt8](repeating: 0, count: count)
             var read = 0
             while read < count {
-                let result = bytes.withUnsafeMutableBytes { Glibc.read(pipe[0], $0.baseAddress! + read, count - read) }
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    return nil
-                }
-                if result == 0 { return nil }
+                let result = try? System.call("read") { bytes.withUnsafeMutableBytes { Glibc.read(pipe[0], $0.baseAddress! + read, count - read) } }
+                guard let result, result > 0 else { return nil }
                 read += result
             }
             return bytes

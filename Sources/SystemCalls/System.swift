@@ -1,47 +1,55 @@
 import Glibc
 
-/// The host's operating-system boundary: every libc call the host makes (stat, realpath, read,
-/// dlopen, dlsym) lives here, as in SwiftNIO's `System.swift`. Everything else works with the
-/// Swift values and errors these return, so `errno` and `dlerror()` are read right after the
-/// call that set them and nowhere else.
-enum System {
+/// The operating-system boundary of eventbusd and the module worker: their libc calls (stat,
+/// realpath, read, dlopen, dlsym …) live here and in `System` extensions beside the code that
+/// needs them, as in SwiftNIO's `System.swift`. Everything else works with the Swift values and
+/// errors these return, so `errno` and `dlerror()` are read right after the call that set them
+/// and nowhere else. A target of its own, depending on nothing but libc, so that every process
+/// (host, worker, CLI) can share it.
+public enum System {
     /// What `stat(2)` says about a path, reduced to what the host decides on.
-    struct FileStatus: Equatable {
-        var mode: UInt32
-        var ownerID: UInt32
-        var device: UInt64
-        var inode: UInt64
-        var modifiedSeconds: Int
-        var modifiedNanoseconds: Int
+    public struct FileStatus: Equatable, Sendable {
+        public var mode: UInt32
+        public var ownerID: UInt32
+        public var device: UInt64
+        public var inode: UInt64
+        public var modifiedSeconds: Int
+        public var modifiedNanoseconds: Int
 
-        var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
-        var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
-        var isWorldWritable: Bool { mode & UInt32(S_IWOTH) != 0 }
-        var isSticky: Bool { mode & UInt32(S_ISVTX) != 0 }
-        var permissions: String { "0" + String(mode & 0o7777, radix: 8) }
+        public var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
+        public var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+        public var isWorldWritable: Bool { mode & UInt32(S_IWOTH) != 0 }
+        public var isSticky: Bool { mode & UInt32(S_ISVTX) != 0 }
+        public var permissions: String { "0" + String(mode & 0o7777, radix: 8) }
 
         /// Whether both describe the same version of a file: the same inode, not written since.
         /// A build that replaces a module (a new file renamed over it, or rewritten in place)
         /// changes one or the other; `chmod` and `chown` change neither.
-        func isSameVersion(as other: FileStatus) -> Bool {
+        public func isSameVersion(as other: FileStatus) -> Bool {
             device == other.device && inode == other.inode
                 && modifiedSeconds == other.modifiedSeconds && modifiedNanoseconds == other.modifiedNanoseconds
         }
     }
 
     /// A failed system call, with the path it was about and `strerror` of its `errno`.
-    struct CallError: Error, CustomStringConvertible {
-        var call: String
-        var path: String
-        var errno: Int32
+    public struct CallError: Error, CustomStringConvertible, Sendable {
+        public var call: String
+        public var path: String
+        public var errno: Int32
 
-        var isNoSuchFile: Bool { errno == ENOENT || errno == ENOTDIR }
-        var reason: String { String(cString: strerror(errno)) }
-        var description: String { "\(call)(\(path)): \(reason)" }
+        public init(call: String, path: String, errno: Int32) {
+            self.call = call
+            self.path = path
+            self.errno = errno
+        }
+
+        public var isNoSuchFile: Bool { errno == ENOENT || errno == ENOTDIR }
+        public var reason: String { String(cString: strerror(errno)) }
+        public var description: String { "\(call)(\(path)): \(reason)" }
     }
 
     /// `stat(2)`: follows symbolic links.
-    static func status(of path: String) throws(CallError) -> FileStatus {
+    public static func status(of path: String) throws(CallError) -> FileStatus {
         var info = stat()
         guard stat(path, &info) == 0 else { throw CallError(call: "stat", path: path, errno: errno) }
         return FileStatus(
@@ -51,19 +59,19 @@ enum System {
     }
 
     /// `realpath(3)`: the absolute path with every symbolic link, `.` and `..` resolved.
-    static func realPath(_ path: String) throws(CallError) -> String {
+    public static func realPath(_ path: String) throws(CallError) -> String {
         guard let resolved = realpath(path, nil) else { throw CallError(call: "realpath", path: path, errno: errno) }
         defer { free(resolved) }
         return String(cString: resolved)
     }
 
     /// The whole file, read with `open`/`read`.
-    static func readFile(_ path: String) throws(CallError) -> [UInt8] {
+    public static func readFile(_ path: String) throws(CallError) -> [UInt8] {
         try read(path, limit: nil)
     }
 
     /// At most the first `count` bytes of a file (fewer if it is shorter).
-    static func readPrefix(_ path: String, count: Int) throws(CallError) -> [UInt8] {
+    public static func readPrefix(_ path: String, count: Int) throws(CallError) -> [UInt8] {
         try read(path, limit: count)
     }
 
@@ -75,11 +83,7 @@ enum System {
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while limit.map({ bytes.count < $0 }) ?? true {
             let wanted = min(chunk.count, limit.map { $0 - bytes.count } ?? chunk.count)
-            let got = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) }
-            if got < 0 {
-                if errno == EINTR { continue }
-                throw CallError(call: "read", path: path, errno: errno)
-            }
+            let got = try call("read", path) { chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, wanted) } }
             if got == 0 { break }
             bytes.append(contentsOf: chunk[0..<got])
         }
@@ -87,7 +91,7 @@ enum System {
     }
 
     /// The effective user id: files owned by it (or by root) are trusted.
-    static var effectiveUserID: UInt32 { UInt32(geteuid()) }
+    public static var effectiveUserID: UInt32 { UInt32(geteuid()) }
 
     /// `dlopen(3)` with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE`.
     ///
@@ -96,7 +100,7 @@ enum System {
     /// one module's symbols from satisfying another's; NODELETE keeps the code mapped for the
     /// life of the process, because the Swift runtime caches conformance records and metadata
     /// from it (docs/platform-facts.md, Loading modules). The handle is deliberately never passed to `dlclose`.
-    static func openLibrary(_ path: String) throws(CallError.DynamicLoader) -> UnsafeMutableRawPointer {
+    public static func openLibrary(_ path: String) throws(CallError.DynamicLoader) -> UnsafeMutableRawPointer {
         _ = dlerror()  // clear a stale message
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
             throw CallError.DynamicLoader(message: lastDynamicLoaderError() ?? "dlopen failed without a message")
@@ -105,7 +109,7 @@ enum System {
     }
 
     /// `dlsym(3)`: the address of `symbol` in the library, or nil when it does not export it.
-    static func symbol(_ symbol: String, in handle: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
+    public static func symbol(_ symbol: String, in handle: UnsafeMutableRawPointer) -> UnsafeMutableRawPointer? {
         _ = dlerror()
         return dlsym(handle, symbol)
     }
@@ -118,27 +122,27 @@ enum System {
 
 extension System.CallError {
     /// A failure of the dynamic loader: `dlerror()`'s message, which already names the file.
-    struct DynamicLoader: Error, CustomStringConvertible {
-        var message: String
-        var description: String { message }
+    public struct DynamicLoader: Error, CustomStringConvertible, Sendable {
+        public var message: String
+        public var description: String { message }
     }
 }
 
 extension System {
     /// `RLIMIT_NOFILE`: how many descriptors the process may have open.
-    struct OpenFileLimit: Equatable {
-        var soft: Int
-        var hard: Int
+    public struct OpenFileLimit: Equatable, Sendable {
+        public var soft: Int
+        public var hard: Int
     }
 
-    static func openFileLimit() -> OpenFileLimit {
+    public static func openFileLimit() -> OpenFileLimit {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return OpenFileLimit(soft: 1024, hard: 1024) }
         return OpenFileLimit(soft: Int(clamping: limit.rlim_cur), hard: Int(clamping: limit.rlim_max))
     }
 
     /// Raises the soft limit to the hard one. Returns the limits before and after.
-    static func raiseOpenFileLimit() -> (before: OpenFileLimit, after: OpenFileLimit) {
+    public static func raiseOpenFileLimit() -> (before: OpenFileLimit, after: OpenFileLimit) {
         let before = openFileLimit()
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
@@ -146,19 +150,5 @@ extension System {
             _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         }
         return (before, openFileLimit())
-    }
-}
-
-/// The process's open-files limit, for eventbusd's start.
-public enum OpenFileLimit {
-    public struct Limits: Sendable, Equatable {
-        public var soft: Int
-        public var hard: Int
-    }
-
-    /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the limits before and after.
-    public static func raise() -> (before: Limits, after: Limits) {
-        let (before, after) = System.raiseOpenFileLimit()
-        return (Limits(soft: before.soft, hard: before.hard), Limits(soft: after.soft, hard: after.hard))
     }
 }

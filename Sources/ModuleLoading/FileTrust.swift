@@ -1,3 +1,5 @@
+import SystemCalls
+
 /// Decides whether a file the host reads (its config) or loads (a module) comes from a trusted
 /// place.
 ///
@@ -8,8 +10,8 @@
 /// must be owned by root or by the host's own user, and not writable by every user. A
 /// world-writable directory with the sticky bit (`/tmp`) is accepted: there, only a file's owner
 /// may rename or delete it.
-enum FileTrust {
-    enum Problem: Error {
+package enum FileTrust {
+    package enum Problem: Error {
         /// The file does not exist (or a directory on its path does not).
         case missing(System.CallError)
         /// The file exists but may not be trusted; `reason` says why, naming the culprit.
@@ -17,7 +19,7 @@ enum FileTrust {
     }
 
     /// Checks `path` (absolute) and the directories leading to it.
-    static func check(_ path: String) throws(Problem) {
+    package static func check(_ path: String) throws(Problem) {
         let resolved: String
         do { resolved = try System.realPath(path) } catch { throw .missing(error) }
         let candidates = [(resolved, true)] + (ancestors(of: resolved) + ancestors(of: path)).map { ($0, false) }

@@ -1,4 +1,5 @@
 import EventBusKit
+import SystemCalls
 
 /// Checks what a module's `eventbus_module` returned before the SDK reads it as an export record
 /// (`ModuleFactory.open`): not NULL, readable, a tag that is a short printable C string, a

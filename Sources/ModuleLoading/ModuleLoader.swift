@@ -1,5 +1,6 @@
 import EventBusKit
 import Synchronization
+import SystemCalls
 
 /// Why a module file was not loaded. ``description`` is the whole story for a log line.
 public struct ModuleLoadError: Error, Sendable, CustomStringConvertible {
@@ -56,8 +57,7 @@ public struct LoadedLibrary: @unchecked Sendable {
     public internal(set) var changedOnDisk = false
     let identity: System.FileStatus
 
-    /// A new instance of the module (the module worker's way in; the host calls the factory
-    /// itself).
+    /// A new instance of the module.
     public func makeModule() -> any EventBusModule { factory.makeModule() }
 
     /// What the module declares its config section may hold (``EventBusModule/configKeys``).

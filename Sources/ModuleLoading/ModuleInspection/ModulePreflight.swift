@@ -1,4 +1,5 @@
 import EventBusKit
+import SystemCalls
 
 /// The checks a module file must pass before the host maps it with `dlopen`: each refusal here is
 /// a crash that did not happen (a truncated file faults inside the loader; a module with its own
