@@ -97,7 +97,7 @@ import Testing
 
         let socket = folder.appendingPathComponent("control.sock").path
         let log = folder.appendingPathComponent("eventbusd.log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let daemon = Process()
         daemon.executableURL = URL(fileURLWithPath: eventbusd)
         daemon.arguments = ["--config", config, "--socket", socket]
