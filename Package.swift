@@ -54,7 +54,7 @@ let package = Package(
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
-        .target(name: "ControlProtocol"),
+        .target(name: "ControlProtocol", exclude: ["PROTOCOL.md"]),
         // libsystemd: sd-journal for the journal source, sd-bus for the units source.
         .systemLibrary(
             name: "CSystemd",
@@ -143,8 +143,7 @@ let package = Package(
                 "CMalloc",
                 "ModuleIsolation",
                 "EventBusMetrics",
-            ],
-            exclude: ["Control/PROTOCOL.md"]
+            ]
         ),
         // Process isolation, both sides' shared part and the host's: the wire format, spawning a
         // worker, supervising it (heartbeat, crash, restart). Links the SDK only.

@@ -120,7 +120,7 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
                 if let summary = exhaustionLog.record() {
                     server.logger.warning("control: refused a connection: \(reason)\(summary)")
                 }
-                Self.refuse(client, code: "too_many_clients", message: reason)
+                Self.refuse(client, ControlError(.tooManyClients, reason))
                 continue
             }
             let peer: System.StreamSocket.Peer
@@ -135,7 +135,7 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
                 if let summary = limitLog.record() {
                     server.logger.warning("control: refused a connection from uid \(peer.userID) (pid \(peer.processID)): \(reason)\(summary)")
                 }
-                Self.refuse(client, code: "too_many_clients", message: reason)
+                Self.refuse(client, ControlError(.tooManyClients, reason))
             }
         }
     }
@@ -153,7 +153,7 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
             let client = (try? System.StreamSocket.accept(fd)) ?? nil
             if let client {
                 server.countRefusalForDescriptors()
-                Self.refuse(client, code: "too_many_clients", message: "eventbusd has run out of file descriptors (\(error.reason)); try again later")
+                Self.refuse(client, ControlError(.tooManyClients, "eventbusd has run out of file descriptors (\(error.reason)); try again later"))
             }
             spare = System.StreamSocket.openSpare()
             if client != nil && spare >= 0 { return }  // the next wake-up tries again
@@ -172,8 +172,8 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
 
     /// One `error` line to a client that is not admitted, then close. Best effort: a new
     /// socket's buffer takes the line without blocking.
-    static func refuse(_ fd: Int32, code: String, message: String) {
-        let line = JSONWriter.line(["type": "error", "code": .string(code), "message": .string(message)])
+    static func refuse(_ fd: Int32, _ refusal: ControlError) {
+        let line = JSONWriter.line(refusal.json)
         _ = line.withUnsafeBytes { try? System.StreamSocket.write(fd, $0) }
         System.StreamSocket.close(fd)
     }

@@ -1,78 +1,72 @@
 import ControlProtocol
 @_spi(EventBusHost) import EventBusKit
+import EventBusMetrics
 import Foundation
 
-/// The answers to `status`, `modules`, `stats` and `metrics`, and the clients' side of the
-/// host's metrics: built on the asking thread from what is read under the server's lock.
+/// The answers to `status`, `modules`, `stats` and `metrics` (the typed reports of
+/// ``ControlProtocol``), and the clients' side of the host's metrics: built on the asking
+/// thread from what is read under the server's lock.
 extension ControlServer {
-    func status() -> JSON {
+    func status() -> StatusReport {
         let host = snapshot()
         let bus = bus.statistics
         let (socket, clients, tailing, refusals, replay) = lock.withLock {
             (settings.socketPath, roster.count, feeds.count, roster.refused,
-             JSON.object(["capacity": .int(Int64(ring.capacity)), "held": .int(Int64(ring.count)),
-                          "byte_capacity": .int(Int64(ring.byteCapacity)), "bytes": .int(Int64(ring.bytes)),
-                          "oldest_seq": .int(Int64(ring.oldestSequence)), "newest_seq": .int(Int64(ring.newestSequence))]))
+             StatusReport.Replay(capacity: Int64(ring.capacity), held: Int64(ring.count), byteCapacity: Int64(ring.byteCapacity),
+                                 bytes: Int64(ring.bytes), oldestSequence: Int64(ring.oldestSequence),
+                                 newestSequence: Int64(ring.newestSequence)))
         }
-        let uptime = ContinuousClock.now - startedMonotonic
-        var answer: [String: JSON] = [
-            "type": "status",
-            "protocol": .int(Int64(ControlProtocol.version)),
-            "pid": .int(Int64(getpid())),
-            "config": .string(host.configFile),
-            "started": .string(startedAt.formatted(.iso8601)),
-            "uptime_seconds": .double(uptime.secondsValue),
-            "posted": .int(Int64(bus.posted)),
-            "subscriptions": .int(Int64(bus.subscriptions)),
-            "sources": .array(bus.sources.keys.sorted().map { id in
-                var source: [String: JSON] = ["id": .string(id), "subscriptions": .int(Int64(bus.sources[id]!))]
-                if let state = host.sourceStates[id] { source["state"] = .string(state) }
-                return .object(source)
-            }),
-            "modules": .array(host.modules.map(Self.moduleJSON)),
-            "control": .object(["socket": .string(socket), "clients": .int(Int64(clients)),
-                                 "tailing": .int(Int64(tailing)), "replay": replay,
-                                 "refused": .object(["limit": .int(Int64(refusals.limit)),
-                                                     "descriptors": .int(Int64(refusals.descriptors))])]),
-        ]
-        if let bridge = host.bridge { answer["bridge"] = bridge }
-        return .object(answer)
+        return StatusReport(
+            processID: Int64(getpid()), configFile: host.configFile, started: startedAt.formatted(.iso8601),
+            uptimeSeconds: uptimeSeconds, posted: Int64(bus.posted), subscriptions: Int64(bus.subscriptions),
+            sources: bus.sources.keys.sorted().map { id in
+                StatusReport.Source(id: id, subscriptions: Int64(bus.sources[id]!), state: host.sourceStates[id])
+            },
+            modules: host.modules.map(Self.report),
+            control: StatusReport.Control(socket: socket, clients: Int64(clients), tailing: Int64(tailing), replay: replay,
+                                          refusedForLimit: Int64(refusals.limit), refusedForDescriptors: Int64(refusals.descriptors)),
+            bridge: host.bridge)
     }
 
     func modules() -> JSON {
-        .object(["type": "modules", "modules": .array(snapshot().modules.map(Self.moduleJSON))])
+        .object(["type": "modules", "modules": .array(snapshot().modules.map { Self.report($0).json })])
     }
 
-    /// Counters only: the bus, and each tailing client's feed.
-    func stats() -> JSON {
+    /// The counters: the bus, and each tailing client's feed; with `detail`, the process's
+    /// figures and each module's counts and handler durations too.
+    func stats(detail: Bool) -> StatsReport {
         let bus = bus.statistics
         let (clients, feeds) = lock.withLock { (roster.count, self.feeds) }
-        return .object([
-            "type": "stats",
-            "posted": .int(Int64(bus.posted)),
-            "subscriptions": .int(Int64(bus.subscriptions)),
-            "clients": .int(Int64(clients)),
-            "tailing": .array(feeds.sorted { $0.client.id < $1.client.id }.map { feed in
+        var report = StatsReport(
+            processID: Int64(getpid()), uptimeSeconds: uptimeSeconds, posted: Int64(bus.posted),
+            subscriptions: Int64(bus.subscriptions), clients: Int64(clients), process: nil, modules: [],
+            tailing: feeds.sorted { $0.client.id < $1.client.id }.map { feed in
                 let statistics = feed.statistics
-                return .object([
-                    "client": .int(Int64(feed.client.id)), "uid": .int(Int64(feed.client.userID)),
-                    "pid": .int(Int64(feed.client.processID)),
-                    "delivered": .int(Int64(statistics.delivered)), "dropped": .int(Int64(statistics.dropped)),
-                    "queued": .int(Int64(statistics.queued)), "queued_bytes": .int(Int64(statistics.queuedBytes)),
-                ])
-            }),
-        ])
+                return StatsReport.TailingClient(
+                    client: Int64(feed.client.id), userID: Int64(feed.client.userID), processID: Int64(feed.client.processID),
+                    delivered: Int64(statistics.delivered), dropped: Int64(statistics.dropped),
+                    queued: Int64(statistics.queued), queuedBytes: Int64(statistics.queuedBytes))
+            })
+        guard detail else { return report }
+        report.process = ProcessFigures.read().map { figures in
+            StatsReport.Process(residentBytes: Int64(figures.residentBytes), openFiles: Int64(figures.openFileDescriptors),
+                                threads: Int64(figures.threads))
+        }
+        report.modules = snapshot().modules.map { module in
+            let report = Self.report(module)
+            return StatsReport.Module(name: report.name, state: report.state, delivered: report.delivered, dropped: report.dropped,
+                                      queued: report.queued, errors: report.errors, handlerSeconds: handlerSeconds(module.name))
+        }
+        return report
     }
 
     /// The `metrics` answer: the same Prometheus text `/metrics` serves, in one JSON string, so
     /// a host without `metrics.listen` can be read too (`eventbus metrics`).
     func metrics() -> JSON {
-        .object([
-            "type": "metrics",
-            "content_type": "text/plain; version=0.0.4",
-            "text": .string(String(decoding: metricsText(), as: UTF8.self)),
-        ])
+        MetricsAnswer.json(text: String(decoding: metricsText(), as: UTF8.self))
     }
+
+    private var uptimeSeconds: Double { (ContinuousClock.now - startedMonotonic).secondsValue }
 
     /// The clients' side of the host's metrics: counts, and each tailing client's feed.
     struct ClientFigures {
@@ -93,34 +87,25 @@ extension ControlServer {
         return figures
     }
 
-    static func moduleJSON(_ module: ModuleStatistics) -> JSON {
-        var object: [String: JSON] = [
-            "name": .string(module.name),
-            "path": .string(module.path),
-            "delivered": .int(Int64(module.delivered)),
-            "dropped": .int(Int64(module.dropped)),
-            "queued": .int(Int64(module.queued)),
-            "queued_bytes": .int(Int64(module.queuedBytes)),
-            "errors": .int(Int64(module.errors)),
-        ]
+    static func report(_ module: ModuleStatistics) -> ModuleReport {
+        var state = ""
+        var reason: String?
         switch module.state {
-        case .starting: object["state"] = "starting"
-        case .active: object["state"] = "active"
-        case .disabled: object["state"] = "disabled"
-        case .stopped: object["state"] = "stopped"
-        case .restarting: object["state"] = "restarting"
-        case .failed(let reason):
-            object["state"] = "failed"
-            object["reason"] = .string(reason)
+        case .starting: state = "starting"
+        case .active: state = "active"
+        case .disabled: state = "disabled"
+        case .stopped: state = "stopped"
+        case .restarting: state = "restarting"
+        case .failed(let why):
+            state = "failed"
+            reason = why
         }
-        if let name = module.reportedName { object["reported_name"] = .string(name) }
-        if let version = module.version { object["version"] = .string(version) }
-        object["isolation"] = .string(module.isolation.rawValue)
-        object["restarts"] = .int(Int64(module.restarts))
-        if let pid = module.workerPID { object["pid"] = .int(Int64(pid)) }
-        if let crash = module.lastCrash { object["last_crash"] = .string(crash) }
-        if let reason = module.configNotApplied { object["config_not_applied"] = .string(reason) }
-        if let time = module.lastCrashTime { object["last_crash_time"] = .string(time.formatted(.iso8601)) }
-        return .object(object)
+        return ModuleReport(
+            name: module.name, path: module.path, state: state, reason: reason,
+            delivered: Int64(module.delivered), dropped: Int64(module.dropped), queued: Int64(module.queued),
+            queuedBytes: Int64(module.queuedBytes), errors: Int64(module.errors),
+            reportedName: module.reportedName, version: module.version, isolation: module.isolation.rawValue,
+            restarts: Int64(module.restarts), workerProcessID: module.workerPID.map { Int64($0) }, lastCrash: module.lastCrash,
+            lastCrashTime: module.lastCrashTime?.formatted(.iso8601), configNotApplied: module.configNotApplied)
     }
 }

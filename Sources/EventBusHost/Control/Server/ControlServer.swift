@@ -72,6 +72,8 @@ final class ControlServer: @unchecked Sendable {
     let snapshot: @Sendable () -> HostSnapshot
     /// The host's metrics text, for `metrics` requests (``HostMetrics/render()``).
     let metricsText: @Sendable () -> [UInt8]
+    /// A module's handler durations, for `stats` with `detail` (nil: not timed).
+    let handlerSeconds: @Sendable (String) -> StatsReport.Histogram?
     /// Re-reads the config as SIGHUP does and hands the outcome to its callback (any thread);
     /// set by the host's service before clients are accepted. Nil: `reload` is not offered.
     var reloadHandler: (@Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void)? {
@@ -111,11 +113,13 @@ final class ControlServer: @unchecked Sendable {
     var fanOut: AnyCancellable?
 
     init(bus: Bus, logger: Logger, snapshot: @escaping @Sendable () -> HostSnapshot,
-         metrics: @escaping @Sendable () -> [UInt8] = { [] }) {
+         metrics: @escaping @Sendable () -> [UInt8] = { [] },
+         handlerSeconds: @escaping @Sendable (String) -> StatsReport.Histogram? = { _ in nil }) {
         self.bus = bus
         self.logger = logger
         self.snapshot = snapshot
         self.metricsText = metrics
+        self.handlerSeconds = handlerSeconds
         self.settings = ControlSettings()
         self.ring = ReplayRing(capacity: 0, byteCapacity: 0)
     }

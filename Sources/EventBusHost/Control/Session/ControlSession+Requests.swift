@@ -1,88 +1,89 @@
 import ControlProtocol
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 
-/// A session's requests: the greeting, routing each request line to its handler after the
-/// access check, and the answer lines. On the loop's thread.
+/// A session's requests: the greeting, decoding each request line (``ControlRequest``), the
+/// access check, routing to its handler, and the answer lines. On the loop's thread.
 extension ControlSession {
     /// The `hello` line: who the host is and what this client may ask.
     func greet() {
-        var may: [JSON] = []
-        if server.access.permits(.tail, peer) { may += ["tail", "status", "modules", "stats", "metrics"] }
-        if server.access.permits(.post, peer) { may.append("post") }
-        if server.access.permits(.reload, peer), server.reloadHandler != nil { may.append("reload") }
-        var hello: [String: JSON] = ["type": "hello", "server": "eventbusd", "may": .array(may)]
-        hello["protocol"] = .int(Int64(ControlProtocol.version))
-        hello["pid"] = .int(Int64(getpid()))
-        hello["uid"] = .int(Int64(peer.userID))
-        respond(.object(hello), id: nil)
+        let access = server.access
+        var may: [String] = []
+        if access.permits(.tail, peer) { may += ["tail", "status", "modules", "stats", "metrics"] }
+        if access.permits(.post, peer) { may.append("post") }
+        if access.permits(.reload, peer), server.reloadHandler != nil { may.append("reload") }
+        respond(Hello(may: may, processID: Int64(getpid()), userID: Int64(peer.userID)).json, id: nil)
     }
 
     func handle(line: UnsafeBufferPointer<UInt8>) {
-        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { return }
-        let request: JSON
-        do {
-            request = try JSON.parse(line)
-        } catch {
-            self.error("bad_json", "not JSON: \(error)", id: nil)
+        let envelope: ControlRequest.Envelope
+        switch ControlRequest.decode(line) {
+        case .blank: return
+        case .failure(let failure, let id):
+            error(failure, id: id)
+            return
+        case .envelope(let decoded): envelope = decoded
+        }
+        let id = envelope.id
+        let permission: ControlAccess.Permission
+        switch envelope.op {
+        case .post: permission = .post
+        case .reload: permission = .reload
+        case .subscribe, .status, .modules, .stats, .listing, .metrics: permission = .tail
+        }
+        guard allowed(permission, op: envelope.op, id: id) else { return }
+        let request: ControlRequest
+        switch envelope.request(validName: { [self] name in validate(eventName: name) }) {
+        case .success(let decoded): request = decoded
+        case .failure(let failure):
+            error(failure, id: id)
             return
         }
-        guard case .object(let members) = request else {
-            self.error("bad_request", "a request is a JSON object with an \"op\", found \(request.kindName)", id: nil)
-            return
-        }
-        let id = members["id"]
-        guard let op = members["op"]?.stringValue else {
-            self.error("bad_request", "a request needs \"op\": one of subscribe, post, status, modules, stats, listing, metrics, reload", id: id)
-            return
-        }
-        switch op {
-        case "subscribe":
-            guard allowed(.tail, op: op, id: id) else { return }
-            subscribe(members, id: id)
-        case "post":
-            guard allowed(.post, op: op, id: id) else { return }
-            post(members, id: id)
-        case "status":
-            guard allowed(.tail, op: op, id: id) else { return }
-            respond(server.status(), id: id)
-        case "modules":
-            guard allowed(.tail, op: op, id: id) else { return }
-            respond(server.modules(), id: id)
-        case "stats":
-            guard allowed(.tail, op: op, id: id) else { return }
-            respond(server.stats(), id: id)
-        case "listing":
-            guard allowed(.tail, op: op, id: id) else { return }
+        switch request.body {
+        case .subscribe(let members): subscribe(members, id: id)
+        case .post(let post): self.post(post, id: id)
+        case .status: respond(server.status().json, id: id)
+        case .modules: respond(server.modules(), id: id)
+        case .stats(let detail): respond(server.stats(detail: detail).json, id: id)
+        case .metrics: respond(server.metrics(), id: id)
+        case .reload: reload(id: id)
+        case .listing(let members):
             switch ListingRequest.answer(members, peer: peer, server: server) {
             case .success(let listing): respond(listing, id: id)
-            case .failure(let failure): error(failure.code, failure.message, id: id)
+            case .failure(let failure): error(failure, id: id)
             }
-        case "metrics":
-            guard allowed(.tail, op: op, id: id) else { return }
-            respond(server.metrics(), id: id)
-        case "reload":
-            guard allowed(.reload, op: op, id: id) else { return }
-            reload(id: id)
-        default:
-            self.error("unknown_op", "unknown op \"\(op)\"; expected one of subscribe, post, status, modules, stats, listing, metrics, reload", id: id)
         }
     }
 
     /// Whether the peer may do `permission`; when not, the refusal is answered and logged.
-    private func allowed(_ permission: ControlAccess.Permission, op: String, id: JSON?) -> Bool {
+    private func allowed(_ permission: ControlAccess.Permission, op: ControlRequest.Op, id: JSON?) -> Bool {
         let access = server.access
         if access.permits(permission, peer) { return true }
         let reason = access.refusal(permission, peer)
-        server.logger.warning("control: refused \(op) from uid \(peer.userID) (pid \(peer.processID)): \(reason)")
-        error("forbidden", reason, id: id)
+        server.logger.warning("control: refused \(op.rawValue) from uid \(peer.userID) (pid \(peer.processID)): \(reason)")
+        error(ControlError(.forbidden, reason), id: id)
         return false
+    }
+
+    /// Whether a posted event's name follows the rules (nil), remembered for the names this
+    /// client posts again and again (``validNames``).
+    private func validate(eventName name: String) -> ControlError? {
+        if validNames.contains(name) { return nil }
+        do {
+            try EventPattern.validate(eventName: name)
+        } catch {
+            return ControlError(.invalidName, (error as? EventBusError)?.message ?? "\(error)")
+        }
+        if validNames.count == Self.validNamesKept { validNames.removeAll(keepingCapacity: true) }
+        validNames.insert(name)
+        return nil
     }
 
     /// Answered when the reload has run (on the host's control queue, while this connection
     /// keeps being served): `reloaded` with the summary, or `reload_failed` with the config error.
     private func reload(id: JSON?) {
         guard let handler = server.reloadHandler else {
-            error("unavailable", "this eventbusd cannot be reloaded through its control socket", id: id)
+            error(ControlError(.unavailable, "this eventbusd cannot be reloaded through its control socket"), id: id)
             return
         }
         server.logger.info("control: reload asked by uid \(peer.userID) (pid \(peer.processID))")
@@ -90,8 +91,8 @@ extension ControlSession {
             loop.execute { [self] in
                 guard !closed else { return }
                 switch outcome {
-                case .applied(let summary): respond(["type": "reloaded", "message": .string(summary)], id: id)
-                case .refused(let reason): error("reload_failed", reason, id: id)
+                case .applied(let summary): respond(Reloaded.json(message: summary), id: id)
+                case .refused(let reason): error(ControlError(.reloadFailed, reason), id: id)
                 }
                 flush()
             }
@@ -100,6 +101,7 @@ extension ControlSession {
 
     // MARK: Answers
 
+    /// Appends one answer line (the request's `id` added) to the output.
     func respond(_ response: JSON, id: JSON?) {
         var response = response
         if let id, case .object(var members) = response {
@@ -110,7 +112,7 @@ extension ControlSession {
         out.byte(0x0A)
     }
 
-    func error(_ code: String, _ message: String, id: JSON?) {
-        respond(["type": "error", "code": .string(code), "message": .string(message)], id: id)
+    func error(_ failure: ControlError, id: JSON?) {
+        respond(failure.json, id: id)
     }
 }

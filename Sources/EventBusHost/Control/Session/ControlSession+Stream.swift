@@ -111,7 +111,7 @@ extension ControlSession {
 
     /// Writes `end` with `reason`, lets go of the feed, and closes once the output is written.
     func finish(reason: String) {
-        respond(["type": "end", "reason": .string(reason)], id: nil)
+        respond(StreamEnd.json(reason: reason), id: nil)
         detachFeed()
         state.finished()
         flush()

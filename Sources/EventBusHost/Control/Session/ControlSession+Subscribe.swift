@@ -10,7 +10,7 @@ extension ControlSession {
         switch state.maySubscribe() {
         case .proceed: break
         case .alreadySubscribed:
-            error("already_subscribed", "this connection is already subscribed; open another one", id: id)
+            error(ControlError(.alreadySubscribed, "this connection is already subscribed; open another one"), id: id)
             return
         case .closing:
             return  // the connection closes once its last answers are out
@@ -19,7 +19,7 @@ extension ControlSession {
         do {
             parsed = try SubscribeRequest(request, maximumBuffer: server.clientBuffer.events)
         } catch {
-            self.error(error.code, error.message, id: id)
+            self.error(error, id: id)
             return
         }
         // The client's own access decides what it may watch (PeerAccess), before anything opens.
@@ -31,7 +31,7 @@ extension ControlSession {
             if !parsed.journal.isEmpty { try PeerAccess.checkJournal(by: peer, groups: access.journalGroups) }
         } catch {
             server.logger.warning("control: refused subscribe from uid \(peer.userID) (pid \(peer.processID)): \(error)")
-            self.error("forbidden", error.description, id: id)
+            self.error(ControlError(.forbidden, error.description), id: id)
             return
         }
         for path in parsed.files {
@@ -39,7 +39,7 @@ extension ControlSession {
                 _ = try System.status(of: path)
             } catch where error.isNoSuchFile {
                 // As `tail -f` does: a watch on nothing would only ever print its error.
-                self.error("not_found", "\(path) does not exist, so there is nothing to watch (a configured watch with rearm: true waits for a path to appear)", id: id)
+                self.error(ControlError(.notFound, "\(path) does not exist, so there is nothing to watch (a configured watch with rearm: true waits for a path to appear)"), id: id)
                 return
             } catch {}
         }
@@ -47,7 +47,7 @@ extension ControlSession {
         for (kind, wanted, what) in [(FileWatch.kind, !parsed.files.isEmpty, "files"), (JournalWatch.kind, !parsed.journal.isEmpty, "journal units"),
                                      (DeviceWatch.kind, !parsed.devices.isEmpty, DeviceWatch.kind), (UnitWatch.kind, !parsed.units.isEmpty, "units")]
         where wanted && !server.bus.hasSource(kind: kind) {
-            error("unavailable", "this eventbusd has no \(kind) source on its bus, so it cannot follow \(what)", id: id)
+            error(ControlError(.unavailable, "this eventbusd has no \(kind) source on its bus, so it cannot follow \(what)"), id: id)
             return
         }
         let loop = loop
@@ -100,7 +100,7 @@ extension ControlSession {
         } catch {
             subscriptions.forEach { $0.cancel() }
             server.detach(feed)
-            self.error("unavailable", "\((error as? EventBusError)?.message ?? "\(error)")", id: id)
+            self.error(ControlError(.unavailable, (error as? EventBusError)?.message ?? "\(error)"), id: id)
             return
         }
         self.feed = feed

@@ -121,7 +121,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
                         switch line {
                         case .request(let bytes): handle(line: bytes)
                         case .tooLong:
-                            error("line_too_long", "a request line is limited to \(ControlProtocol.maximumLineLength) bytes; this one is ignored", id: nil)
+                            error(ControlError(.lineTooLong, "a request line is limited to \(ControlProtocol.maximumLineLength) bytes; this one is ignored"), id: nil)
                         }
                         return !closed
                     }
