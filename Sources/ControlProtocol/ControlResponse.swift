@@ -10,8 +10,7 @@ public enum ControlResponse: Equatable {
     case posted(Posted)
     /// The answer to a batch `post`: kept as its members (one number or null per item).
     case postedBatch(JSON)
-    /// The answer to `subscribe`: the replay's bounds and the feed's buffer, as members.
-    case subscribed(JSON)
+    case subscribed(Subscribed)
     case event(JSON)
     case gap(GapLine)
     case end(reason: String)
@@ -38,7 +37,7 @@ public enum ControlResponse: Equatable {
         case "posted":
             if members["seqs"] != nil { return .postedBatch(line) }
             return .posted(Posted(name: try members.string("name"), sequence: UInt64(clamping: try members.int("seq"))))
-        case "subscribed": return .subscribed(line)
+        case "subscribed": return .subscribed(try Subscribed(members))
         case "event": return .event(line)
         case "gap": return .gap(try GapLine(members))
         case "end": return .end(reason: try members.string("reason"))
@@ -104,6 +103,11 @@ public struct Posted: Equatable, Sendable {
 /// `shutdown` (the host stops).
 public enum StreamEnd {
     public static func json(reason: String) -> JSON { ["type": "end", "reason": .string(reason)] }
+}
+
+/// The answer to `modules`: every module, in config order.
+public enum ModulesAnswer {
+    public static func json(_ modules: [ModuleReport]) -> JSON { ["type": "modules", "modules": .array(modules.map(\.json))] }
 }
 
 /// The answer to `reload`.

@@ -88,9 +88,9 @@ struct TailCommand: ParsableCommand {
         var shown = 0
         while true {
             let answer = try host.request(ControlRequest(.subscribe(request), id: "tail"))
-            if answer["replay_incomplete"]?.boolValue == true {
-                let oldest = answer["oldest_seq"]?.intValue.map { "#\($0)" } ?? "?"
-                printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at \(oldest)")
+            let subscribed = try HostConnection.decode(answer, as: "subscribe") { if case .subscribed(let taken) = $0 { taken } else { nil } }
+            if subscribed.replayIncomplete {
+                printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at #\(subscribed.oldestSequence)")
             }
             let gone: String
             switch try copyStream(host.connection, format: format, shown: &shown) {

@@ -109,6 +109,11 @@ import Testing
         #expect(try roundTrip(refusal.json) == .error(refusal))
         #expect(try roundTrip(Posted(name: "a", sequence: 9).json) == .posted(Posted(name: "a", sequence: 9)))
         #expect(try roundTrip(StreamEnd.json(reason: "count")) == .end(reason: "count"))
+        var subscribed = Subscribed(patterns: ["a.>"], oldestSequence: 1, newestSequence: 9, oldestTime: 1_700_000_000_000_000,
+                                    buffer: 100, bufferBytes: 1 << 20)
+        subscribed.files = ["/srv"]
+        subscribed.replayIncomplete = true
+        #expect(try roundTrip(subscribed.json) == .subscribed(subscribed))
         #expect(try roundTrip(Reloaded.json(message: "ok")) == .reloaded(message: "ok"))
         #expect(try roundTrip(MetricsAnswer.json(text: "x 1\n")) == .metrics(text: "x 1\n"))
         #expect(try roundTrip(["type": "future_thing", "n": .int(1)]) == .other(type: "future_thing", ["type": "future_thing", "n": .int(1)]))

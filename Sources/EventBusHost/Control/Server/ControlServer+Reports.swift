@@ -29,7 +29,7 @@ extension ControlServer {
     }
 
     func modules() -> JSON {
-        .object(["type": "modules", "modules": .array(snapshot().modules.map { Self.report($0).json })])
+        ModulesAnswer.json(snapshot().modules.map(Self.report))
     }
 
     /// The counters: the bus, and each tailing client's feed; with `detail`, the process's

@@ -105,21 +105,17 @@ extension ControlSession {
         }
         self.feed = feed
         self.sourceSubscriptions = subscriptions
-        var response: [String: JSON] = [
-            "type": "subscribed",
-            "patterns": .array(parsed.patterns.map { .string($0.description) }),
-            "oldest_seq": .int(Int64(attachment.oldestSequence)),
-            "newest_seq": .int(Int64(attachment.newestSequence)),
-            "buffer": .int(Int64(feed.capacity)),
-            "buffer_bytes": .int(Int64(feed.byteCapacity)),
-        ]
-        if !parsed.files.isEmpty { response["files"] = .array(parsed.files.map { .string($0) }) }
-        if !parsed.journal.isEmpty { response["journal"] = .array(parsed.journal.map { .string($0) }) }
-        if !parsed.devices.isEmpty { response["devices"] = .array(parsed.devices.map { .string($0) }) }
-        if !parsed.units.isEmpty { response["units"] = .array(parsed.units.map { .string($0) }) }
-        if let oldest = attachment.oldestTime { response["oldest_time"] = .int(Int64(oldest.timeIntervalSince1970 * 1_000_000)) }
-        if attachment.replayIncomplete { response["replay_incomplete"] = .bool(true) }
-        respond(.object(response), id: id)
+        var answer = Subscribed(
+            patterns: parsed.patterns.map(\.description),
+            oldestSequence: Int64(attachment.oldestSequence), newestSequence: Int64(attachment.newestSequence),
+            oldestTime: attachment.oldestTime.map { Int64($0.timeIntervalSince1970 * 1_000_000) },
+            buffer: Int64(feed.capacity), bufferBytes: Int64(feed.byteCapacity))
+        answer.files = parsed.files
+        answer.journal = parsed.journal
+        answer.devices = parsed.devices
+        answer.units = parsed.units
+        answer.replayIncomplete = attachment.replayIncomplete
+        respond(answer.json, id: id)
         let windowOver = parsed.filter.hasEnded(newestSequence: attachment.newestSequence, now: Date())
         state.subscribed(count: parsed.count, windowOver: windowOver)
         if !windowOver, let until = parsed.filter.until {
