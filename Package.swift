@@ -55,7 +55,7 @@ let package = Package(
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
-        .target(name: "ControlProtocol"),
+        .target(name: "ControlProtocol", exclude: ["PROTOCOL.md"]),
         // The OS boundary: libc calls wrapped as Swift values and one error type, and the fatal
         // signal handling every process that runs module code installs. Depends on libc only.
         .target(name: "SystemCalls"),
@@ -154,8 +154,7 @@ let package = Package(
                 "ModuleLoading",
                 "SystemCalls",
                 "EventBusMetrics",
-            ],
-            exclude: ["Control/PROTOCOL.md"]
+            ]
         ),
         // Process isolation, both sides' shared part and the host's: the wire format, spawning a
         // worker, supervising it (heartbeat, crash, restart). Links the SDK only.

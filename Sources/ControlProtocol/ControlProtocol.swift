@@ -1,7 +1,7 @@
 import Glibc
 
 /// Constants of eventbusd's control protocol, shared by the host and its clients. The protocol
-/// itself is described in `Sources/EventBusHost/Control/PROTOCOL.md`.
+/// itself is described in `PROTOCOL.md` beside this file.
 public enum ControlProtocol {
     /// The version the host announces in its `hello` line. It changes only when a change would
     /// break an existing client: new ops, new optional request members and new response members

@@ -1,3 +1,4 @@
+import ControlProtocol
 import Dispatch
 import EventBusKit
 import EventBusMetrics
@@ -92,7 +93,11 @@ public final class BusHost: @unchecked Sendable {
             let server = ControlServer(bus: bus, logger: logger, snapshot: {
                 ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status,
                                            sourceStates: journalStatuses.all.mapValues(Self.describe))
-            }, metrics: { [weak metrics] in metrics?.render() ?? [] })
+            }, metrics: { [weak metrics] in metrics?.render() ?? [] }, handlerSeconds: { [weak metrics] module in
+                metrics?.handlerDurations.cumulativeCounts(forModule: module).map { counts in
+                    StatsReport.Histogram(bounds: HandlerDurations.boundsInSeconds, counts: counts.map { Int64(clamping: $0) })
+                }
+            })
             metrics?.attach(clients: { [weak server] in server?.clientFigures() })
             controlServer = server
             if case .inherited(let fd, let path) = control { inheritedControlSocket = (fd, path) } else { inheritedControlSocket = nil }

@@ -39,6 +39,15 @@ public final class DurationHistogram: Sendable {
         count.wrappingAdd(1, ordering: .relaxed)
     }
 
+    /// How many observations were at most each bound, and (last) all of them.
+    public func cumulativeCounts() -> [UInt64] {
+        var cumulative: UInt64 = 0
+        return buckets.map { bucket in
+            cumulative &+= bucket.value.load(ordering: .relaxed)
+            return cumulative
+        }
+    }
+
     /// Appends the histogram's sample lines (cumulative buckets, sum in seconds, count).
     func emit(into text: inout String) {
         let labelText = labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",")

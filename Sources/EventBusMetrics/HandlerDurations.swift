@@ -33,6 +33,18 @@ public final class HandlerDurations: Sendable {
         return { nanoseconds in histogram.recordNanoseconds(nanoseconds) }
     }
 
+    /// The buckets' upper bounds in seconds (the last bucket, +Inf, is implicit).
+    public static let boundsInSeconds: [Double] = buckets.map { duration in
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    /// The module's cumulative bucket counts, one per bound and the last for +Inf (every timed
+    /// call); nil when its handlers were never timed.
+    public func cumulativeCounts(forModule name: String) -> [UInt64]? {
+        histograms.withLock { $0[name] }?.cumulativeCounts()
+    }
+
     /// The histograms of `modules` (others — modules removed by a reload — are left out), in
     /// Prometheus's text format.
     public func text(for modules: Set<String>) -> String {

@@ -192,11 +192,12 @@ unset LD_LIBRARY_PATH
 # modules' READMEs (plugins/NAME/README.md, which link ../../docs/). PROTOCOL.md moves to docs/
 # and the docs' links to it follow.
 install -d "$doc/docs" "$doc/examples"
-install -m 0644 README.md CHANGELOG.md "$doc/"
+install -m 0644 CHANGELOG.md "$doc/"
+sed 's|](Sources/ControlProtocol/PROTOCOL.md)|](docs/PROTOCOL.md)|g' README.md > "$doc/README.md"
 for page in docs/*.md; do
-  sed 's|](\.\./Sources/EventBusHost/Control/PROTOCOL.md)|](PROTOCOL.md)|g' "$page" > "$doc/$page"
+  sed 's|](\.\./Sources/ControlProtocol/PROTOCOL.md)|](PROTOCOL.md)|g' "$page" > "$doc/$page"
 done
-install -m 0644 Sources/EventBusHost/Control/PROTOCOL.md "$doc/docs/PROTOCOL.md"
+install -m 0644 Sources/ControlProtocol/PROTOCOL.md "$doc/docs/PROTOCOL.md"
 install -m 0644 examples/eventbus.yaml examples/eventbusd.service examples/eventbusd.socket "$doc/examples/"
 for readme in plugins/*/README.md; do
   install -d "$doc/$(dirname "$readme")"

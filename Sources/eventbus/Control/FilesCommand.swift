@@ -30,9 +30,7 @@ struct FilesCommand: ParsableCommand {
         let here = FileManager.default.currentDirectoryPath
         let absolute = path.hasPrefix("/") ? path
             : URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: here + "/")).standardizedFileURL.path
-        var request: [String: JSON] = ["op": "listing", "path": .string(absolute)]
-        if recursive { request["recursive"] = .bool(true) }
-        let listing = try socket.ask(.object(request))
+        let listing = try socket.ask(.listing(path: absolute, recursive: recursive))
         if json {
             print(String(decoding: JSONWriter.line(listing).dropLast(), as: UTF8.self))
             return

@@ -28,11 +28,11 @@ struct SocketOptions: ParsableArguments {
     /// Asks a request that changes nothing when asked twice (status, modules, listing, metrics,
     /// reload): a host that is restarting is waited for, and a connection that breaks before
     /// the answer (a stopping host closing it) is asked again, within ``restartPatience``.
-    func ask(_ request: JSON) throws -> JSON {
+    func ask(_ request: ControlRequest) throws -> JSON {
         try HostConnection.waiting(upTo: Self.restartPatience) {
             let host = try HostConnection(path: resolvedPath)
             do {
-                try host.connection.send(request)
+                try host.connection.send(request.line)
                 guard let response = try host.connection.readJSON() else {
                     throw HostConnection.Restarting(description: "eventbusd closed the connection without answering")
                 }
@@ -73,18 +73,20 @@ struct HostConnection {
         } catch let error as ControlConnection.IOError {
             throw Restarting(description: "eventbusd closed the connection before greeting (\(error))")
         }
-        guard greeting != nil else { throw Restarting(description: "eventbusd closed the connection before greeting") }
-        if let greeting, greeting["type"]?.stringValue == "error" {
+        guard let greeting else { throw Restarting(description: "eventbusd closed the connection before greeting") }
+        let hello: Hello
+        switch try? ControlResponse.decode(greeting) {
+        case .hello(let greeted)?: hello = greeted
+        case .error(let refusal)?:
             // Not admitted (too many clients, or eventbusd is out of descriptors): it says why.
-            throw CommandError("eventbusd refused the connection: \(greeting["message"]?.stringValue ?? "no reason given")")
-        }
-        guard let hello = greeting, hello["type"]?.stringValue == "hello" else {
+            throw CommandError("eventbusd refused the connection: \(refusal.message)")
+        default:
             throw CommandError("\(path) did not greet like eventbusd (no hello line)")
         }
-        guard let version = hello["protocol"]?.intValue, version == ControlProtocol.version else {
-            throw CommandError("eventbusd speaks control protocol \(hello["protocol"]?.intValue.map { String($0) } ?? "?"); this eventbus speaks \(ControlProtocol.version): use the eventbus that came with this eventbusd")
+        guard hello.protocolVersion == ControlProtocol.version else {
+            throw CommandError("eventbusd speaks control protocol \(hello.protocolVersion); this eventbus speaks \(ControlProtocol.version): use the eventbus that came with this eventbusd")
         }
-        hostProcessID = hello["pid"]?.intValue
+        hostProcessID = hello.processID
     }
 
     /// Runs `attempt` until it does not fail with ``Restarting``, for at most `patience`
@@ -104,8 +106,8 @@ struct HostConnection {
     }
 
     /// Sends `request` and returns the host's answer; an `error` answer is thrown.
-    func request(_ request: JSON) throws -> JSON {
-        try connection.send(request)
+    func request(_ request: ControlRequest) throws -> JSON {
+        try connection.send(request.line)
         guard let response = try connection.readJSON() else {
             throw CommandError("eventbusd closed the connection without answering")
         }
@@ -116,12 +118,19 @@ struct HostConnection {
     /// A `forbidden` error is phrased as a refusal, `shutting_down` is ``Restarting``, others
     /// are eventbusd's complaint.
     static func throwIfError(_ response: JSON) throws {
-        guard response["type"]?.stringValue == "error" else { return }
-        let message = response["message"]?.stringValue ?? "unknown error"
-        switch response["code"]?.stringValue {
-        case "forbidden": throw CommandError("eventbusd refused: \(message)")
-        case "shutting_down": throw Restarting(description: "eventbusd: \(message)")
-        default: throw CommandError("eventbusd: \(message)")
+        guard case .error(let failure)? = try? ControlResponse.decode(response) else { return }
+        switch failure.code {
+        case .forbidden: throw CommandError("eventbusd refused: \(failure.message)")
+        case .shuttingDown: throw Restarting(description: "eventbusd: \(failure.message)")
+        default: throw CommandError("eventbusd: \(failure.message)")
         }
+    }
+
+    /// The answer, typed; an answer that is not what `expected` names is an error.
+    static func decode<Answer>(_ response: JSON, as expected: String, _ pick: (ControlResponse) -> Answer?) throws -> Answer {
+        let decoded: ControlResponse
+        do { decoded = try ControlResponse.decode(response) } catch { throw CommandError("eventbusd's \(expected) answer: \(error)") }
+        guard let answer = pick(decoded) else { throw CommandError("eventbusd answered a \(expected) request with something else") }
+        return answer
     }
 }

@@ -55,9 +55,10 @@ struct PostCommand: ParsableCommand {
             return
         }
         let values = try postedFields()
-        let request: JSON = ["op": "post", "name": .string(name!), "fields": .object(values)]
+        let request = ControlRequest(.post(.one(PostedEvent(name: name!, fields: values))))
         let answer = try HostConnection.waiting(upTo: patience) { try socket.connect().request(request) }
-        if printSequence, let sequence = answer["seq"]?.intValue { print(sequence) }
+        let posted = try HostConnection.decode(answer, as: "post") { if case .posted(let posted) = $0 { posted } else { nil } }
+        if printSequence { print(posted.sequence) }
     }
 
     private func postedFields() throws -> [String: JSON] {

@@ -15,7 +15,7 @@ struct ReloadCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
-        let answer = try socket.ask(["op": "reload"])
-        print(answer["message"]?.stringValue ?? "reloaded")
+        let answer = try socket.ask(ControlRequest(.reload))
+        print(try HostConnection.decode(answer, as: "reload") { if case .reloaded(let message) = $0 { message } else { nil } })
     }
 }

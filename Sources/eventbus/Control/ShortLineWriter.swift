@@ -6,8 +6,8 @@ import Glibc
 /// the last second kept (a burst shares it), so `eventbus tail` keeps up with the host in the
 /// format people read, not only in `--json`.
 ///
-/// It reads the line in the shape the host writes it (``EventJSON`` in eventbusd: the members
-/// in that order, field keys sorted) and returns false — the caller then formats the parsed
+/// It reads the line in the shape the protocol fixes (``EventLine``: the members in that order,
+/// field keys sorted) and returns false — the caller then formats the parsed
 /// line — on anything else: a gap line, members in another order, a nested value, a field key
 /// that is not plain ASCII, an imported event's `@origin.` fields. A value that needs more than
 /// copying (an escape, non-ASCII text, a fraction, `null`) is parsed on its own and shown by
@@ -35,12 +35,12 @@ struct ShortLineWriter {
 
     private mutating func render(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
         var scanner = Scanner(bytes: line)
-        guard scanner.take(#"{"type":"event","seq":"#), let sequence = scanner.digits(),
-              scanner.take(#","name":"#), let name = scanner.string(),
-              scanner.take(#","source":"#), let source = scanner.string(),
-              scanner.take(#","time":"#), let time = scanner.string(),
-              scanner.take(#","mono":"#), scanner.digits() != nil,
-              scanner.take(#","fields":{"#)
+        guard scanner.take(EventLine.start), let sequence = scanner.digits(),
+              scanner.take(EventLine.name), let name = scanner.string(),
+              scanner.take(EventLine.source), let source = scanner.string(),
+              scanner.take(EventLine.time), let time = scanner.string(),
+              scanner.take(EventLine.mono), scanner.digits() != nil,
+              scanner.take(EventLine.fields)
         else { return false }
 
         guard time.plain else { return false }

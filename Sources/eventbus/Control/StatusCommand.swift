@@ -13,34 +13,28 @@ struct StatusCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
-        let status = try socket.ask(["op": "status"])
+        let answer = try socket.ask(ControlRequest(.status))
         if json {
-            print(String(decoding: JSONWriter.line(status).dropLast(), as: UTF8.self))
+            print(String(decoding: JSONWriter.line(answer).dropLast(), as: UTF8.self))
             return
         }
-        let uptime = Self.duration(status["uptime_seconds"]?.doubleValue ?? 0)
-        print("eventbusd pid \(status["pid"]?.intValue ?? 0), up \(uptime) (since \(status["started"]?.stringValue ?? "?"))")
-        print("config:        \(status["config"]?.stringValue ?? "?")")
-        print("events posted: \(status["posted"]?.intValue ?? 0)   bus subscriptions: \(status["subscriptions"]?.intValue ?? 0)")
-        if let control = status["control"] {
-            let replay = control["replay"]
-            print("control:       \(control["socket"]?.stringValue ?? "?"), \(control["clients"]?.intValue ?? 0) client(s), \(control["tailing"]?.intValue ?? 0) tailing; replay holds \(replay?["held"]?.intValue ?? 0)/\(replay?["capacity"]?.intValue ?? 0) (#\(replay?["oldest_seq"]?.intValue ?? 0)-#\(replay?["newest_seq"]?.intValue ?? 0))")
-            let refusedForLimit = control["refused"]?["limit"]?.intValue ?? 0
-            let refusedForDescriptors = control["refused"]?["descriptors"]?.intValue ?? 0
-            if refusedForLimit + refusedForDescriptors > 0 {
-                print("               refused \(refusedForLimit) connection(s) over a client limit, \(refusedForDescriptors) for want of file descriptors")
-            }
+        let status = try HostConnection.decode(answer, as: "status") { if case .status(let report) = $0 { report } else { nil } }
+        print("eventbusd pid \(status.processID), up \(Self.duration(status.uptimeSeconds)) (since \(status.started))")
+        print("config:        \(status.configFile)")
+        print("events posted: \(status.posted)   bus subscriptions: \(status.subscriptions)")
+        let control = status.control
+        let replay = control.replay
+        print("control:       \(control.socket), \(control.clients) client(s), \(control.tailing) tailing; replay holds \(replay.held)/\(replay.capacity) (#\(replay.oldestSequence)-#\(replay.newestSequence))")
+        if control.refusedForLimit + control.refusedForDescriptors > 0 {
+            print("               refused \(control.refusedForLimit) connection(s) over a client limit, \(control.refusedForDescriptors) for want of file descriptors")
         }
-        let sources = status["sources"]?.arrayValue ?? []
-        print("sources:       \(sources.isEmpty ? "none running" : "")")
-        for source in sources {
-            print("  \(source["id"]?.stringValue ?? "?")  (\(source["subscriptions"]?.intValue ?? 0) subscription(s))"
-                  + (source["state"]?.stringValue.map { "\n    └ \($0)" } ?? ""))
+        print("sources:       \(status.sources.isEmpty ? "none running" : "")")
+        for source in status.sources {
+            print("  \(source.id)  (\(source.subscriptions) subscription(s))" + (source.state.map { "\n    └ \($0)" } ?? ""))
         }
-        if let bridge = status["bridge"] { print(Self.bridgeLines(bridge)) }
-        let modules = status["modules"]?.arrayValue ?? []
-        print("modules:       \(modules.isEmpty ? "none configured" : "")")
-        if !modules.isEmpty { print(ModulesCommand.table(modules, indent: "  ")) }
+        if let bridge = status.bridge { print(Self.bridgeLines(bridge)) }
+        print("modules:       \(status.modules.isEmpty ? "none configured" : "")")
+        if !status.modules.isEmpty { print(ModulesCommand.table(status.modules, indent: "  ")) }
     }
 
     /// The NATS bridge: state, what crossed, what was lost, the lag.
@@ -80,37 +74,34 @@ struct ModulesCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
-        let response = try socket.ask(["op": "modules"])
+        let answer = try socket.ask(ControlRequest(.modules))
         if json {
-            print(String(decoding: JSONWriter.line(response).dropLast(), as: UTF8.self))
+            print(String(decoding: JSONWriter.line(answer).dropLast(), as: UTF8.self))
             return
         }
-        let modules = response["modules"]?.arrayValue ?? []
+        let modules = try HostConnection.decode(answer, as: "modules") { if case .modules(let modules) = $0 { modules } else { nil } }
         print(modules.isEmpty ? "no modules configured" : Self.table(modules, indent: ""))
     }
 
     /// One row per module, columns aligned; a refused module's reason, and a worker's last
     /// crash, on the lines below it.
-    static func table(_ modules: [JSON], indent: String) -> String {
+    static func table(_ modules: [ModuleReport], indent: String) -> String {
         let header = ["NAME", "STATE", "ISOLATION", "RESTARTS", "DELIVERED", "DROPPED", "QUEUED", "ERRORS", "VERSION"]
         var rows = [header]
         var reasons: [Int: String] = [:]
         for module in modules {
-            let reported = [module["reported_name"]?.stringValue, module["version"]?.stringValue].compactMap { $0 }
-            let isolation = module["isolation"]?.stringValue ?? "none"
-            let oldConfig = module["config_not_applied"]?.stringValue
+            let reported = [module.reportedName, module.version].compactMap { $0 }
+            let oldConfig = module.configNotApplied
             rows.append([
-                module["name"]?.stringValue ?? "?", (module["state"]?.stringValue ?? "?") + (oldConfig == nil ? "" : " (old config)"),
-                isolation + (module["pid"]?.intValue.map { " (pid \($0))" } ?? ""),
-                "\(module["restarts"]?.intValue ?? 0)",
-                "\(module["delivered"]?.intValue ?? 0)", "\(module["dropped"]?.intValue ?? 0)",
-                "\(module["queued"]?.intValue ?? 0)", "\(module["errors"]?.intValue ?? 0)",
+                module.name, module.state + (oldConfig == nil ? "" : " (old config)"),
+                module.isolation + (module.workerProcessID.map { " (pid \($0))" } ?? ""),
+                "\(module.restarts)", "\(module.delivered)", "\(module.dropped)", "\(module.queued)", "\(module.errors)",
                 reported.isEmpty ? "-" : reported.joined(separator: " "),
             ])
-            var notes = [module["reason"]?.stringValue].compactMap { $0 }
+            var notes = [module.reason].compactMap { $0 }
             if let oldConfig { notes.append("runs on its previous config; the file's section: \(oldConfig)") }
-            if let crash = module["last_crash"]?.stringValue {
-                notes.append("last crash\(module["last_crash_time"]?.stringValue.map { " \($0)" } ?? ""): \(crash)")
+            if let crash = module.lastCrash {
+                notes.append("last crash\(module.lastCrashTime.map { " \($0)" } ?? ""): \(crash)")
             }
             if !notes.isEmpty { reasons[rows.count - 1] = notes.joined(separator: "\n" + indent + "  └ ") }
         }

@@ -87,10 +87,10 @@ struct TailCommand: ParsableCommand {
         let format = json ? .json : (output ?? .short)
         var shown = 0
         while true {
-            let answer = try host.request(.object(request))
-            if answer["replay_incomplete"]?.boolValue == true {
-                let oldest = answer["oldest_seq"]?.intValue.map { "#\($0)" } ?? "?"
-                printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at \(oldest)")
+            let answer = try host.request(ControlRequest(.subscribe(request), id: "tail"))
+            let subscribed = try HostConnection.decode(answer, as: "subscribe") { if case .subscribed(let taken) = $0 { taken } else { nil } }
+            if subscribed.replayIncomplete {
+                printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at #\(subscribed.oldestSequence)")
             }
             let gone: String
             switch try copyStream(host.connection, format: format, shown: &shown) {
@@ -149,14 +149,14 @@ struct TailCommand: ParsableCommand {
         }
     }
 
-    /// The `subscribe` request the options ask for; a mistake in them is a usage error.
+    /// The `subscribe` request's members the options ask for; a mistake in them is a usage error.
     private func subscribeRequest(now: Date) throws -> [String: JSON] {
         if json, let output, output != .json { throw ValidationError("--json and --output \(output.rawValue) disagree") }
         if follow && noFollow { throw ValidationError("use --follow or --no-follow, not both") }
         if since != nil && last != nil { throw ValidationError("use --since or --lines, not both") }
         if let last, last < 0 { throw ValidationError("--lines takes a count (0 or more)") }
         if let count, count < 1 { throw ValidationError("--count takes a count (1 or more)") }
-        var request: [String: JSON] = ["op": "subscribe", "id": "tail"]
+        var request: [String: JSON] = [:]
         var patterns: [JSON] = []
         var matches: [String: [JSON]] = [:]
         for argument in arguments {
@@ -212,7 +212,8 @@ struct TailCommand: ParsableCommand {
     ///
     /// In `--json` mode event and gap lines are passed through byte for byte, recognized by
     /// their first bytes only — no parsing — and written in one `write` per chunk received, so
-    /// the tail keeps up with the host. Other lines (`end`, `error`) are parsed.
+    /// the tail keeps up with the host. That their `type` comes first is part of the protocol
+    /// (``EventLine``, ``GapLine``). Other lines (`end`, `error`) are decoded.
     private func copyStream(_ connection: ControlConnection, format: OutputFormat, shown: inout Int) throws -> StreamEnd {
         var output = StandardOutput()
         let formatter = EventFormatter(colour: format == .short && EventFormatter.wantsColour(), utc: utc)
@@ -235,14 +236,13 @@ struct TailCommand: ParsableCommand {
                     if output.count >= 1 << 16 { output.flush() }
                     return true
                 }
-                let value = try JSON.parse(line)
-                switch value["type"]?.stringValue {
-                case "end":
-                    ending = value["reason"]?.stringValue ?? "end"
+                switch try ControlResponse.decode(JSON.parse(line)) {
+                case .end(let reason):
+                    ending = reason
                     return false
-                case "error":
+                case .error(let failure):
                     output.flush()
-                    printError("eventbusd: \(value["message"]?.stringValue ?? "error")")
+                    printError("eventbusd: \(failure.message)")
                 default:
                     break  // a line type this tail does not know: newer hosts may add some
                 }
@@ -268,8 +268,8 @@ struct TailCommand: ParsableCommand {
         case hostGone(String)
     }
 
-    private static let eventPrefix: StaticString = #"{"type":"event""#
-    private static let gapPrefix: StaticString = #"{"type":"gap""#
+    private static var eventPrefix: StaticString { EventLine.start }
+    private static var gapPrefix: StaticString { GapLine.start }
 
     @inline(__always)
     private static func starts(_ line: UnsafeBufferPointer<UInt8>, _ prefix: StaticString) -> Bool {

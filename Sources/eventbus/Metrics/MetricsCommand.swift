@@ -11,17 +11,7 @@ struct MetricsCommand: ParsableCommand {
     @OptionGroup var socket: SocketOptions
 
     func run() throws {
-        print(try Self.text(of: socket.ask(["op": "metrics"])), terminator: "")
-    }
-
-    static func text(from host: HostConnection) throws -> String {
-        try text(of: host.request(["op": "metrics"]))
-    }
-
-    private static func text(of answer: JSON) throws -> String {
-        guard let text = answer["text"]?.stringValue else {
-            throw CommandError("eventbusd answered a metrics request without text")
-        }
-        return text
+        let answer = try socket.ask(ControlRequest(.metrics))
+        print(try HostConnection.decode(answer, as: "metrics") { if case .metrics(let text) = $0 { text } else { nil } }, terminator: "")
     }
 }

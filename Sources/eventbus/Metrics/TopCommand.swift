@@ -5,8 +5,8 @@ import Foundation
 /// `eventbus top`: a live view of the running host, like `systemd-cgtop` — modules and control
 /// clients with their rates, queue depths, drops and handler p99, refreshed each second.
 ///
-/// Built on the control socket's `status`, `stats` and `metrics` answers, one of each per frame
-/// on one connection; rates and the p99 are over the interval between two frames.
+/// Built on the control socket's `stats` answer with `detail` (numbers, not Prometheus text), one
+/// per frame on one connection; rates and the p99 are over the interval between two frames.
 struct TopCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "top",
@@ -49,19 +49,16 @@ struct TopCommand: ParsableCommand {
     }
 }
 
-/// What one frame is made of: the host's answers at one moment.
+/// What one frame is made of: the host's `stats` answer (with `detail`) at one moment.
 struct TopSample {
     var time: ContinuousClock.Instant
-    var status: JSON
-    var stats: JSON
-    var metrics: Exposition
+    var stats: StatsReport
 
     static func take(from host: HostConnection) throws -> TopSample {
         let time = ContinuousClock.now
-        let status = try host.request(["op": "status"])
-        let stats = try host.request(["op": "stats"])
-        let metrics = Exposition(parsing: try MetricsCommand.text(from: host))
-        return TopSample(time: time, status: status, stats: stats, metrics: metrics)
+        let answer = try host.request(ControlRequest(.stats(detail: true)))
+        let stats = try HostConnection.decode(answer, as: "stats") { if case .stats(let report) = $0 { report } else { nil } }
+        return TopSample(time: time, stats: stats)
     }
 }
 
@@ -77,47 +74,37 @@ struct TopFrame {
     }
 
     /// Per second between the two samples; nil for the first frame.
-    private func rate(_ now: Double?, _ before: Double?) -> String {
+    private func rate(_ now: Int64?, _ before: Int64?) -> String {
         guard previous != nil, seconds > 0, let now, let before else { return "-" }
-        return Self.number(max(0, now - before) / seconds)
+        return Self.number(Double(max(0, now - before)) / seconds)
     }
 
     var text: String {
-        let status = current.status
-        let metrics = current.metrics
+        let stats = current.stats
         var lines: [String] = []
-        let rss = metrics.value("process_resident_memory_bytes").map { String(format: "%.1f MB", $0 / 1_000_000) } ?? "?"
-        lines.append("eventbusd pid \(status["pid"]?.intValue ?? 0)   up \(StatusCommand.duration(status["uptime_seconds"]?.doubleValue ?? 0))   rss \(rss)   fds \(Int(metrics.value("process_open_fds") ?? 0))   threads \(Int(metrics.value("process_threads") ?? 0))")
-        let posted = metrics.value("eventbus_bus_sequence_total")
-        lines.append("events posted \(Int(posted ?? 0))   \(rate(posted, previous?.metrics.value("eventbus_bus_sequence_total")))/s   subscriptions \(status["subscriptions"]?.intValue ?? 0)   control clients \(Int(metrics.value("eventbus_control_clients") ?? 0))")
+        let rss = stats.process.map { String(format: "%.1f MB", Double($0.residentBytes) / 1_000_000) } ?? "?"
+        lines.append("eventbusd pid \(stats.processID)   up \(StatusCommand.duration(stats.uptimeSeconds))   rss \(rss)   fds \(stats.process?.openFiles ?? 0)   threads \(stats.process?.threads ?? 0)")
+        lines.append("events posted \(stats.posted)   \(rate(stats.posted, previous?.stats.posted))/s   subscriptions \(stats.subscriptions)   control clients \(stats.clients)")
         lines.append("")
         var modules: [[String]] = [["MODULE", "STATE", "EVENTS/S", "DELIVERED", "QUEUED", "DROPPED", "ERRORS", "P99"]]
-        for module in status["modules"]?.arrayValue ?? [] {
-            let name = module["name"]?.stringValue ?? "?"
-            let labels = ["module": name]
-            let delivered = metrics.value("eventbus_module_events_delivered_total", labels)
+        let modulesBefore = Dictionary((previous?.stats.modules ?? []).map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        for module in stats.modules {
+            let before = modulesBefore[module.name]
             modules.append([
-                name, module["state"]?.stringValue ?? "?",
-                rate(delivered, previous?.metrics.value("eventbus_module_events_delivered_total", labels)),
-                Self.count(delivered), Self.count(metrics.value("eventbus_module_mailbox_depth", labels)),
-                Self.count(metrics.value("eventbus_module_events_dropped_total", labels)),
-                Self.count(metrics.value("eventbus_module_handler_errors_total", labels)),
-                p99(labels),
+                module.name, module.state, rate(module.delivered, before?.delivered),
+                "\(module.delivered)", "\(module.queued)", "\(module.dropped)", "\(module.errors)",
+                p99(module.handlerSeconds, before: before?.handlerSeconds),
             ])
         }
         lines += Self.table(modules)
         lines.append("")
         var clients: [[String]] = [["CLIENT", "UID", "PID", "EVENTS/S", "DELIVERED", "QUEUED", "DROPPED"]]
-        let before = Dictionary((previous?.stats["tailing"]?.arrayValue ?? []).map { ($0["client"]?.intValue ?? -1, $0) },
-                                uniquingKeysWith: { first, _ in first })
-        for client in current.stats["tailing"]?.arrayValue ?? [] {
-            let id = client["client"]?.intValue ?? -1
-            let delivered = client["delivered"]?.intValue.map(Double.init)
+        let clientsBefore = Dictionary((previous?.stats.tailing ?? []).map { ($0.client, $0) }, uniquingKeysWith: { first, _ in first })
+        for client in stats.tailing {
             clients.append([
-                "#\(id)", "\(client["uid"]?.intValue ?? 0)", "\(client["pid"]?.intValue ?? 0)",
-                rate(delivered, before[id]?["delivered"]?.intValue.map(Double.init)),
-                Self.count(delivered), Self.count(client["queued"]?.intValue.map(Double.init)),
-                Self.count(client["dropped"]?.intValue.map(Double.init)),
+                "#\(client.client)", "\(client.userID)", "\(client.processID)",
+                rate(client.delivered, clientsBefore[client.client]?.delivered),
+                "\(client.delivered)", "\(client.queued)", "\(client.dropped)",
             ])
         }
         if clients.count == 1 { clients.append(["(no tailing clients)", "", "", "", "", "", ""]) }
@@ -126,28 +113,18 @@ struct TopFrame {
     }
 
     /// The 99th percentile of the module's handler durations over this frame's interval — or
-    /// since start, when no handler ran in it (or in the first frame) — interpolated within its
-    /// bucket as Prometheus's `histogram_quantile` does; `-` when no handler ever ran (or the
-    /// module's handlers are not timed: a worker's, or plain `sink`s).
-    private func p99(_ labels: [String: String]) -> String {
-        let name = "eventbus_module_handler_duration_seconds"
-        var buckets = current.metrics.buckets(name, labels)
-        if let earlier = previous?.metrics.buckets(name, labels), earlier.count == buckets.count,
-           let last = buckets.last, let earlierLast = earlier.last, last.count > earlierLast.count {
-            for index in buckets.indices { buckets[index].count -= earlier[index].count }
+    /// since start, when no handler ran in it (or in the first frame); `-` when no handler ever
+    /// ran (or the module's handlers are not timed: a worker's, or plain `sink`s).
+    private func p99(_ histogram: StatsReport.Histogram?, before: StatsReport.Histogram?) -> String {
+        guard var histogram else { return "-" }
+        if let before, let now = histogram.counts.last, let then = before.counts.last, now > then {
+            histogram = histogram.since(before)
         }
-        guard let total = buckets.last?.count, total > 0 else { return "-" }
-        let target = 0.99 * total
-        var lower = (bound: 0.0, count: 0.0)
-        for bucket in buckets {
-            if bucket.count >= target {
-                guard bucket.bound.isFinite else { return ">" + Self.duration(lower.bound) }
-                let share = bucket.count > lower.count ? (target - lower.count) / (bucket.count - lower.count) : 1
-                return Self.duration(lower.bound + (bucket.bound - lower.bound) * share)
-            }
-            lower = bucket
+        switch histogram.quantile(0.99) {
+        case .value(let seconds)?: return Self.duration(seconds)
+        case .above(let bound)?: return ">" + Self.duration(bound)
+        case nil: return "-"
         }
-        return "-"
     }
 
     static func duration(_ seconds: Double) -> String {
@@ -158,10 +135,6 @@ struct TopFrame {
 
     static func number(_ value: Double) -> String {
         value >= 100 ? String(format: "%.0f", value) : String(format: "%.1f", value)
-    }
-
-    static func count(_ value: Double?) -> String {
-        value.map { String(Int64($0)) } ?? "-"
     }
 
     /// Columns padded to their widest cell; the first left-aligned, numbers right-aligned.

@@ -11,12 +11,12 @@ protocol LoopWatcher: AnyObject {
 /// The control socket's event loop: one thread, one epoll instance, for the listening socket and
 /// every client connection.
 ///
-/// Why one epoll thread rather than a Dispatch queue and two Dispatch sources per client (as
-/// before): Dispatch gave each client its own serial queue, and under connection churn the
-/// queues' work landed on up to ~250 worker threads; it reported neither a peer's hang-up
-/// (`EPOLLRDHUP`/`EPOLLHUP`) while only the write side was watched, so a tail whose client had
-/// gone kept its session, feed and sources until the next matching event; and a listening socket
-/// that fails with `EMFILE` stays readable, so its read source spun. Here the loop sees every
+/// Why one epoll thread rather than a Dispatch queue and two Dispatch sources per client:
+/// Dispatch gives each client its own serial queue, and under connection churn the queues' work
+/// lands on up to ~250 worker threads; it reports no peer's hang-up (`EPOLLRDHUP`/`EPOLLHUP`)
+/// while only the write side is watched, so a tail whose client has gone would keep its
+/// session, feed and sources until the next matching event; and a listening socket that fails
+/// with `EMFILE` stays readable, so its read source spins. Here the loop sees every
 /// condition epoll reports, chooses the interest of each descriptor itself (level-triggered),
 /// and a client costs a descriptor and a few small buffers, no thread. SwiftNIO would give the
 /// same (accept back-off, half-closure, writability), at the price of a large dependency, its

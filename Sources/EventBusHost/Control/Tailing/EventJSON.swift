@@ -3,7 +3,8 @@ import EventBusKit
 import Foundation
 import Glibc
 
-/// Encodes events as the protocol's `event` lines, straight into a ``JSONWriter``:
+/// Encodes events as the protocol's `event` lines, straight into a ``JSONWriter``, in the
+/// member order ``EventLine`` fixes:
 ///
 ///     {"type":"event","seq":42,"name":"user.deploy.done","source":"user",
 ///      "time":"2025-03-05T14:02:11.123456Z","mono":81234567890,"fields":{"env":"prod"}}
@@ -22,17 +23,17 @@ struct EventJSON {
     static let insertionSortLimit = 16
 
     mutating func event(_ event: Event, into writer: inout JSONWriter) {
-        writer.raw("{\"type\":\"event\",\"seq\":")
+        writer.raw(EventLine.start)
         writer.unsigned(event.sequence)
-        writer.raw(",\"name\":")
+        writer.raw(EventLine.name)
         writer.string(event.name)
-        writer.raw(",\"source\":")
+        writer.raw(EventLine.source)
         writer.string(event.source)
-        writer.raw(",\"time\":")
+        writer.raw(EventLine.time)
         time(event.wallTime, into: &writer)
-        writer.raw(",\"mono\":")
+        writer.raw(EventLine.mono)
         writer.unsigned(event.monotonicNanoseconds)
-        writer.raw(",\"fields\":{")
+        writer.raw(EventLine.fields)
         let fields = event.fields
         if fields.count == 1, let (key, value) = fields.first {
             field(key, value, into: &writer)
@@ -69,7 +70,7 @@ struct EventJSON {
                 _ = sorted.baseAddress!.deinitialize(count: count)
             }
         }
-        writer.raw("}}\n")
+        writer.raw(EventLine.end)
     }
 
     private mutating func field(_ key: String, _ value: FieldValue, into writer: inout JSONWriter) {
@@ -124,29 +125,5 @@ struct EventJSON {
             value %= divisor
             divisor /= 10
         }
-    }
-}
-
-/// The protocol's `gap` line: events this client did not get, and why.
-enum GapReason: String {
-    /// Its buffer was full: it did not read fast enough.
-    case slowClient = "slow_client"
-    /// The replay it asked for starts before the oldest event the host still holds.
-    case replay
-    /// The host shut down before the client read them (it had a moment to, and did not).
-    case shutdown
-}
-
-extension JSONWriter {
-    mutating func gapLine(dropped: Int, first: UInt64, last: UInt64, reason: GapReason) {
-        raw("{\"type\":\"gap\",\"reason\":")
-        string(reason.rawValue)
-        raw(",\"dropped\":")
-        int(dropped)
-        raw(",\"first_seq\":")
-        unsigned(first)
-        raw(",\"last_seq\":")
-        unsigned(last)
-        raw("}\n")
     }
 }

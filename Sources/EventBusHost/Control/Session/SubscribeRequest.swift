@@ -2,15 +2,6 @@ import ControlProtocol
 import EventBusKit
 import Foundation
 
-/// A request the session answers with an `error` line: a stable `code` for programs, a message
-/// for people.
-struct RequestError: Error {
-    var code: String
-    var message: String
-
-    static func bad(_ message: String) -> RequestError { RequestError(code: "bad_request", message: message) }
-}
-
 /// A `subscribe` request, checked. Members it does not know are refused rather than ignored, so
 /// a misspelt `since_seq` is an error, not a silent full stream.
 struct SubscribeRequest {
@@ -50,16 +41,16 @@ struct SubscribeRequest {
     static let members: Set<String> = ["op", "id", "patterns", "since_seq", "since_time", "until_seq", "until_time",
                                        "match", "follow", "last", "count", "files", "recursive", "journal", "devices", "units", "buffer", "hosts"]
 
-    init(_ request: [String: JSON], maximumBuffer: Int) throws(RequestError) {
+    init(_ request: [String: JSON], maximumBuffer: Int) throws(ControlError) {
         if let unknown = request.keys.sorted().first(where: { !Self.members.contains($0) }) {
-            throw .bad("subscribe has no member \"\(unknown)\"; it takes \(Self.members.subtracting(["op", "id"]).sorted().joined(separator: ", "))")
+            throw .badRequest("subscribe has no member \"\(unknown)\"; it takes \(Self.members.subtracting(["op", "id"]).sorted().joined(separator: ", "))")
         }
         files = try Self.strings(request["files"], "files")
         journal = try Self.strings(request["journal"], "journal")
         hosts = try Self.strings(request["hosts"], "hosts")
         devices = try Self.distinct(Self.strings(request["devices"], "devices"), "devices", limit: Limits.deviceSubsystems)
         if let value = request["recursive"] {
-            guard let flag = value.boolValue else { throw .bad("\"recursive\" must be true or false, found \(value.kindName)") }
+            guard let flag = value.boolValue else { throw .badRequest("\"recursive\" must be true or false, found \(value.kindName)") }
             recursive = flag
         }
         files = try Self.distinct(files, "files", limit: Limits.files)
@@ -68,13 +59,13 @@ struct SubscribeRequest {
         do {
             if !units.isEmpty { try UnitWatch(match: UnitMatch(units)).validate() }
         } catch {
-            throw .bad((error as? EventBusError)?.message ?? "\(error)")
+            throw .badRequest((error as? EventBusError)?.message ?? "\(error)")
         }
         for text in try Self.distinct(Self.strings(request["patterns"], "patterns"), "patterns", limit: Limits.patterns) {
             do {
                 patterns.append(try EventPattern(text))
             } catch {
-                throw RequestError(code: "invalid_pattern", message: (error as? EventBusError)?.message ?? "\(error)")
+                throw ControlError(.invalidPattern, (error as? EventBusError)?.message ?? "\(error)")
             }
         }
         // No patterns and no sources: everything.
@@ -88,69 +79,69 @@ struct SubscribeRequest {
         filter.untilSequence = try Self.number(request["until_seq"], "until_seq", atLeast: 0).map { UInt64($0) }
         filter.matches = try Self.matches(request["match"])
         if let value = request["follow"] {
-            guard let flag = value.boolValue else { throw .bad("\"follow\" must be true or false, found \(value.kindName)") }
+            guard let flag = value.boolValue else { throw .badRequest("\"follow\" must be true or false, found \(value.kindName)") }
             follow = flag
         }
         let starts = [since != nil, last != nil, filter.since != nil].filter { $0 }.count
-        if starts > 1 { throw .bad("give one of since_seq, since_time and last") }
-        if files.contains(where: \.isEmpty) { throw .bad("\"files\" holds an empty path") }
-        if journal.contains(where: \.isEmpty) { throw .bad("\"journal\" holds an empty unit name") }
-        if devices.contains("*") && devices.count > 1 { throw .bad("\"devices\" is \"*\" (every subsystem) or subsystem names, not both") }
+        if starts > 1 { throw .badRequest("give one of since_seq, since_time and last") }
+        if files.contains(where: \.isEmpty) { throw .badRequest("\"files\" holds an empty path") }
+        if journal.contains(where: \.isEmpty) { throw .badRequest("\"journal\" holds an empty unit name") }
+        if devices.contains("*") && devices.count > 1 { throw .badRequest("\"devices\" is \"*\" (every subsystem) or subsystem names, not both") }
         for subsystem in devices where subsystem != "*" {
             do {
                 try DeviceWatch(subsystem: subsystem).validate()
             } catch {
-                throw .bad((error as? EventBusError)?.message ?? "\(error)")
+                throw .badRequest((error as? EventBusError)?.message ?? "\(error)")
             }
         }
     }
 
     /// A list of strings; a single string counts as a list of one.
-    private static func strings(_ value: JSON?, _ name: String) throws(RequestError) -> [String] {
+    private static func strings(_ value: JSON?, _ name: String) throws(ControlError) -> [String] {
         switch value {
         case nil: return []
         case .string(let text)?: return [text]
         case .array(let items)?:
             var strings: [String] = []
             for item in items {
-                guard let text = item.stringValue else { throw .bad("\"\(name)\" must be a list of strings, found \(item.kindName) in it") }
+                guard let text = item.stringValue else { throw .badRequest("\"\(name)\" must be a list of strings, found \(item.kindName) in it") }
                 strings.append(text)
             }
             return strings
-        case let other?: throw .bad("\"\(name)\" must be a list of strings, found \(other.kindName)")
+        case let other?: throw .badRequest("\"\(name)\" must be a list of strings, found \(other.kindName)")
         }
     }
 
     /// `items` without repeats (first occurrence kept), refused when more than `limit` remain.
-    private static func distinct(_ items: [String], _ name: String, limit: Int) throws(RequestError) -> [String] {
+    private static func distinct(_ items: [String], _ name: String, limit: Int) throws(ControlError) -> [String] {
         var seen = Set<String>()
         let unique = items.filter { seen.insert($0).inserted }
         guard unique.count <= limit else {
-            throw .bad("\"\(name)\" holds \(unique.count) different entries; one subscription takes at most \(limit) (open another connection for more)")
+            throw .badRequest("\"\(name)\" holds \(unique.count) different entries; one subscription takes at most \(limit) (open another connection for more)")
         }
         return unique
     }
 
     /// `{"FIELD": "VALUE"}` or `{"FIELD": ["VALUE", …]}`; numbers and booleans count as their text.
-    private static func matches(_ value: JSON?) throws(RequestError) -> [String: Set<String>] {
+    private static func matches(_ value: JSON?) throws(ControlError) -> [String: Set<String>] {
         guard let value else { return [:] }
-        guard case .object(let members) = value else { throw .bad("\"match\" must be an object of field: value(s), found \(value.kindName)") }
+        guard case .object(let members) = value else { throw .badRequest("\"match\" must be an object of field: value(s), found \(value.kindName)") }
         guard members.count <= Limits.matchFields else {
-            throw .bad("\"match\" holds \(members.count) fields; one subscription takes at most \(Limits.matchFields)")
+            throw .badRequest("\"match\" holds \(members.count) fields; one subscription takes at most \(Limits.matchFields)")
         }
         var matches: [String: Set<String>] = [:]
         for (field, accepted) in members {
-            guard !field.isEmpty else { throw .bad("\"match\" holds an empty field name") }
+            guard !field.isEmpty else { throw .badRequest("\"match\" holds an empty field name") }
             let items: [JSON]
             if case .array(let list) = accepted { items = list } else { items = [accepted] }
-            guard !items.isEmpty else { throw .bad("\"match\": field \"\(field)\" has no values") }
+            guard !items.isEmpty else { throw .badRequest("\"match\": field \"\(field)\" has no values") }
             for item in items {
                 switch item {
                 case .string(let text): matches[field, default: []].insert(text)
                 case .int(let number): matches[field, default: []].insert(String(number))
                 case .double(let number): matches[field, default: []].insert(String(number))
                 case .bool(let flag): matches[field, default: []].insert(String(flag))
-                default: throw .bad("\"match\": field \"\(field)\" takes strings, numbers or booleans, found \(item.kindName)")
+                default: throw .badRequest("\"match\": field \"\(field)\" takes strings, numbers or booleans, found \(item.kindName)")
                 }
             }
         }
@@ -162,10 +153,10 @@ struct SubscribeRequest {
         Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
     }
 
-    private static func number(_ value: JSON?, _ name: String, atLeast minimum: Int64) throws(RequestError) -> Int? {
+    private static func number(_ value: JSON?, _ name: String, atLeast minimum: Int64) throws(ControlError) -> Int? {
         guard let value else { return nil }
-        guard let number = value.intValue else { throw .bad("\"\(name)\" must be an integer, found \(value.kindName)") }
-        guard number >= minimum else { throw .bad("\"\(name)\" must be at least \(minimum), found \(number)") }
+        guard let number = value.intValue else { throw .badRequest("\"\(name)\" must be an integer, found \(value.kindName)") }
+        guard number >= minimum else { throw .badRequest("\"\(name)\" must be at least \(minimum), found \(number)") }
         return Int(number)
     }
 }

@@ -21,16 +21,16 @@ enum ListingRequest {
     static let members: Set<String> = ["op", "id", "path", "recursive"]
 
     /// The `listing` response, or why there is none.
-    static func answer(_ request: [String: JSON], peer: System.StreamSocket.Peer, server: ControlServer) -> Result<JSON, RequestError> {
+    static func answer(_ request: [String: JSON], peer: System.StreamSocket.Peer, server: ControlServer) -> Result<JSON, ControlError> {
         if let unknown = request.keys.sorted().first(where: { !members.contains($0) }) {
-            return .failure(.bad("listing has no member \"\(unknown)\"; it takes path, recursive"))
+            return .failure(.badRequest("listing has no member \"\(unknown)\"; it takes path, recursive"))
         }
         guard let path = request["path"]?.stringValue, path.hasPrefix("/") else {
-            return .failure(.bad("listing needs \"path\": the absolute path of a watched file or folder"))
+            return .failure(.badRequest("listing needs \"path\": the absolute path of a watched file or folder"))
         }
         var recursive = false
         if let value = request["recursive"] {
-            guard let flag = value.boolValue else { return .failure(.bad("\"recursive\" must be true or false, found \(value.kindName)")) }
+            guard let flag = value.boolValue else { return .failure(.badRequest("\"recursive\" must be true or false, found \(value.kindName)")) }
             recursive = flag
         }
         let access = server.accessSettings
@@ -40,11 +40,11 @@ enum ListingRequest {
                 try PeerAccess.checkWatch(path, by: peer)
             } catch {
                 server.logger.warning("control: refused listing from uid \(peer.userID) (pid \(peer.processID)): \(error)")
-                return .failure(RequestError(code: "forbidden", message: error.description))
+                return .failure(ControlError(.forbidden, error.description))
             }
         }
         guard server.bus.hasSource(kind: FileWatch.kind) else {
-            return .failure(RequestError(code: "unavailable", message: "this eventbusd has no files source on its bus, so it has no listing"))
+            return .failure(ControlError(.unavailable, "this eventbusd has no files source on its bus, so it has no listing"))
         }
         let listing: FileListing
         do {
@@ -54,14 +54,14 @@ enum ListingRequest {
             } else {
                 switch FileChangeMonitor.shared.scannedListing(of: watch) {
                 case .success(let scanned): listing = scanned
-                case .failure(let failure): return .failure(RequestError(code: "unavailable", message: failure.message))
+                case .failure(let failure): return .failure(ControlError(.unavailable, failure.message))
                 }
             }
         } catch {
-            return .failure(RequestError(code: "unavailable", message: (error as? EventBusError)?.message ?? "\(error)"))
+            return .failure(ControlError(.unavailable, (error as? EventBusError)?.message ?? "\(error)"))
         }
         if let limit = listing.exceededEntryLimit {
-            return .failure(RequestError(code: "too_large", message:
+            return .failure(ControlError(.tooLarge,
                 "\(path) holds more than \(limit) files and directories, the limit of a watch (control.watch_entries); "
                 + "its listing would not be whole. List a smaller tree\(recursive ? " (or without --recursive)" : ""), or raise the limit"))
         }

@@ -1,3 +1,4 @@
+import ControlProtocol
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 
