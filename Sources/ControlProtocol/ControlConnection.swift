@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// A client's connection to eventbusd's control socket: blocking reads and writes of lines.
 /// Used by the `eventbus` CLI, the tests and the benchmark; one thread at a time.
@@ -82,23 +83,17 @@ public final class ControlConnection {
     }
 
     /// A read or write on an established connection failed.
-    public struct IOError: Error, CustomStringConvertible {
-        public var call: String
-        public var errno: Int32
-        public var description: String { "\(call) on the control socket: \(String(cString: strerror(errno)))" }
-    }
+    /// A failed `send` or `read` on the connection: the OS boundary's one error type.
+    public typealias IOError = System.CallError
 
     /// Sends all of `bytes`.
     public func send(_ bytes: [UInt8]) throws(IOError) {
         var offset = 0
         while offset < bytes.count {
             // MSG_NOSIGNAL: a host that went away is an error to report, not a SIGPIPE that kills.
-            let written = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw IOError(call: "write", errno: errno)
+            offset += try System.call("send", "control socket") {
+                bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
             }
-            offset += written
         }
     }
 
@@ -121,7 +116,7 @@ public final class ControlConnection {
             }
             try beforeWaiting()
             let more: Bool
-            do { more = try lines.fill() } catch { throw IOError(call: "read", errno: error.errno) }
+            more = try lines.fill()
             if !more {
                 if let keepGoing = try lines.takeRest(body) { return !keepGoing }  // a last line without a newline
                 return false

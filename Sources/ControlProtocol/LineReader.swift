@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// The lines of a file descriptor, read in large chunks into one buffer and handed out as bytes
 /// without their newline — no allocation per line, for streams of hundreds of thousands of
@@ -11,11 +12,6 @@ public struct LineReader {
     private var end = 0
     /// The descriptor gave its end of input (or the peer reset the connection).
     public private(set) var isAtEnd = false
-
-    /// A `read` that failed.
-    public struct ReadFailure: Error {
-        public var errno: Int32
-    }
 
     /// Reads `fd` (not closed here) through a buffer of `capacity` bytes, grown for a longer line.
     public init(fd: Int32, capacity: Int) {
@@ -45,7 +41,7 @@ public struct LineReader {
 
     /// Reads more (one `read`, which may block), after moving the unread rest to the front and
     /// growing the buffer for a line longer than it. False at the end of input.
-    public mutating func fill() throws(ReadFailure) -> Bool {
+    public mutating func fill() throws(System.CallError) -> Bool {
         if isAtEnd { return false }
         if start > 0 {
             let unread = end - start
@@ -56,19 +52,18 @@ public struct LineReader {
             end = unread
         }
         if end == buffer.count { buffer.append(contentsOf: [UInt8](repeating: 0, count: buffer.count)) }
-        while true {
-            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + end, $0.count - end) }
-            if got < 0 {
-                if errno == EINTR { continue }
-                if errno == ECONNRESET { isAtEnd = true; return false }
-                throw ReadFailure(errno: errno)
-            }
-            if got == 0 {
-                isAtEnd = true
-                return false
-            }
-            end += got
-            return true
+        let got: Int
+        do {
+            got = try System.call("read", "fd \(fd)") { buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + end, $0.count - end) } }
+        } catch where error.errno == ECONNRESET {
+            isAtEnd = true
+            return false
         }
+        if got == 0 {
+            isAtEnd = true
+            return false
+        }
+        end += got
+        return true
     }
 }

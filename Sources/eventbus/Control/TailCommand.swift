@@ -1,6 +1,7 @@
 import ArgumentParser
 import ControlProtocol
 import Foundation
+import SystemCalls
 
 /// `eventbus tail`: follows the running host's events, like `journalctl -f`.
 struct TailCommand: ParsableCommand {
@@ -289,15 +290,11 @@ struct StandardOutput {
     mutating func append(_ text: String) { buffer.append(contentsOf: text.utf8) }
 
     mutating func flush() {
-        var offset = 0
-        while offset < buffer.count {
-            let written = buffer.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                exit(errno == EPIPE ? 0 : 1)  // the reader went away (`| head`): done
-            }
-            offset += written
+        let failure: System.CallError? = buffer.withUnsafeBytes { bytes in
+            do throws(System.CallError) { try System.writeAll(STDOUT_FILENO, bytes, path: "standard output") } catch { return error }
+            return nil
         }
+        if let failure { exit(failure.errno == EPIPE ? 0 : 1) }  // the reader went away (`| head`): done
         buffer.removeAll(keepingCapacity: true)
     }
 }

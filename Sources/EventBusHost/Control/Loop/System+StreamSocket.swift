@@ -103,12 +103,16 @@ extension System {
         /// The next waiting client, non-blocking and close-on-exec; nil when none waits.
         static func accept(_ listener: Int32) throws(CallError) -> Int32? {
             while true {
-                let fd = accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
-                if fd >= 0 { return fd }
-                switch errno {
-                case EINTR, ECONNABORTED: continue
-                case EAGAIN: return nil
-                default: throw CallError(call: "accept4", path: "control socket", errno: errno)
+                do {
+                    return try call("accept4", "control socket") {
+                        accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue))
+                    }
+                } catch {
+                    switch error.errno {
+                    case ECONNABORTED: continue  // that client gave up while waiting: the next one
+                    case EAGAIN: return nil
+                    default: throw error
+                    }
                 }
             }
         }
@@ -166,15 +170,14 @@ extension System {
         }
 
         static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(CallError) -> ReadResult {
-            while true {
-                let got = Glibc.read(fd, buffer.baseAddress, buffer.count)
-                if got > 0 { return .bytes(got) }
-                if got == 0 { return .end }
-                switch errno {
-                case EINTR: continue
+            do {
+                let got = try call("read", "control client") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+                return got == 0 ? .end : .bytes(got)
+            } catch {
+                switch error.errno {
                 case EAGAIN: return .wouldBlock
                 case ECONNRESET: return .end
-                default: throw CallError(call: "read", path: "control client", errno: errno)
+                default: throw error
                 }
             }
         }
@@ -188,14 +191,13 @@ extension System {
 
         /// `send` with `MSG_NOSIGNAL`: a client that went away must not kill the host with SIGPIPE.
         static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(CallError) -> WriteResult {
-            while true {
-                let sent = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
-                if sent >= 0 { return .wrote(sent) }
-                switch errno {
-                case EINTR: continue
+            do {
+                return .wrote(try call("send", "control client") { Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) })
+            } catch {
+                switch error.errno {
                 case EAGAIN: return .wouldBlock
                 case EPIPE, ECONNRESET: return .closed
-                default: throw CallError(call: "send", path: "control client", errno: errno)
+                default: throw error
                 }
             }
         }
