@@ -12,8 +12,9 @@ import Logging
 //
 // Each event is a realistic small one: name, source, three fields (int, string, double).
 // Posting is paced so the tail's buffer never overflows: the benchmark reads the tail's
-// delivered count from the host's `stats` and stays within `window` events of it. A run that
-// drops anything is reported as such (it would be a bug, not a rate).
+// delivered count from the host's `stats` and stays within `window` events of it, and the
+// client's buffer holds twice that (in events and in bytes). A run that drops anything is
+// stopped and reported as such (it would be a bug, not a rate).
 
 /// One measured run.
 private struct TailRun {
@@ -48,6 +49,7 @@ func tailBenchmark(events: Int) async {
         control:
           socket: \(socket)
           client_buffer: \(2 * window)
+          client_buffer_bytes: 512MiB
         """.utf8)))
     var logger = Logger(label: "eventbus-bench")
     logger.logLevel = .warning
@@ -183,11 +185,21 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
         }
         posted += chunk
     }
-    let dropped = tailing("dropped") ?? 0
+    // A tail that lost events never reaches its `--count`: stopped, and the run reported with
+    // its drops rather than waited for.
+    var dropped = tailing("dropped") ?? 0
+    while tail.isRunning {
+        dropped = tailing("dropped") ?? dropped
+        if dropped > 0 {
+            tail.terminate()
+            break
+        }
+        usleep(20_000)
+    }
     tail.waitUntilExit()
     let elapsed = ContinuousClock.now - start
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    guard tail.terminationStatus == 0 else {
+    guard tail.terminationStatus == 0 || dropped > 0 else {
         print("\(label): the tail exited with status \(tail.terminationStatus)")
         return nil
     }
