@@ -33,10 +33,12 @@ struct TailCommand: ParsableCommand {
     @Flag(help: "Show times in UTC.")
     var utc = false
 
-    @Option(help: ArgumentHelp("Start at event SEQ (inclusive) or at a time, out of the host's replay buffer.", valueName: "seq|time"))
+    // `.unconditional`: the next word is the value even when it starts with a dash, so
+    // `--since -5m` means five minutes ago, as journalctl reads it.
+    @Option(parsing: .unconditional, help: ArgumentHelp("Start at event SEQ (inclusive) or at a time, out of the host's replay buffer.", valueName: "seq|time"))
     var since: String?
 
-    @Option(help: ArgumentHelp("End after event SEQ or at a time (exits 0).", valueName: "seq|time"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("End after event SEQ or at a time (exits 0).", valueName: "seq|time"))
     var until: String?
 
     @Option(name: [.customShort("n"), .customLong("lines"), .customLong("last")],

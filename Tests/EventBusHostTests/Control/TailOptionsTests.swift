@@ -67,6 +67,9 @@ import Testing
         #expect(ns(sinceTime) == [2, 3])
         let hourAgo = try await tail(["--json", "--no-follow", "--since", "1h", "app.>"], socket, directory)
         #expect(ns(hourAgo) == [1, 2, 3])
+        // A value with a leading dash is the value, as journalctl reads `--since -5m`.
+        let dashed = try await tail(["--json", "--no-follow", "--since", "-5m", "app.>"], socket, directory)
+        #expect(dashed.status == 0 && ns(dashed) == [1, 2, 3], "\(dashed.stderr)")
         let today = try await tail(["--json", "--no-follow", "--since", "today", "app.>"], socket, directory)
         if Calendar.current.startOfDay(for: Date()) == day { #expect(ns(today) == [1, 2, 3], "\(today.stderr)") }
         let window = try await tail(["--json", "--since", "#\(first)", "--until", String(second)], socket, directory)
