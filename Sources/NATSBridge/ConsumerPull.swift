@@ -61,16 +61,15 @@ struct ConsumerPull {
         var messages: [OpaquePointer] = []
         var bytes: Int64 = 0
         func full() -> Bool { messages.count >= batch || (maxBytes > 0 && bytes >= maxBytes) }
+        func keep(_ message: OpaquePointer) {
+            messages.append(message)
+            bytes += Int64(natsMsg_GetDataLength(message))
+        }
         // Late deliveries of an earlier request first; their statuses end nothing now.
         while !full() {
             var message: OpaquePointer?
             guard natsSubscription_NextMsg(&message, subscription, 0) == NATS_OK, let message else { break }
-            if Self.status(of: message) == nil {
-                messages.append(message)
-                bytes += Int64(natsMsg_GetDataLength(message))
-            } else {
-                natsMsg_Destroy(message)
-            }
+            if Self.status(of: message) == nil { keep(message) } else { natsMsg_Destroy(message) }
         }
         if !messages.isEmpty { return .messages(messages) }
 
@@ -92,8 +91,7 @@ struct ConsumerPull {
                 return .failed("reading pulled messages: \(BridgeError.text(read))")
             }
             guard let (code, description) = Self.status(of: message) else {
-                messages.append(message)
-                bytes += Int64(natsMsg_GetDataLength(message))
+                keep(message)
                 continue
             }
             natsMsg_Destroy(message)
