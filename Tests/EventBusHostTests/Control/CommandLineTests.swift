@@ -36,8 +36,16 @@ import Testing
         let config = try directory.write("eventbus.yaml", "sources: {}\n")
         chmod(config, 0o644)
         let user = try TestUser("ebnorun\(uniqueSuffix())")
+        // The host and the SDK library it links, copied where that user can read them: the build
+        // folder may sit in a checkout only root can enter (a `mktemp -d` clone is 0700).
+        let eventbusd = directory.path + "/eventbusd"
+        for (source, target) in [(BuildProducts.eventbusd, eventbusd),
+                                 (BuildProducts.directory + "/libEventBusKit.so", directory.path + "/libEventBusKit.so")] {
+            try FileManager.default.copyItem(atPath: source, toPath: target)
+            chmod(target, 0o755)
+        }
         let result = try await run("/usr/bin/setpriv", ["--reuid=\(user.userID)", "--regid=\(user.groupID)", "--init-groups", "--",
-                                                        BuildProducts.eventbusd, "--config", config],
+                                                        eventbusd, "--config", config],
                                    environment: ["PATH": "/usr/bin:/bin"])
         #expect(result.status == 1)
         #expect(result.output.contains("/run/user/\(user.userID)"), "\(result.output)")
