@@ -12,7 +12,10 @@ struct TailCommand: ParsableCommand {
             Patterns use NATS syntax: `*` is one token, `>` the rest (`user.>`, `fs.*`, `>`). \
             Without patterns (and without --files/--journal/--devices/--units) every event is shown. FIELD=VALUE \
             arguments match fields as journalctl does: values of one field are alternatives, \
-            different fields must all match, and both go with the patterns (the host filters). \
+            different fields must all match, and both go with the patterns (the host filters); \
+            a VALUE with `*` or `?` is a glob (`path=/etc/*.conf`; `\\*` is a star). A tail \
+            starts with the next event, so a script waiting for one never acts on an old one; \
+            -n 10 starts with the last ten, as journalctl -f does. \
             Sequence numbers (#N) are bus-wide; `--since` takes one, or a time (1h, 10min ago, \
             today, "2026-11-23 09:00", @EPOCH) and starts there if the host still holds it — \
             it says what it no longer holds. A tail follows until Ctrl-C, --count, --until or \

@@ -40,6 +40,10 @@ import Testing
         #expect(ns(both) == [3], "AND across fields; an int matches its text")
         let none = try await tail(["--json", "--no-follow", "--since", "1", "missing=x"], socket, directory)
         #expect(none.status == 0 && none.jsonLines.isEmpty)
+        let globbed = try await tail(["--json", "--no-follow", "--since", "1", "app.*", "env=pr*", "env=t?st"], socket, directory)
+        #expect(ns(globbed) == [1, 3, 3, 4], "a value with * or ? is a glob")
+        let tooMany = try await tail(["--json", "--no-follow", "env=" + String(repeating: "ab*", count: 600)], socket, directory)
+        #expect(tooMany.status != 0 && tooMany.stderr.contains("at most 1024"), "\(tooMany.stderr)")
 
         // Live too: only the matching event reaches the tail, then --count ends it.
         let live = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "1", "env=live"], in: directory)

@@ -28,7 +28,8 @@ struct SubscribeRequest {
     /// (recursive: one per directory, from the machine's shared `max_user_watches`), and each
     /// distinct `journal` request is a journal reader (a thread and an inotify instance, from the
     /// machine's 128): without bounds one request line (up to 1 MiB) could ask for ~100 000 of
-    /// each and stall the bus or exhaust the machine's watches and instances.
+    /// each and stall the bus or exhaust the machine's watches and instances. Field globs are
+    /// matched there too, so their total length is bounded.
     enum Limits {
         static let patterns = 256
         static let files = 64
@@ -36,6 +37,11 @@ struct SubscribeRequest {
         static let deviceSubsystems = 64
         static let unitPatterns = 256
         static let matchFields = 64
+        /// Values given for one field.
+        static let matchValues = 256
+        /// The characters of every glob of a subscription together: a glob costs up to its
+        /// length per character of the value it is matched with.
+        static let matchGlobCharacters = 1024
     }
 
     static let members: Set<String> = ["op", "id", "patterns", "since_seq", "since_time", "until_seq", "until_time",
@@ -122,28 +128,36 @@ struct SubscribeRequest {
         return unique
     }
 
-    /// `{"FIELD": "VALUE"}` or `{"FIELD": ["VALUE", …]}`; numbers and booleans count as their text.
-    private static func matches(_ value: JSON?) throws(ControlError) -> [String: Set<String>] {
+    /// `{"FIELD": "VALUE"}` or `{"FIELD": ["VALUE", …]}`; numbers and booleans count as their
+    /// text, a string with `*` or `?` is a glob.
+    private static func matches(_ value: JSON?) throws(ControlError) -> [String: FieldMatch] {
         guard let value else { return [:] }
         guard case .object(let members) = value else { throw .badRequest("\"match\" must be an object of field: value(s), found \(value.kindName)") }
         guard members.count <= Limits.matchFields else {
             throw .badRequest("\"match\" holds \(members.count) fields; one subscription takes at most \(Limits.matchFields)")
         }
-        var matches: [String: Set<String>] = [:]
+        var matches: [String: FieldMatch] = [:]
         for (field, accepted) in members {
             guard !field.isEmpty else { throw .badRequest("\"match\" holds an empty field name") }
             let items: [JSON]
             if case .array(let list) = accepted { items = list } else { items = [accepted] }
             guard !items.isEmpty else { throw .badRequest("\"match\": field \"\(field)\" has no values") }
+            guard items.count <= Limits.matchValues else {
+                throw .badRequest("\"match\": field \"\(field)\" has \(items.count) values; one field takes at most \(Limits.matchValues)")
+            }
             for item in items {
                 switch item {
-                case .string(let text): matches[field, default: []].insert(text)
-                case .int(let number): matches[field, default: []].insert(String(number))
-                case .double(let number): matches[field, default: []].insert(String(number))
-                case .bool(let flag): matches[field, default: []].insert(String(flag))
+                case .string(let text): matches[field, default: FieldMatch()].add(text)
+                case .int(let number): matches[field, default: FieldMatch()].add(String(number))
+                case .double(let number): matches[field, default: FieldMatch()].add(String(number))
+                case .bool(let flag): matches[field, default: FieldMatch()].add(String(flag))
                 default: throw .badRequest("\"match\": field \"\(field)\" takes strings, numbers or booleans, found \(item.kindName)")
                 }
             }
+        }
+        let globCharacters = matches.values.reduce(0) { $0 + $1.globs.reduce(0) { $0 + $1.length } }
+        guard globCharacters <= Limits.matchGlobCharacters else {
+            throw .badRequest("\"match\": its globs hold \(globCharacters) characters together; one subscription takes at most \(Limits.matchGlobCharacters)")
         }
         return matches
     }

@@ -5,13 +5,14 @@ import Foundation
 ///
 /// Matches follow `journalctl FIELD=VALUE`: values given for the same field are alternatives
 /// (OR), different fields must all match (AND), and all of it is ANDed with the name patterns.
-/// A value is compared with the field's text (`n=3` matches the int 3, `ok=true` the bool); an
-/// event without the field does not match. The host applies the filter before an event enters
+/// A value is compared with the field's text (`n=3` matches the int 3, `ok=true` the bool), or
+/// matched as a glob when it holds `*` or `?` (``FieldMatch``); an event without the field does
+/// not match. The host applies the filter before an event enters
 /// the client's buffer, so a narrow tail over a busy bus costs no socket traffic and never drops
 /// events it did not want.
 struct TailFilter: Sendable {
-    /// Field name → accepted texts.
-    var matches: [String: Set<String>] = [:]
+    /// Field name → the texts and globs it accepts.
+    var matches: [String: FieldMatch] = [:]
     /// Events posted before this wall-clock time are not wanted (`since_time`).
     var since: Date?
     /// The stream ends at the first event posted after this time (`until_time`).
@@ -26,7 +27,7 @@ struct TailFilter: Sendable {
     func accepts(_ event: Event) -> Bool {
         if let since, event.wallTime < since { return false }
         for (field, accepted) in matches {
-            guard let value = event.fields[field], accepted.contains(value.description) else { return false }
+            guard let value = event.fields[field], accepted.accepts(value.description) else { return false }
         }
         return true
     }
