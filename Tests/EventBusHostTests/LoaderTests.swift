@@ -50,7 +50,7 @@ import Testing
     @Test func aModuleBuiltForAnotherABI() {
         let error = refusal(BuildProducts.fixture("FixtureABIMismatch"))
         #expect(error?.kind == .abiMismatch)
-        #expect(error?.message.contains("built with another EventBusKit interface and another compiler: the module has \"eventbuskit-abi-0 swift-5.9\", this host runs \"\(ModuleABI.buildTag)\"") == true)
+        #expect(error?.message.contains("built with another EventBusKit interface and another compiler: the module was built with EventBusKit (release not recorded) (interface eventbuskit-abi-0) and swift-5.9, this host runs EventBusKit \(ModuleABI.release) (interface \(ModuleABI.interfaceFingerprint)) and swift-") == true)
     }
 
     @Test func aModuleLoadsOnceAndIsRemembered() throws {

@@ -35,9 +35,18 @@ import Testing
                                        environment: environment(sdk: linked))
         #expect(fromOption.output == repositorySDK + "\n")
 
+        let renamed = folder.appendingPathComponent("sdk-copy").path
+        try FileManager.default.createSymbolicLink(atPath: renamed, withDestinationPath: repositorySDK)
+        let anyName = try await run(BuildProducts.cli, ["module", "sdk-path"], environment: environment(sdk: renamed))
+        #expect(anyName.status == 0 && anyName.output == renamed + "\n", "a copy may be named anything: \(anyName.output)")
+        let scaffold = try await run(BuildProducts.cli, ["module", "new", "disk-watch", "--path", folder.path, "--sdk", renamed])
+        #expect(scaffold.status == 0, "\(scaffold.output)")
+        let manifest = try String(contentsOf: folder.appendingPathComponent("disk-watch/Package.swift"), encoding: .utf8)
+        #expect(manifest.contains(".product(name: \"EventBusKit\", package: \"sdk-copy\")"), "\(manifest)")
+
         let wrong = try await run(BuildProducts.cli, ["module", "sdk-path"], environment: environment(sdk: folder.path))
         #expect(wrong.status == 1)
-        #expect(wrong.output.contains("must be named EventBusKit"))
+        #expect(wrong.output.contains("is not the EventBusKit SDK package"))
         let notSDK = folder.appendingPathComponent("other/EventBusKit")
         try FileManager.default.createDirectory(at: notSDK, withIntermediateDirectories: true)
         let empty = try await run(BuildProducts.cli, ["module", "sdk-path", "--sdk", notSDK.path])

@@ -36,14 +36,18 @@ import Testing
         #expect(greeted.all.first?["greeting"] == "hello")
     }
 
-    /// `eventbus module new --from-source` writes a package that builds as it is and loads.
+    /// `eventbus module new --from-source` writes a package that builds as it is and loads —
+    /// against an SDK copy in a folder not named EventBusKit (the manifest names the package
+    /// after its folder, as SwiftPM does).
     @Test(.timeLimit(.minutes(10)))
     func scaffoldBuildsFromTheSDKSourcesAndLoads() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("eventbus-scaffold-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
+        let sdk = folder.appendingPathComponent("sdk-source").path
+        try FileManager.default.createSymbolicLink(atPath: sdk, withDestinationPath: BuildProducts.repository.appendingPathComponent("plugins/EventBusKit").path)
 
-        let created = try await run(BuildProducts.cli, ["module", "new", "demo-thing", "--path", folder.path, "--from-source"])
+        let created = try await run(BuildProducts.cli, ["module", "new", "demo-thing", "--path", folder.path, "--sdk", sdk])
         try #require(created.status == 0, "\(created.output)")
         let package = folder.appendingPathComponent("demo-thing")
         let products = try await build(package: package.path, scratch: package.appendingPathComponent(".build").path)

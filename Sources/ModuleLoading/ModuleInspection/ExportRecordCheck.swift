@@ -14,7 +14,7 @@ enum ExportRecordCheck {
 
     /// The record, checked, or why it is refused (a ``ModuleLoadError/Kind/badEntryRecord``).
     ///
-    /// The factory word is checked only when the tag is `expectedTag`: a module built for
+    /// The factory word is checked only when the tag's binary interface is `expectedTag`'s: a module built for
     /// another SDK is refused by the tag (`ModuleFactory.open` says which part differs) and its
     /// factory word, written by another SDK's code, is never read at all.
     static func validate(_ record: UnsafeRawPointer?, expectedTag: String) throws(ModulePreflight.Refusal) -> UnsafeRawPointer {
@@ -38,7 +38,7 @@ enum ExportRecordCheck {
         guard tag.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
             throw refuse("a record whose tag is not printable text")
         }
-        guard tag == Array(expectedTag.utf8) else { return record }
+        guard ModuleABI.binaryInterface(of: String(decoding: tag, as: UTF8.self)) == ModuleABI.binaryInterface(of: expectedTag) else { return record }
         guard let factory = UnsafeRawPointer(bitPattern: factoryAddress) else { throw refuse("a record whose factory is NULL") }
         guard factoryAddress % UInt(MemoryLayout<UInt>.alignment) == 0,
               System.readableBytes(from: factory, count: 2 * MemoryLayout<UInt>.size) != nil else {

@@ -151,7 +151,7 @@ struct ModuleScaffold {
             targets: [
                 .target(
                     name: \(swiftLiteral(name.target)),
-                    dependencies: [.product(name: "EventBusKit", package: "EventBusKit")]
+                    dependencies: [.product(name: "EventBusKit", package: \(swiftLiteral(SDKLocator.packageIdentity(of: sdkPath))))]
                 ),
             ]
         )

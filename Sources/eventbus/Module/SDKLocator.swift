@@ -9,9 +9,16 @@ import Foundation
 /// in `PREFIX/share/eventbus/EventBusKit`).
 enum SDKLocator {
     static let environmentVariable = "EVENTBUS_SDK"
-    /// The SDK's folder name is also its package identity (SwiftPM names a path dependency after
-    /// its folder), which a module's manifest refers to.
+    /// The SDK's library and target name, and its folder's name where the CLI looks for it.
+    /// A copy elsewhere may be named anything: SwiftPM names a path dependency after its folder,
+    /// and a module's manifest names it that way (``packageIdentity(of:)``).
     static let folderName = "EventBusKit"
+
+    /// What a manifest's `.product(name:package:)` calls the SDK at `path`: SwiftPM's identity of
+    /// a path dependency is its folder's name.
+    static func packageIdentity(of path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.lastPathComponent
+    }
 
     struct Location {
         var path: String
@@ -45,9 +52,6 @@ enum SDKLocator {
 
     private static func check(_ path: String, origin: String) throws -> Location {
         let url = URL(fileURLWithPath: path).standardizedFileURL
-        guard url.lastPathComponent == folderName else {
-            throw CommandError("the SDK folder \(url.path) (\(origin)) must be named \(folderName): SwiftPM names a path dependency after its folder")
-        }
         guard isSDK(url.path) else {
             throw CommandError("\(url.path) (\(origin)) is not the EventBusKit SDK package: no Package.swift and Sources/\(folderName) in it")
         }

@@ -41,9 +41,9 @@ import Testing
             Issue.record("loaded \(loaded.resolvedPath)")
         } catch {
             #expect(error.kind == .abiMismatch, "\(error)")
-            #expect(error.message.contains("built with another EventBusKit interface: the module has \"sha256:"), "\(error)")
-            #expect(error.message.contains("this host runs \"\(ModuleABI.buildTag)\""), "\(error)")
-            #expect(!error.message.contains("the module has \"\(ModuleABI.interfaceFingerprint)"), "\(error)")
+            #expect(error.message.contains("built with another EventBusKit interface: the module was built with EventBusKit \(ModuleABI.release) (interface sha256:"), "\(error)")
+            #expect(error.message.contains("this host runs EventBusKit \(ModuleABI.release) (interface \(ModuleABI.interfaceFingerprint)) and swift-"), "\(error)")
+            #expect(!error.message.contains("the module was built with EventBusKit \(ModuleABI.release) (interface \(ModuleABI.interfaceFingerprint))"), "\(error)")
         }
         let changed = [UnsafeModule(name: "changed", path: library, kind: .abiMismatch,
                                     reason: "ABI mismatch: built with another EventBusKit interface")]

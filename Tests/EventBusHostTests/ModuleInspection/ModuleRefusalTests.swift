@@ -142,6 +142,7 @@ import Testing
         let digest = try #require(sum.output.split(separator: " ").first)
         #expect(ModuleABI.interfaceFingerprint == "sha256:\(digest)")
         #expect(ModuleABI.buildTag.hasPrefix(ModuleABI.interfaceFingerprint + " swift-"))
+        #expect(ModuleABI.buildTag.hasSuffix(" eventbuskit-\(ControlProtocol.release)"), "the SDK's release is eventbusd's")
     }
 
     // MARK: eventbusd

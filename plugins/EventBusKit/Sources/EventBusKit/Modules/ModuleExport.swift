@@ -49,7 +49,30 @@ public enum ModuleABI {
         #else
         let compiler = "swift-before-6.3"
         #endif
-        return sdk + " " + compiler
+        return sdk + " " + compiler + " eventbuskit-" + release
+    }
+
+    /// The SDK's release (eventbusd's), named in a mismatch message so that a person sees
+    /// "EventBusKit 0.3.0 … this host runs 0.4.0" and not only two fingerprints. Not part of
+    /// what must match: two releases with the same interface and compiler load each other's
+    /// modules.
+    @_alwaysEmitIntoClient
+    public static var release: String { "0.3.0" }
+
+    /// The words of a build tag that must equal the host's: the interface fingerprint and the
+    /// compiler. Tags written before the release was added have only these two.
+    public static func binaryInterface(of tag: String) -> ArraySlice<Substring> {
+        tag.split(separator: " ").prefix(2)
+    }
+
+    /// A tag's words as a person reads them: "EventBusKit 0.3.0 (interface sha256:…) and
+    /// swift-6.3.1".
+    static func described(_ tag: String) -> String {
+        let words = tag.split(separator: " ")
+        let release = words.count > 2 && words[2].hasPrefix("eventbuskit-") ? " " + words[2].dropFirst("eventbuskit-".count) : " (release not recorded)"
+        let interface = words.first.map { " (interface \($0))" } ?? ""
+        let compiler = words.count > 1 ? " and \(words[1])" : ""
+        return "EventBusKit" + release + interface + compiler
     }
 }
 
@@ -70,13 +93,13 @@ public final class ModuleFactory {
     public static func open(record: UnsafeRawPointer) throws -> ModuleFactory {
         let words = record.assumingMemoryBound(to: UnsafeRawPointer.self)
         let tag = String(cString: words[0].assumingMemoryBound(to: CChar.self))
-        guard tag == ModuleABI.buildTag else {
-            let theirs = tag.split(separator: " "), ours = ModuleABI.buildTag.split(separator: " ")
+        let theirs = ModuleABI.binaryInterface(of: tag), ours = ModuleABI.binaryInterface(of: ModuleABI.buildTag)
+        guard theirs == ours else {
             var what: [String] = []
             if theirs.first != ours.first { what.append("another EventBusKit interface") }
             if theirs.dropFirst().first != ours.dropFirst().first { what.append("another compiler") }
             throw EventBusError(.moduleABIMismatch,
-                "built with \(what.isEmpty ? "another SDK" : what.joined(separator: " and ")): the module has \"\(tag)\", this host runs \"\(ModuleABI.buildTag)\"; rebuild the module against this host's SDK (eventbus module sdk-path)")
+                "built with \(what.isEmpty ? "another SDK" : what.joined(separator: " and ")): the module was built with \(ModuleABI.described(tag)), this host runs \(ModuleABI.described(ModuleABI.buildTag)); rebuild the module against this host's SDK (eventbus module sdk-path)")
         }
         let object = Unmanaged<AnyObject>.fromOpaque(words[1]).takeUnretainedValue()
         guard let factory = object as? ModuleFactory else {
