@@ -251,7 +251,7 @@ let package = Package(
         .testTarget(
             name: "EventBusHostTests",
             dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation", "ModuleLoading",
-                           "SystemCalls", "EventBusMetrics"]
+                           "SystemCalls", "EventBusMetrics", .product(name: "InMemoryLogging", package: "swift-log")]
         ),
         // The OS boundary against the real kernel: EINTR from real signals, real errno values.
         .testTarget(

@@ -2,6 +2,7 @@
 import EventBusHost
 import EventBusKit
 import Foundation
+import InMemoryLogging
 import Logging
 import Synchronization
 
@@ -35,34 +36,17 @@ enum BuildProducts {
     static var eventbusd: String { directory + "/eventbusd" }
 }
 
-/// A swift-log handler that keeps every message, so tests can check what was announced.
-struct RecordingLogHandler: LogHandler {
-    struct Entry: Sendable {
-        var level: Logger.Level
-        var message: String
-        var module: String?
-    }
-
-    let entries: Collected<[Entry]>
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let module = (event.metadata?["module"] ?? metadata["module"]).map { "\($0)" }
-        entries.update { $0.append(Entry(level: event.level, message: "\(event.message)", module: module)) }
-    }
+/// A logger whose messages the test can read back: swift-log's in-memory handler, at every level.
+func recordingLogger() -> (Logger, InMemoryLogHandler) {
+    var handler = InMemoryLogHandler()
+    handler.logLevel = .trace
+    return (Logger(label: "test") { _ in handler }, handler)
 }
 
-/// A logger whose messages the test can read back.
-func recordingLogger() -> (Logger, Collected<[RecordingLogHandler.Entry]>) {
-    let entries = Collected<[RecordingLogHandler.Entry]>([])
-    let logger = Logger(label: "test") { _ in RecordingLogHandler(entries: entries) }
-    return (logger, entries)
+extension InMemoryLogHandler.Entry {
+    var text: String { message.description }
+    /// The module a host's message is about (its `module` metadata).
+    var module: String? { metadata["module"].map { "\($0)" } }
 }
 
 /// Collects the events of `pattern` on `bus` (on the bus's delivery loop), for the test to wait on.

@@ -1,6 +1,7 @@
 import EventBusHost
 import EventBusKit
 import Foundation
+import InMemoryLogging
 import Logging
 import Testing
 
@@ -12,13 +13,13 @@ import Testing
         let directory: TemporaryDirectory
         let configPath: String
         let host: BusHost
-        let log: Collected<[RecordingLogHandler.Entry]>
+        let log: InMemoryLogHandler
 
         init(_ yaml: String, moduleCallTimeout: Duration = .seconds(60)) throws {
             directory = try TemporaryDirectory()
             configPath = try directory.write("eventbus.yaml", Harness.expand(yaml))
-            let (logger, entries) = recordingLogger()
-            log = entries
+            let (logger, handler) = recordingLogger()
+            log = handler
             host = BusHost(configPath: configPath, logger: logger, moduleCallTimeout: moduleCallTimeout)
         }
 
@@ -42,7 +43,7 @@ import Testing
         }
 
         func logged(_ level: Logger.Level, _ text: String) -> Bool {
-            log.value.contains { $0.level == level && $0.message.contains(text) }
+            log.entries.contains { $0.level == level && $0.text.contains(text) }
         }
 
         /// Posts `test.report` and returns the `result.<name>` event the module answers with.
@@ -93,7 +94,7 @@ import Testing
         #expect(counter["count"] == 10)
         #expect(harness.statistics("throwing")?.errors == 4)
         #expect(harness.statistics("throwing")?.state == .active)
-        #expect(harness.log.value.filter { $0.module == "throwing" && $0.message.contains("fixture handler fails on purpose") }.count == 4)
+        #expect(harness.log.entries.filter { $0.module == "throwing" && $0.text.contains("fixture handler fails on purpose") }.count == 4)
         #expect(await harness.host.shutdown().isClean)
     }
 

@@ -70,7 +70,7 @@ import Testing
         #expect(held.queuedBytes > 1_000_000 && held.queuedBytes <= 1 << 20, "\(held)")
         #expect(held.dropped == 95)
         #expect(await eventually { harness.logged(.warning, "module stalled is stalled: its mailbox is full (5 queued, 1.0 MiB)") },
-                "\(harness.log.value.map(\.message))")
+                "\(harness.log.entries.map(\.text))")
 
         StalledFixture.release()
         released = true

@@ -268,9 +268,9 @@ import Testing
         } }
         _ = await host.shutdown()
         let lines = try await reading.value
-        let announced = log.value.contains { $0.message.contains("announced as lost (gap line, reason shutdown)") }
-        let forced = log.value.contains { $0.message.contains("did not take their last lines") }
-        #expect(announced, "\(log.value.map(\.message).suffix(5))")
+        let announced = log.entries.contains { $0.text.contains("announced as lost (gap line, reason shutdown)") }
+        let forced = log.entries.contains { $0.text.contains("did not take their last lines") }
+        #expect(announced, "\(log.entries.map(\.text).suffix(5))")
         // Disconnected at the deadline (a very slow machine: it had not even read what was
         // written before the gap line), the log says so and the stream just ends; otherwise
         // every event is in the stream or in a gap line.

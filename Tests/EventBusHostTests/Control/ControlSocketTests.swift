@@ -376,10 +376,10 @@ import Testing
         // On a machine too loaded for a reading thread to keep up within the shutdown's time for
         // clients, the host cuts the slow ones off and logs it (as aSlowReaderAtShutdown… shows);
         // otherwise every stream ends with `end`.
-        let forced = log.value.contains { $0.message.contains("did not take their last lines") }
+        let forced = log.entries.contains { $0.text.contains("did not take their last lines") }
         for ending in endings {
             let reason = try await ending.value?["reason"]
-            #expect(reason == "shutdown" || (forced && reason == nil), "\(log.value.map(\.message).suffix(5))")
+            #expect(reason == "shutdown" || (forced && reason == nil), "\(log.entries.map(\.text).suffix(5))")
         }
         #expect(!FileManager.default.fileExists(atPath: socket))
     }
