@@ -84,7 +84,7 @@ let package = Package(
         // Bridges the bus of this host to other hosts through NATS (core or JetStream).
         .target(
             name: "NATSBridge",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CNATS",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventFieldCoding", "CNATS",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // Prometheus metrics: the registry and its text, handler-duration histograms, process
@@ -160,8 +160,11 @@ let package = Package(
         // worker, supervising it (heartbeat, crash, restart). Links the SDK only.
         .target(
             name: "ModuleIsolation",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "ControlProtocol", "SystemCalls"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventFieldCoding", "ControlProtocol", "SystemCalls"]
         ),
+        // The binary encoding of an event's fields outside a process: the NATS payload and the
+        // module worker's frames (docs/fleet.md, docs/modules.md).
+        .target(name: "EventFieldCoding", dependencies: [.product(name: "EventBusKit", package: "EventBusKit")]),
         // The module worker: one module, in a process of its own, loaded with the host's loader.
         // Links what loading and running a module needs, not the host (no NATS, no libsystemd).
         .executableTarget(
@@ -251,7 +254,7 @@ let package = Package(
         .testTarget(
             name: "EventBusHostTests",
             dependencies: ["TestSupport", "EventBusHost", "ControlProtocol", "ModuleIsolation", "ModuleLoading",
-                           "SystemCalls", "EventBusMetrics", .product(name: "InMemoryLogging", package: "swift-log")]
+                           "SystemCalls", "EventBusMetrics", "EventFieldCoding", .product(name: "InMemoryLogging", package: "swift-log")]
         ),
         // The OS boundary against the real kernel: EINTR from real signals, real errno values.
         .testTarget(

@@ -1,4 +1,5 @@
 @_spi(EventBusHost) import EventBusKit
+import EventFieldCoding
 import Foundation
 import ModuleIsolation
 import Testing
@@ -7,19 +8,16 @@ import Testing
 /// nothing is reserved for fields that are not there.
 @Suite struct WorkerFrameBoundsTests {
     /// An event as ``EventCodec`` writes it, whose count says `claimed`, with `fields` after it.
-    static func event(claimed: UInt32, _ fields: [(String, Bool)]) -> [UInt8] {
+    static func event(claimed: UInt64, _ fields: [(String, Bool)]) -> [UInt8] {
         var bytes: [UInt8] = []
-        func u64(_ value: UInt64) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
-        func u32(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
-        func string(_ text: String) { u32(UInt32(text.utf8.count)); bytes.append(contentsOf: text.utf8) }
-        u64(1)
-        u64(2)
-        u64((1_700_000_000.0 as Double).bitPattern)
-        string("app.wide")
-        string("module")
-        u32(claimed)
+        EventFieldCoding.appendFixed(1, to: &bytes)
+        EventFieldCoding.appendFixed(2, to: &bytes)
+        EventFieldCoding.appendFixed((1_700_000_000.0 as Double).bitPattern, to: &bytes)
+        EventFieldCoding.appendString("app.wide", to: &bytes)
+        EventFieldCoding.appendString("module", to: &bytes)
+        EventFieldCoding.appendVarint(claimed, to: &bytes)
         for (key, flag) in fields {
-            string(key)
+            EventFieldCoding.appendString(key, to: &bytes)
             bytes.append(4)  // bool
             bytes.append(flag ? 1 : 0)
         }
@@ -41,9 +39,20 @@ import Testing
         #expect(throws: WireError.self) { try Self.decode(padded) }
     }
 
+    /// A worker runs a module's code: text that is not UTF-8 is refused, as the bridge refuses
+    /// it, instead of being posted with U+FFFD in its place.
+    @Test func textThatIsNotUTF8IsRefused() {
+        var bytes = Self.event(claimed: 1, [])
+        EventFieldCoding.appendVarint(2, to: &bytes)
+        bytes += [0xC3, 0x28]
+        bytes.append(4)
+        bytes.append(1)
+        #expect(throws: WireError.self) { try Self.decode(bytes) }
+    }
+
     @Test func theFieldsDictionaryHasRoomForWhatWasReadNotWhatWasClaimed() throws {
         let repeats = 100_000
-        let event = try Self.decode(Self.event(claimed: UInt32(repeats), Array(repeating: ("a", true), count: repeats)))
+        let event = try Self.decode(Self.event(claimed: UInt64(repeats), Array(repeating: ("a", true), count: repeats)))
         #expect(event.fields.count == 1)
         #expect(event.fields.capacity < 1_000, "room for \(event.fields.capacity) fields")
     }
