@@ -1,4 +1,4 @@
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 @testable import NATSBridge
 import Testing
@@ -34,6 +34,16 @@ import Testing
         bytes.withUnsafeBytes { raw in
             Result { () throws(WireFormat.DecodeError) -> Event in try WireFormat.decode(raw, name: "app.wide", host: "alpha").event }
         }
+    }
+
+    /// Version 1 of the payload is what other hosts read: the encoder writes exactly the layout
+    /// this test spells out by hand (a one-field event: each byte of it).
+    @Test func theEncoderWritesVersionOneByteForByte() {
+        let event = Event(name: "app.wide", source: "tester", fields: ["k": "v"],
+                          wallTime: Date(timeIntervalSinceReferenceDate: 786_000_000.5)).withSequence(1)
+        var encoded: [UInt8] = []
+        WireFormat.encode(event, instance: 7, into: &encoded)
+        #expect(encoded == Self.payload(claimed: 1, [("k", "v")]))
     }
 
     @Test func aCountThePayloadCannotHoldIsRefusedBeforeAnythingIsReserved() {
