@@ -38,6 +38,48 @@ import TestSupport
         #expect(listener.statistics == MetricsListener.Statistics(scrapes: 4, rejected: 6, timedOut: 0))
     }
 
+    /// Seeded request heads no scraper sends — random bytes, and a real scrape's head with bytes
+    /// flipped, cut or repeated — each ending in a blank line: every one gets one HTTP status
+    /// line, each is counted as a scrape or a refusal, and a real scrape still works after.
+    @Test func everyMalformedHeadGetsAStatusAndIsCounted() throws {
+        let listener = try listener()
+        defer { listener.stop() }
+        let port = listener.address.port
+        var random = SplitMix(seed: 0x5EED_4E7)
+        let template = Array("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\n".utf8)
+        var statuses: [String: Int] = [:]
+        let requests = 400
+        for index in 0..<requests {
+            var head: [UInt8]
+            if random.below(2) == 0 {
+                head = (0..<(1 + random.below(120))).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            } else {
+                head = template
+                for _ in 0..<(1 + random.below(4)) {
+                    let at = random.below(head.count)
+                    switch random.below(3) {
+                    case 0: head[at] = UInt8(truncatingIfNeeded: random.next())
+                    case 1: head.remove(at: at)
+                    default: head.insert(contentsOf: head[at..<min(head.count, at + 1 + random.below(8))], at: at)
+                    }
+                }
+            }
+            let connection = try LoopbackConnection(port: port)
+            connection.send(bytes: head + Array("\r\n\r\n".utf8))
+            let answer = connection.readToEnd()
+            let status = answer.split(separator: "\r\n", maxSplits: 1).first.map(String.init) ?? ""
+            guard status.hasPrefix("HTTP/1.1 "), status.count >= 12, Int(status.dropFirst(9).prefix(3)) != nil else {
+                Issue.record("request \(index) got \(answer.prefix(200).debugDescription) for \(String(decoding: head, as: UTF8.self).debugDescription)")
+                return
+            }
+            statuses[String(status.dropFirst(9).prefix(3)), default: 0] += 1
+        }
+        print("metrics fuzz: \(statuses.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))")
+        #expect(try http(port, "GET /metrics HTTP/1.1\r\n\r\n").hasSuffix("test_metric_total 42\n"))
+        let counted = listener.statistics
+        #expect(counted.scrapes + counted.rejected == UInt64(requests + 1), "\(counted)")
+    }
+
     @Test func silentClientsHoldNobodyAndTheOldestGivesWayWhenTheTableIsFull() throws {
         var limits = MetricsListener.Limits()
         limits.maxConnections = 3

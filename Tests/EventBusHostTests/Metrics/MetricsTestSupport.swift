@@ -45,8 +45,10 @@ final class LoopbackConnection {
 
     deinit { close(fd) }
 
-    func send(_ text: String) {
-        var bytes = Array(text.utf8)
+    func send(_ text: String) { send(bytes: Array(text.utf8)) }
+
+    func send(bytes: [UInt8]) {
+        var bytes = bytes
         _ = Foundation.send(fd, &bytes, bytes.count, Int32(MSG_NOSIGNAL))
     }
 
