@@ -77,6 +77,9 @@ final class DurableImporter: @unchecked Sendable {
     /// for 30 s with 13 000 messages pending (nats-server 2.9.10), then resumed with a gap. A
     /// healthy one delivers within milliseconds; a false alarm costs one re-creation.
     static let stuckAfter = Duration.seconds(2)
+    /// The wait before the next re-creation for that reason: ``stuckAfter``, doubled after each
+    /// one until a delivery comes.
+    private var stuckWait = stuckAfter
     private var pull: ConsumerPull?
     /// Subscriptions replaced at a bind, unsubscribed then, destroyed once ``retirement`` has
     /// passed (or by `release`), for the reason above.
@@ -174,12 +177,16 @@ final class DurableImporter: @unchecked Sendable {
             switch outcome {
             case .messages(let messages):
                 lastDelivered = .now
+                stuckWait = Self.stuckAfter
                 take(messages, from: pull)
                 messages.forEach { natsMsg_Destroy($0) }
             case .nothing:
                 let pending = counters.importLag.load(ordering: .relaxed)
-                if pending > 0, lastDelivered.duration(to: .now) > Self.stuckAfter {
-                    logger.notice("bridge: consumer \(consumerName ?? setup.consumer) said \(pending) message(s) were pending and delivered nothing for \(Self.stuckAfter); making it again after stream sequence \(ledger.streamSequence)")
+                if pending > 0, lastDelivered.duration(to: .now) > stuckWait {
+                    logger.notice("bridge: consumer \(consumerName ?? setup.consumer) said \(pending) message(s) were pending and delivered nothing for \(stuckWait); making it again after stream sequence \(ledger.streamSequence)")
+                    // Doubled until something is delivered: a cluster too slow to deliver within
+                    // the wait must not be kept busy making consumers.
+                    stuckWait = min(stuckWait * 2, .seconds(32))
                     recreate = true
                     needsRebind.store(true, ordering: .relaxed)
                     lastDelivered = .now
