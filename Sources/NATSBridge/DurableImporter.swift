@@ -72,10 +72,12 @@ final class DurableImporter: @unchecked Sendable {
     private var recreate = false
     /// When the last fetch brought messages (or the consumer was last bound).
     private var lastDelivered = ContinuousClock.now
-    /// How long a consumer that said messages were pending may deliver nothing before it is
-    /// made again: one on a cluster's server that lost its stream's leader delivered nothing
-    /// for 30 s with 13 000 messages pending (nats-server 2.9.10), then resumed with a gap. A
-    /// healthy one delivers within milliseconds; a false alarm costs one re-creation.
+    /// How long a consumer that said messages were pending (when made, or at its last
+    /// delivery) may deliver nothing before it is made again: one on a cluster's server that
+    /// lost its stream's leader delivered nothing for 30 s with 13 000 messages pending
+    /// (nats-server 2.9.10), then resumed with a gap; a new one, made at a host's start,
+    /// delivered nothing in 150 s (once in the cluster chaos test). A healthy one delivers within milliseconds; a false alarm
+    /// costs one re-creation.
     static let stuckAfter = Duration.seconds(2)
     /// The wait before the next re-creation for that reason: ``stuckAfter``, doubled after each
     /// one until a delivery comes.
@@ -220,10 +222,11 @@ final class DurableImporter: @unchecked Sendable {
         // Within a run, the consumer this host made may still serve: pulled from as it is when
         // it delivered nothing this host did not take in (see `resumableConsumer`).
         if bound, !recreate, let name = consumerName,
-           let lastDelivery = setup.resumableConsumer(name, filter: filter, taken: ledger.streamSequence) {
+           let (lastDelivery, pending) = setup.resumableConsumer(name, filter: filter, taken: ledger.streamSequence) {
             pull = try ConsumerPull(connection: client.connection, stream: setup.durable.stream, consumer: name,
                                     domain: setup.durable.domain)
             nextDelivery = lastDelivery + 1
+            counters.importLag.store(pending, ordering: .relaxed)
             lastDelivered = .now
             logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(name) resumed as it was)")
             return
@@ -247,7 +250,10 @@ final class DurableImporter: @unchecked Sendable {
         }
         let name = "\(setup.consumer)-\(String(UInt32.random(in: .min ... .max), radix: 16))"
         do {
-            try setup.placeConsumer(name: name, startSequence: ledger.streamSequence + 1, filter: filter)
+            // What it has to deliver, until its first delivery says: a consumer that delivers
+            // none of it is made again (see `stuckAfter`).
+            let pending = try setup.placeConsumer(name: name, startSequence: ledger.streamSequence + 1, filter: filter)
+            counters.importLag.store(pending, ordering: .relaxed)
         } catch {
             setup.requestDelete(name, connection: client.connection)  // made late, if at all
             throw error

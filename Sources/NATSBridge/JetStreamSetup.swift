@@ -94,7 +94,7 @@ struct JetStreamSetup {
     /// death — when it was the meta leader, or while the others still count it as alive —
     /// answered only after several seconds; the consumer's own leader answers this one, and a
     /// host whose server died while its consumer lives on another is back at once.
-    func resumableConsumer(_ name: String, filter: String, taken: UInt64) -> UInt64? {
+    func resumableConsumer(_ name: String, filter: String, taken: UInt64) -> (lastDelivery: UInt64, pending: UInt64)? {
         var options = jsOptions()
         jsOptions_Init(&options)
         options.Wait = 1_000
@@ -108,7 +108,7 @@ struct JetStreamSetup {
         guard let config = info.pointee.Config?.pointee, let subject = config.FilterSubject,
               String(cString: subject) == filter, config.DeliverPolicy == js_DeliverByStartSequence,
               delivered.Stream <= taken, info.pointee.NumAckPending == 0 else { return nil }
-        return delivered.Consumer
+        return (delivered.Consumer, info.pointee.NumPending)
     }
 
     /// Creates one of this host's consumers, `name`, delivering from `startSequence`, filtered on
@@ -126,7 +126,9 @@ struct JetStreamSetup {
     /// held it. A one-replica consumer on a server that died could not be deleted (no answer),
     /// and its name could not be added again until the cluster gave up on that server (about 30 s
     /// in the chaos test); a new name is placed anew, most often on a live server.
-    func placeConsumer(name: String, startSequence: UInt64, filter: String) throws(BridgeError) {
+    /// Returns how many messages the new consumer has to deliver.
+    @discardableResult
+    func placeConsumer(name: String, startSequence: UInt64, filter: String) throws(BridgeError) -> UInt64 {
         var errorCode = jsErrCode(0)
         var config = jsConsumerConfig()
         jsConsumerConfig_Init(&config)
@@ -147,7 +149,8 @@ struct JetStreamSetup {
         guard added == NATS_OK else {
             throw BridgeError(.jetStream, "cannot create consumer \(name) on stream \(durable.stream): \(BridgeError.text(added))")
         }
-        jsConsumerInfo_Destroy(info)
+        defer { jsConsumerInfo_Destroy(info) }
+        return info?.pointee.NumPending ?? 0
     }
 
     /// How long the server keeps one of this host's consumers that nobody pulls from: the
