@@ -12,9 +12,11 @@ import Synchronization
 /// one batch (`Bus.post(contentsOf:)`); then write the ledger (see ``ImportLedger``); acknowledge
 /// what was taken. Recording only what was posted, a SIGKILL at any instant loses nothing: the
 /// next start fetches again what was not recorded (at most the batch of that instant, posted
-/// again on the new process's bus). At start and after every reconnect the consumer is
-/// re-created to deliver right after the ledger's position
-/// (``JetStreamSetup/placeConsumer(startSequence:filter:)``).
+/// again on the new process's bus). At start the consumer is re-created to deliver right after
+/// the ledger's position, under a new name (``JetStreamSetup/placeConsumer(name:startSequence:filter:)``);
+/// after a reconnect too, unless it delivered nothing past the ledger and waits for no
+/// acknowledgement (``JetStreamSetup/resumableConsumer(_:filter:taken:)``), when it is pulled
+/// from as it is.
 ///
 /// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
 /// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
@@ -60,8 +62,26 @@ final class DurableImporter: @unchecked Sendable {
     private var hasPosition = false
     /// Whether the last position write failed (logged once until one succeeds).
     private var writeFailing = false
-    /// The consumer sequence its next first delivery must carry (1 after each bind).
+    /// The consumer sequence its next first delivery must carry (1 after each re-creation).
     private var nextDelivery: UInt64 = 1
+    /// Whether this run has made its consumer: later binds may resume it.
+    private var bound = false
+    /// The consumer this run made last (a new name at each creation, see `placeConsumer`).
+    private var consumerName: String?
+    /// Whether the next bind re-creates the consumer even if it could be resumed.
+    private var recreate = false
+    /// When the last fetch brought messages (or the consumer was last bound).
+    private var lastDelivered = ContinuousClock.now
+    /// How long a consumer that said messages were pending (when made, or at its last
+    /// delivery) may deliver nothing before it is made again: one on a cluster's server that
+    /// lost its stream's leader delivered nothing for 30 s with 13 000 messages pending
+    /// (nats-server 2.9.10), then resumed with a gap; a new one, made at a host's start,
+    /// delivered nothing in 150 s (once in the cluster chaos test). A healthy one delivers within milliseconds; a false alarm
+    /// costs one re-creation.
+    static let stuckAfter = Duration.seconds(2)
+    /// The wait before the next re-creation for that reason: ``stuckAfter``, doubled after each
+    /// one until a delivery comes.
+    private var stuckWait = stuckAfter
     private var pull: ConsumerPull?
     /// Subscriptions replaced at a bind, unsubscribed then, destroyed once ``retirement`` has
     /// passed (or by `release`), for the reason above.
@@ -145,7 +165,8 @@ final class DurableImporter: @unchecked Sendable {
                     logger.error("bridge: durable import not ready: \(error); retrying")
                     lastError.withLock { $0 = error.description }
                     needsRebind.store(true, ordering: .relaxed)
-                    Thread.sleep(forTimeInterval: 0.5)
+                    // Each attempt already waited for the JetStream API (2 s, 1 s to resume).
+                    Thread.sleep(forTimeInterval: 0.25)
                     continue
                 }
             }
@@ -157,10 +178,21 @@ final class DurableImporter: @unchecked Sendable {
             alone = false
             switch outcome {
             case .messages(let messages):
+                lastDelivered = .now
+                stuckWait = Self.stuckAfter
                 take(messages, from: pull)
                 messages.forEach { natsMsg_Destroy($0) }
             case .nothing:
-                continue
+                let pending = counters.importLag.load(ordering: .relaxed)
+                if pending > 0, lastDelivered.duration(to: .now) > stuckWait {
+                    logger.notice("bridge: consumer \(consumerName ?? setup.consumer) said \(pending) message(s) were pending and delivered nothing for \(stuckWait); making it again after stream sequence \(ledger.streamSequence)")
+                    // Doubled until something is delivered: a cluster too slow to deliver within
+                    // the wait must not be kept busy making consumers.
+                    stuckWait = min(stuckWait * 2, .seconds(32))
+                    recreate = true
+                    needsRebind.store(true, ordering: .relaxed)
+                    lastDelivered = .now
+                }
             case .tooLarge:
                 // The next message is larger than a batch's bytes: the server left it for a
                 // fetch of its own.
@@ -187,6 +219,18 @@ final class DurableImporter: @unchecked Sendable {
             retired.append((pull.subscription, .now))
         }
         pull = nil
+        // Within a run, the consumer this host made may still serve: pulled from as it is when
+        // it delivered nothing this host did not take in (see `resumableConsumer`).
+        if bound, !recreate, let name = consumerName,
+           let (lastDelivery, pending) = setup.resumableConsumer(name, filter: filter, taken: ledger.streamSequence) {
+            pull = try ConsumerPull(connection: client.connection, stream: setup.durable.stream, consumer: name,
+                                    domain: setup.durable.domain)
+            nextDelivery = lastDelivery + 1
+            counters.importLag.store(pending, ordering: .relaxed)
+            lastDelivered = .now
+            logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(name) resumed as it was)")
+            return
+        }
         let (first, last, note) = try setup.ensureStream()
         if let note { logger.notice("bridge: \(note)") }
         if !hasPosition {
@@ -204,11 +248,26 @@ final class DurableImporter: @unchecked Sendable {
             // The stream's limits discarded events this host had not taken in yet.
             gaps.record(.streamExpired, count: Int(first - 1 - ledger.streamSequence), subject: filter)
         }
-        try setup.placeConsumer(startSequence: ledger.streamSequence + 1, filter: filter)
-        pull = try ConsumerPull(connection: client.connection, stream: setup.durable.stream, consumer: setup.consumer,
+        let name = "\(setup.consumer)-\(String(UInt32.random(in: .min ... .max), radix: 16))"
+        do {
+            // What it has to deliver, until its first delivery says: a consumer that delivers
+            // none of it is made again (see `stuckAfter`).
+            let pending = try setup.placeConsumer(name: name, startSequence: ledger.streamSequence + 1, filter: filter)
+            counters.importLag.store(pending, ordering: .relaxed)
+        } catch {
+            setup.requestDelete(name, connection: client.connection)  // made late, if at all
+            throw error
+        }
+        // The one it replaces; at a run's first bind, the fixed name earlier versions used.
+        setup.requestDelete(consumerName ?? setup.consumer, connection: client.connection)
+        consumerName = name
+        pull = try ConsumerPull(connection: client.connection, stream: setup.durable.stream, consumer: name,
                                 domain: setup.durable.domain)
         nextDelivery = 1
-        logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(setup.consumer), \(filter))")
+        bound = true
+        lastDelivered = .now
+        recreate = false
+        logger.info("bridge: importing from stream \(setup.durable.stream) after sequence \(ledger.streamSequence) (consumer \(name), \(filter))")
     }
 
     /// Counts and records (to be announced) one import refused.

@@ -37,7 +37,7 @@ final class Exporter: @unchecked Sendable {
     private let gaps: GapBook
     private let jetStream: OpaquePointer?
     private let finished = DispatchSemaphore(value: 0)
-    /// Durable: creates or checks the stream; run (on this thread) after every (re)connect and
+    /// Durable: creates or checks the stream; run (on this thread) once connected at start and
     /// after publishes found no stream, so an export-only host whose NATS was down at start, or
     /// whose stream was deleted, does not publish into nothing.
     private let ensureStream: (() throws -> Void)?
@@ -302,6 +302,9 @@ final class Exporter: @unchecked Sendable {
                 case .inFlight:
                     nextExport += 1
                     index += 1
+                    // A failed probe has everything outstanding published again (the handler
+                    // asked for it), starting with another probe.
+                    if probing, awaitStored(export.index) { probing = false }
                 case .failed:
                     counters.inFlight.subtract(1, ordering: .relaxed)
                     queue.release(inFlight)
@@ -320,7 +323,7 @@ final class Exporter: @unchecked Sendable {
         var complete = jsPubOptions()
         jsPubOptions_Init(&complete)
         complete.MaxWait = 2_000
-        if client.state == .connected { _ = republishIfNeeded(&options) }
+        if client.state == .connected { _ = republishIfNeeded(&options, stopping: true) }
         _ = js_PublishAsyncComplete(jetStream, &complete)
     }
 
@@ -344,8 +347,9 @@ final class Exporter: @unchecked Sendable {
     /// late acknowledgements or timeouts no longer count and its window of unacknowledged
     /// publishes is free for the re-publish. The server drops what it had stored already (same
     /// message id, within `duplicate_window`).
-    private func republishIfNeeded(_ options: inout jsPubOptions) -> Bool {
+    private func republishIfNeeded(_ options: inout jsPubOptions, stopping: Bool = false) -> Bool {
         guard republishNeeded.exchange(false, ordering: .relaxed) else { return true }
+        probing = true
         var pending = natsMsgList()
         // nats.c 3.4 makes its list of pending publishes at the first one and reads it without
         // checking: asked before any publish it dereferences NULL.
@@ -356,6 +360,13 @@ final class Exporter: @unchecked Sendable {
         while index < exports.count {
             switch publish(exports[index], &options, new: false) {
             case .inFlight:
+                if probing {
+                    guard awaitStored(exports[index].index, stopping: stopping) else {
+                        republishNeeded.store(true, ordering: .relaxed)
+                        return false
+                    }
+                    probing = false
+                }
                 index += 1
             case .failed:
                 // Refused for good (announced by `publish`): no longer held.
@@ -370,6 +381,34 @@ final class Exporter: @unchecked Sendable {
         }
         if index > 0 { counters.republished.add(UInt64(index), ordering: .relaxed) }
         return true
+    }
+
+    /// Set at start and whenever everything outstanding is published again: the next publish
+    /// is a probe, and nothing after it is published until the stream stored it (exporter
+    /// thread).
+    ///
+    /// Why: publishes are pipelined, and a stream that is not listening yet (a cluster that just
+    /// elected the stream's leader, or whose servers have not yet told each other about it)
+    /// answers "no responders" to the first ones while a later one, a moment after, is stored.
+    /// Published again, the first ones would land behind it — out of the origin's order, and
+    /// taken for copies by a host that met the later one first. Seen on a fresh three-server
+    /// cluster: an origin's first 66 events refused and re-published behind its 67th, dropped by
+    /// both importing hosts. One round trip per start, reconnect or failed acknowledgement.
+    private var probing = true
+
+    /// Waits until the stream answered the current attempt of export `index`; returns whether it
+    /// stored it. A failed answer has asked for everything outstanding to be published again; so
+    /// has a broken connection, which ends the wait too (its answer no longer counts). A stop
+    /// ends it, except for the last publishes of a `stopping` exporter, whose probe waits up to
+    /// 1 s (within the moment a clean stop gives them).
+    private func awaitStored(_ index: UInt64, stopping: Bool = false) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(1)
+        while outstanding.isAwaitingAnswer(index) {
+            if republishNeeded.load(ordering: .relaxed) { return false }
+            if queue.isStopped, !stopping || ContinuousClock.now >= deadline { return false }
+            usleep(200)
+        }
+        return !outstanding.isOutstanding(index)
     }
 
     private func messageID(_ sequence: UInt64) -> String { "\(subjects.host):\(instance):\(sequence)" }
@@ -441,15 +480,19 @@ final class Exporter: @unchecked Sendable {
             } catch {
                 lastError.withLock { $0 = "\(error)" }
                 if queue.isStopped { return false }
-                queue.pause(1)
+                // Each attempt already waited for the JetStream API (2 s): a stream whose
+                // leader is being elected is asked again soon after it answers.
+                queue.pause(0.25)
             }
         }
     }
 
-    /// nats.c's reconnected callback: check the stream again and publish everything outstanding
-    /// again before anything new.
+    /// nats.c's reconnected callback: publish everything outstanding again before anything new,
+    /// starting with a probe. The stream is not asked for first: in a cluster that answer comes
+    /// from the stream's leader, which after a server death may take seconds to be elected, and
+    /// a stream that is gone (a server restarted without its storage) answers the probe with
+    /// "no responders", which has it checked and created.
     func reconnected() {
-        needsStream.store(true, ordering: .relaxed)
         republishNeeded.store(true, ordering: .relaxed)
         queue.wake()
     }

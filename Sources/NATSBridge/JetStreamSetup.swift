@@ -84,20 +84,55 @@ struct JetStreamSetup {
         return (existing.pointee.State.FirstSeq, existing.pointee.State.LastSeq, note)
     }
 
-    /// (Re)creates this host's durable consumer so it delivers from `startSequence`, filtered on
+    /// The consumer sequence of the last delivery of this host's consumer `name`, if the consumer can
+    /// be pulled from as it is: it exists with `filter`, has delivered nothing past stream
+    /// sequence `taken` (what this host took in) and waits for no acknowledgement. Then its next
+    /// delivery is the next message after `taken`, in stream order — what re-creating it would
+    /// deliver. Nil otherwise (or when no answer came within 1 s): the caller re-creates it.
+    ///
+    /// Why ask: re-creating is a request to the cluster's meta leader, which after a server's
+    /// death — when it was the meta leader, or while the others still count it as alive —
+    /// answered only after several seconds; the consumer's own leader answers this one, and a
+    /// host whose server died while its consumer lives on another is back at once.
+    func resumableConsumer(_ name: String, filter: String, taken: UInt64) -> (lastDelivery: UInt64, pending: UInt64)? {
+        var options = jsOptions()
+        jsOptions_Init(&options)
+        options.Wait = 1_000
+        var errorCode = jsErrCode(0)
+        var info: UnsafeMutablePointer<jsConsumerInfo>?
+        guard js_GetConsumerInfo(&info, jetStream, durable.stream, name, &options, &errorCode) == NATS_OK, let info else {
+            return nil
+        }
+        defer { jsConsumerInfo_Destroy(info) }
+        let delivered = info.pointee.Delivered
+        guard let config = info.pointee.Config?.pointee, let subject = config.FilterSubject,
+              String(cString: subject) == filter, config.DeliverPolicy == js_DeliverByStartSequence,
+              delivered.Stream <= taken, info.pointee.NumAckPending == 0 else { return nil }
+        return (delivered.Consumer, info.pointee.NumPending)
+    }
+
+    /// Creates one of this host's consumers, `name`, delivering from `startSequence`, filtered on
     /// `filter`.
     ///
-    /// Why re-create rather than resume the server's position: the host's ledger, written before
-    /// each batch is posted, is the truth about what this host has taken in. Starting the
-    /// consumer right after it keeps delivery in stream order — a consumer resumed as it was would
-    /// first deliver new messages and only redeliver the unacknowledged ones after `ack_wait`,
-    /// out of order. nats-server 2.9 cannot move an existing consumer, so it is deleted and added.
-    func placeConsumer(startSequence: UInt64, filter: String) throws(BridgeError) {
+    /// Why create rather than resume the server's position: the host's ledger, written after
+    /// each batch is posted, is the truth about what this host has taken in. Starting a consumer
+    /// right after it keeps delivery in stream order — a consumer resumed as it was would first
+    /// deliver new messages and only redeliver the unacknowledged ones after `ack_wait`, out of
+    /// order; nats-server 2.9 cannot move an existing consumer.
+    ///
+    /// Why a new name each time (`<consumer>-<random hex>`), the previous one deleted without
+    /// waiting (``requestDelete(_:connection:)``) and every one removed by the server after
+    /// ``inactiveThreshold`` without pulls: re-creating under one name waited for the server that
+    /// held it. A one-replica consumer on a server that died could not be deleted (no answer),
+    /// and its name could not be added again until the cluster gave up on that server (about 30 s
+    /// in the chaos test); a new name is placed anew, most often on a live server.
+    /// Returns how many messages the new consumer has to deliver.
+    @discardableResult
+    func placeConsumer(name: String, startSequence: UInt64, filter: String) throws(BridgeError) -> UInt64 {
         var errorCode = jsErrCode(0)
-        _ = js_DeleteConsumer(jetStream, durable.stream, consumer, nil, &errorCode)  // absent is fine
         var config = jsConsumerConfig()
         jsConsumerConfig_Init(&config)
-        let durableName = strdup(consumer)!
+        let durableName = strdup(name)!
         let filterSubject = strdup(filter)!
         defer { free(durableName); free(filterSubject) }
         config.Durable = UnsafePointer(durableName)
@@ -108,11 +143,25 @@ struct JetStreamSetup {
         config.FilterSubject = UnsafePointer(filterSubject)
         config.MaxAckPending = 20_000
         config.Replicas = Int64(durable.consumerReplicas)
+        config.InactiveThreshold = Self.inactiveThreshold.clampedNanoseconds
         var info: UnsafeMutablePointer<jsConsumerInfo>?
         let added = js_AddConsumer(&info, jetStream, durable.stream, &config, nil, &errorCode)
         guard added == NATS_OK else {
-            throw BridgeError(.jetStream, "cannot create consumer \(consumer) on stream \(durable.stream): \(BridgeError.text(added))")
+            throw BridgeError(.jetStream, "cannot create consumer \(name) on stream \(durable.stream): \(BridgeError.text(added))")
         }
-        jsConsumerInfo_Destroy(info)
+        defer { jsConsumerInfo_Destroy(info) }
+        return info?.pointee.NumPending ?? 0
+    }
+
+    /// How long the server keeps one of this host's consumers that nobody pulls from: the
+    /// backstop for a delete that was lost (sent to a dying server) and for the consumer of a
+    /// host that was SIGKILLed. A running host pulls at least every 250 ms.
+    static let inactiveThreshold = Duration.seconds(120)
+
+    /// Asks the server to delete consumer `name` without waiting for the answer (nobody may
+    /// give one: the server that held it may be dead; ``inactiveThreshold`` removes it then).
+    func requestDelete(_ name: String, connection: OpaquePointer) {
+        let api = durable.domain.map { "$JS.\($0).API" } ?? "$JS.API"
+        _ = natsConnection_PublishString(connection, "\(api).CONSUMER.DELETE.\(durable.stream).\(name)", "")
     }
 }

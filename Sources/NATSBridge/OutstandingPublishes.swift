@@ -75,6 +75,16 @@ final class OutstandingPublishes: @unchecked Sendable {
         }
     }
 
+    /// Whether the stream has not answered `index`'s current attempt yet.
+    func isAwaitingAnswer(_ index: UInt64) -> Bool {
+        state.withLock { $0.attempts.values.contains(index) }
+    }
+
+    /// Whether `index` is still outstanding (not stored, not given up).
+    func isOutstanding(_ index: UInt64) -> Bool {
+        state.withLock { $0.exports[index] != nil }
+    }
+
     /// The export is given up for good (a refusal that will not change): no longer outstanding.
     func giveUp(_ index: UInt64) -> Export? {
         state.withLock { state in

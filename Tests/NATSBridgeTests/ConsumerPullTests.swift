@@ -33,7 +33,7 @@ struct ConsumerPullTests {
                                    consumer: "puller")
             try setup.ensureStream()
             if count > 0 { try publish(1...count) }
-            try setup.placeConsumer(startSequence: 1, filter: "eventbus.>")
+            try setup.placeConsumer(name: "puller", startSequence: 1, filter: "eventbus.>")
         }
 
         /// Publishes and waits until the stream stored them all.
