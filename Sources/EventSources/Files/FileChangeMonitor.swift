@@ -48,7 +48,15 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// partner), kept between reads so that a read costs no allocation.
     private var batch = InotifyBatch()
 
-    public init() {}
+    /// When each posted event passed the read path's stages; nil unless asked for.
+    private let stageStamps: FileStageStamps?
+
+    /// `recordingStages`: note when each posted event passed the read path's stages, for a
+    /// latency breakdown (``takeStageRecords()``; what `eventbus-bench files` prints). It costs two
+    /// clock reads and a record per event; off, nothing per event (see ``StageStamping``).
+    public init(recordingStages: Bool = false) {
+        stageStamps = recordingStages ? FileStageStamps() : nil
+    }
 
     deinit {
         buffer.deallocate()
@@ -212,11 +220,16 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// paths. Returns how long the reader may wait for events before calling again (ms, -1: no
     /// limit).
     private func readAvailable() -> Int32 {
+        if let stageStamps { return readAvailable(stamps: stageStamps) }
+        return readAvailable(stamps: NoStageStamps())
+    }
+
+    private func readAvailable<Stamps: StageStamping>(stamps: Stamps) -> Int32 {
         for _ in 0..<64 {
             batch.removeAll(keepingCapacity: true)
             readTime = FileState.realtimeNow()
-            guard readOnce(into: &batch) else { return verify(quietSince: readTime) }
-            handle(&batch)
+            guard readOnce(into: &batch, stamps: stamps) else { return verify(quietSince: readTime) }
+            handle(&batch, stamps: stamps)
         }
         return -1
     }
@@ -240,9 +253,10 @@ public final class FileChangeMonitor: @unchecked Sendable {
     }
 
     /// One `read`; false when nothing was there.
-    private func readOnce(into batch: inout InotifyBatch) -> Bool {
+    private func readOnce<Stamps: StageStamping>(into batch: inout InotifyBatch, stamps: Stamps) -> Bool {
         let count = read(descriptor, buffer.baseAddress, buffer.count)
         guard count > 0 else { return false }
+        stamps.readReturned()
         batch.append(parsing: UnsafeRawBufferPointer(buffer), count: count)
         return true
     }
@@ -251,7 +265,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private func readMore(into batch: inout InotifyBatch, waiting milliseconds: Int32) -> Bool {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, milliseconds) > 0 else { return false }
-        return readOnce(into: &batch)
+        return readOnce(into: &batch, stamps: NoStageStamps())
     }
 
     /// How long an `IN_MOVED_FROM` waits for its `IN_MOVED_TO`. The kernel queues both halves of a
@@ -263,7 +277,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// slip between the two halves, but only a few.
     static let movePartnerWindow = 64
 
-    private func handle(_ events: inout InotifyBatch) {
+    private func handle<Stamps: StageStamping>(_ events: inout InotifyBatch, stamps: Stamps) {
         /// Events before this index were read before the queue was seen empty for a whole wait:
         /// a partner they lack is not coming.
         var settledThrough = 0
@@ -294,30 +308,32 @@ public final class FileChangeMonitor: @unchecked Sendable {
                 if let partner {
                     let to = events[partner]
                     events.markHandled(partner)
-                    dispatchMove(from: event, to: to, of: events)
+                    dispatchMove(from: event, to: to, of: events, stamps: stamps)
                 } else {
-                    dispatchMove(from: event, to: nil, of: events)
+                    dispatchMove(from: event, to: nil, of: events, stamps: stamps)
                 }
             } else if event.has(InotifyMask.movedTo) {
-                dispatchMove(from: nil, to: event, of: events)  // moved in from outside every watch
+                dispatchMove(from: nil, to: event, of: events, stamps: stamps)  // moved in from outside every watch
             } else {
                 guard let list = holders[event.wd] else { continue }
                 events.withName(of: event) { name in
-                    for source in list { source.handle(event, name: name) }
+                    for source in list { source.handle(event, name: name, stamps: stamps) }
                 }
             }
         }
     }
 
     /// Hands each source the halves of a rename (events of `batch`) that fall on watches it holds.
-    private func dispatchMove(from: InotifyEvent?, to: InotifyEvent?, of batch: InotifyBatch) {
+    private func dispatchMove<Stamps: StageStamping>(from: InotifyEvent?, to: InotifyEvent?, of batch: InotifyBatch,
+                                                     stamps: Stamps) {
         let fromHolders = from.flatMap { holders[$0.wd] } ?? []
         let toHolders = to.flatMap { holders[$0.wd] } ?? []
         var seen = Set<ObjectIdentifier>()
         batch.withNames(of: from, to) { fromName, toName in
             for source in fromHolders + toHolders where seen.insert(ObjectIdentifier(source)).inserted {
                 source.handleMove(from: fromHolders.contains { $0 === source } ? from.map { ($0, fromName!) } : nil,
-                                  to: toHolders.contains { $0 === source } ? to.map { ($0, toName!) } : nil)
+                                  to: toHolders.contains { $0 === source } ? to.map { ($0, toName!) } : nil,
+                                  stamps: stamps)
             }
         }
     }
@@ -346,6 +362,12 @@ public final class FileChangeMonitor: @unchecked Sendable {
         queue.sync {
             sources.values.reduce((0, 0)) { ($0.0 + $1.visitedByFolderOperations, $0.1 + $1.snapshotCount) }
         }
+    }
+
+    /// The stage records of the events posted since the last call (empty unless made with
+    /// `recordingStages`), oldest first. Blocks until the monitor's queue has answered.
+    public func takeStageRecords() -> [FileStageRecord] {
+        queue.sync { stageStamps?.take() ?? [] }
     }
 
     /// Paths changed by events and not stat'ed since, across sources.

@@ -228,8 +228,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     // MARK: Kernel events (on the queue)
 
     /// An event on a watch this source holds (moves go to `handleMove`), and its name (valid
-    /// during the call; see ``InotifyBatch``).
-    func handle(_ event: InotifyEvent, name: UnsafeRawBufferPointer) {
+    /// during the call; see ``InotifyBatch``). `stamps`: see ``StageStamping``.
+    func handle<Stamps: StageStamping>(_ event: InotifyEvent, name: UnsafeRawBufferPointer, stamps: Stamps) {
         if let awaiting, event.wd == awaiting.watch {
             handleWhileAwaiting(event, name: name)
             return
@@ -242,18 +242,18 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             if event.has(InotifyMask.deleteSelf | InotifyMask.moveSelf | InotifyMask.unmount) {
                 rootGone(event.has(InotifyMask.moveSelf) ? "moved away" : event.has(InotifyMask.unmount) ? "unmounted" : "deleted")
             } else if let kind = Self.changeKind(event.mask) {
-                changed(kind, rootPath, in: nil, isDirectory: rootIsDirectory)
+                changed(kind, rootPath, in: nil, isDirectory: rootIsDirectory, stamps: stamps)
             }
             return
         }
         let path = HashedPath(directory, name)
         let isDirectory = event.has(InotifyMask.isDirectory)
         if event.has(InotifyMask.create) {
-            created(path, in: directory, isDirectory: isDirectory, origin: .event)
+            created(path, in: directory, isDirectory: isDirectory, origin: .event, stamps: stamps)
         } else if event.has(InotifyMask.delete) {
-            deleted(path, in: directory, isDirectory: isDirectory, origin: .event)
+            deleted(path, in: directory, isDirectory: isDirectory, origin: .event, stamps: stamps)
         } else if let kind = Self.changeKind(event.mask) {
-            changed(kind, path, in: directory, isDirectory: isDirectory)
+            changed(kind, path, in: directory, isDirectory: isDirectory, stamps: stamps)
         }
     }
 
@@ -266,8 +266,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     /// One rename, as this source sees it: `from` and/or `to` are the halves on watches it holds,
     /// each with its name (valid during the call; see ``InotifyBatch``).
-    func handleMove(from: (event: InotifyEvent, name: UnsafeRawBufferPointer)?,
-                    to: (event: InotifyEvent, name: UnsafeRawBufferPointer)?) {
+    func handleMove<Stamps: StageStamping>(from: (event: InotifyEvent, name: UnsafeRawBufferPointer)?,
+                                           to: (event: InotifyEvent, name: UnsafeRawBufferPointer)?, stamps: Stamps) {
         if let awaiting {
             if let to, to.event.wd == awaiting.watch { handleWhileAwaiting(to.event, name: to.name) }
             return
@@ -278,9 +278,11 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         switch (oldFolder, newFolder) {
         case let (oldFolder?, newFolder?):
             moved(HashedPath(oldFolder, from!.name), in: oldFolder, to: HashedPath(newFolder, to!.name), in: newFolder,
-                  isDirectory: isDirectory)
-        case let (oldFolder?, nil): deleted(HashedPath(oldFolder, from!.name), in: oldFolder, isDirectory: isDirectory, origin: .move)
-        case let (nil, newFolder?): created(HashedPath(newFolder, to!.name), in: newFolder, isDirectory: isDirectory, origin: .move)
+                  isDirectory: isDirectory, stamps: stamps)
+        case let (oldFolder?, nil):
+            deleted(HashedPath(oldFolder, from!.name), in: oldFolder, isDirectory: isDirectory, origin: .move, stamps: stamps)
+        case let (nil, newFolder?):
+            created(HashedPath(newFolder, to!.name), in: newFolder, isDirectory: isDirectory, origin: .move, stamps: stamps)
         case (nil, nil): break
         }
     }
@@ -301,7 +303,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     // MARK: Changes
 
     /// `folder`: the path's folder (its watch's directory).
-    private func created(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool, origin: FileChange.Origin) {
+    private func created<Stamps: StageStamping>(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool,
+                                                origin: FileChange.Origin, stamps: Stamps) {
         let known = snapshot[path]
         if let known, known.identity != nil {
             // Found by a scan (of a new directory, or a rescan) and reported then, unless it has
@@ -310,7 +313,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         }
         snapshot.update(.changed(isDirectory: isDirectory), at: path, in: folder)
         if known?.identity != nil || known == nil { markUnverified(path) }
-        post(FileChange(kind: .created, path: path.path, isDirectory: isDirectory, origin: origin))
+        post(FileChange(kind: .created, path: path.path, isDirectory: isDirectory, origin: origin), stamps: stamps)
         if isDirectory, options.recursive {
             var failures: [(String, Int32)] = []
             addTree(path, report: true, failures: &failures)
@@ -322,21 +325,23 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     }
 
     /// `folder`: the path's folder (its watch's directory), nil for the root.
-    private func changed(_ kind: FileChange.Kind, _ path: HashedPath, in folder: HashedPath?, isDirectory: Bool) {
+    private func changed<Stamps: StageStamping>(_ kind: FileChange.Kind, _ path: HashedPath, in folder: HashedPath?,
+                                                isDirectory: Bool, stamps: Stamps) {
         if path != rootPath {
             if snapshot.markChanged(path, isDirectory: isDirectory, in: folder) { markUnverified(path) }
         } else if !rootIsDirectory, let state = FileState(path: root, following: true) {
             // A root file is stat'ed at once: its identity is how a rescan tells a replaced root.
             snapshot.update(state, at: rootPath)
         }
-        post(FileChange(kind: kind, path: path.path, isDirectory: isDirectory))
+        post(FileChange(kind: kind, path: path.path, isDirectory: isDirectory), stamps: stamps)
     }
 
     /// `folder`: the path's folder (its watch's directory).
-    private func deleted(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool, origin: FileChange.Origin) {
+    private func deleted<Stamps: StageStamping>(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool,
+                                                origin: FileChange.Origin, stamps: Stamps) {
         let known = snapshot.removeValue(forPath: path, in: folder) != nil
         if isDirectory { forget(below: path) }
-        if known { post(FileChange(kind: .deleted, path: path.path, isDirectory: isDirectory, origin: origin)) }
+        if known { post(FileChange(kind: .deleted, path: path.path, isDirectory: isDirectory, origin: origin), stamps: stamps) }
     }
 
     /// Drops what is known below `directory` (itself included, for watches) and releases its
@@ -356,8 +361,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     }
 
     /// `oldFolder`, `newFolder`: the folders of `old` and `new` (their watches' directories).
-    private func moved(_ old: HashedPath, in oldFolder: HashedPath, to new: HashedPath, in newFolder: HashedPath,
-                       isDirectory: Bool) {
+    private func moved<Stamps: StageStamping>(_ old: HashedPath, in oldFolder: HashedPath, to new: HashedPath,
+                                              in newFolder: HashedPath, isDirectory: Bool, stamps: Stamps) {
         let entry = snapshot.removeValue(forPath: old, in: oldFolder)
         // A rename onto an existing name replaces it (an empty directory at most): the move says so.
         if snapshot.removeValue(forPath: new, in: newFolder)?.isDirectory == true { forget(below: new) }
@@ -374,7 +379,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
                 if let state, state.identity == nil { markUnverified(to) }
             }
         }
-        post(FileChange(kind: .moved, path: new.path, oldPath: old.path, isDirectory: isDirectory))
+        post(FileChange(kind: .moved, path: new.path, oldPath: old.path, isDirectory: isDirectory), stamps: stamps)
     }
 
     private func rebaseWatch(from old: HashedPath, to new: HashedPath) {
@@ -607,8 +612,15 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     // MARK: Posting
 
     private func post(_ change: FileChange) {
+        post(change, stamps: NoStageStamps())
+    }
+
+    /// Posts `change`, telling `stamps` when it was resolved and what number it got.
+    private func post<Stamps: StageStamping>(_ change: FileChange, stamps: Stamps) {
         guard let bus, !stopped.load(ordering: .acquiring) else { return }
+        stamps.resolved()
         lastSequence = bus.post(Event(name: change.kind.eventName, source: id, fields: change.fields))
+        stamps.posted(sequence: lastSequence)
     }
 
     // MARK: Listing
