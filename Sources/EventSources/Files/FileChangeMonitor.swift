@@ -39,10 +39,11 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private var sources: [ObjectIdentifier: FileWatchSource] = [:]
     private var overflows = 0
     private var rescans = 0
-    /// `CLOCK_REALTIME` just before the last read: when the events being handled were (at the
-    /// latest) queued, which sources note for paths to verify — one clock read per buffer, not
-    /// per event.
-    private(set) var readTime: Int64 = 0
+    /// `CLOCK_REALTIME` just before the last read that found the kernel's queue empty: every
+    /// event queued before then has been handled. 0: none yet.
+    private var lastQuiet: Int64 = 0
+    /// `CLOCK_REALTIME` just before the last read that returned events.
+    private var lastEventRead: Int64 = 0
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
     /// The events of the buffer being handled (and of the reads that looked for a move's
     /// partner), kept between reads so that a read costs no allocation.
@@ -216,9 +217,8 @@ public final class FileChangeMonitor: @unchecked Sendable {
 
     /// Reads and handles what the kernel has queued, one buffer at a time, and returns after a
     /// bounded number of buffers so attach/detach blocks are not starved during a storm (the
-    /// reader comes back at once while data remains). Once the queue is empty, verifies changed
-    /// paths. Returns how long the reader may wait for events before calling again (ms, -1: no
-    /// limit).
+    /// reader comes back at once while data remains). Returns how long the reader may wait for
+    /// events before calling again (ms, -1: no limit; see ``settleDelay(quietSince:)``).
     private func readAvailable() -> Int32 {
         if let stageStamps { return readAvailable(stamps: stageStamps) }
         return readAvailable(stamps: NoStageStamps())
@@ -227,31 +227,38 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private func readAvailable<Stamps: StageStamping>(stamps: Stamps) -> Int32 {
         for _ in 0..<64 {
             batch.removeAll(keepingCapacity: true)
-            readTime = FileState.realtimeNow()
-            guard readOnce(into: &batch, stamps: stamps) else { return verify(quietSince: readTime) }
+            let readTime = FileState.realtimeNow()
+            guard readOnce(into: &batch, stamps: stamps) else {
+                lastQuiet = readTime
+                return settleDelay(quietSince: readTime)
+            }
+            lastEventRead = readTime
             handle(&batch, stamps: stamps)
         }
         return -1
     }
 
-    /// Paths stat'ed per empty queue, across sources: ~1–2 µs each (several under load), so a
-    /// batch holds up an event that comes meanwhile by tens of microseconds, not the 0.3–1 ms
-    /// of 256 stats during a storm, when the queue is found empty again and again; the reader
-    /// looks at the kernel's queue before each batch.
-    static let verificationBudget = 32
+    /// How long before a moment every queued event had been handled (``lastQuiet``) a file's
+    /// last change (its ctime) must be for its event to be known handled. Why a margin: a change
+    /// is stamped a little before its event is queued (and the writer may be preempted between
+    /// the two), and ctime comes from a coarse clock that may lag by a tick (≤ 10 ms).
+    static let settleMargin: Int64 = 50_000_000
 
-    /// Lets sources stat paths changed by events (see `FileWatchSource.verifyChanged`), the
-    /// kernel's queue having been empty at `quietSince`. Returns when to come back (ms, -1: never).
-    private func verify(quietSince: Int64) -> Int32 {
-        var budget = Self.verificationBudget
-        var next: Int64?
-        for source in sources.values {
-            budget = source.verifyChanged(budget: budget, quietSince: quietSince)
-            if let due = source.nextVerification { next = min(next ?? due, due) }
-        }
-        guard let next else { return -1 }
-        if budget == 0 { return 0 }  // more due now: after a look at the queue
-        return Int32(clamping: max(0, next - quietSince) / 1_000_000 + 1)
+    /// The time (`CLOCK_REALTIME` ns) before which every change to a watched file has had its
+    /// event handled: a rescan after an overflow reports a file changed by events (and not
+    /// stat'ed since) as `modified` only when its ctime is not older. Why not stat each changed
+    /// path once the queue is quiet instead, to compare it later: that cost a `lstat` per created
+    /// or written file — 40 % of the reader's time in the files benchmark's storm — for what a
+    /// rescan, which stats every path anyway, can tell from the ctime it finds and this time.
+    var settledBefore: Int64 { lastQuiet - Self.settleMargin }
+
+    /// The queue was empty at `quietSince`: when to come back (ms, -1: when events come) so that
+    /// the last events' changes settle — a later rescan can then trust them — even if nothing
+    /// else happens. One wake-up after a burst of events, not one per changed path.
+    private func settleDelay(quietSince: Int64) -> Int32 {
+        let settled = lastEventRead + Self.settleMargin
+        guard lastEventRead > 0, quietSince <= settled else { return -1 }
+        return Int32(clamping: (settled - quietSince) / 1_000_000 + 1)
     }
 
     /// One `read`; false when nothing was there.
@@ -372,8 +379,9 @@ public final class FileChangeMonitor: @unchecked Sendable {
         queue.sync { stageStamps?.take() ?? [] }
     }
 
-    /// Paths changed by events and not stat'ed since, across sources.
-    var unverifiedPaths: Int { queue.sync { sources.values.reduce(0) { $0 + $1.unverifiedCount } } }
+    /// Whether the changes of the events read so far have settled (see ``settledBefore``): the
+    /// queue has been seen empty a margin after the last read that returned events.
+    var changesSettled: Bool { queue.sync { lastQuiet > lastEventRead + Self.settleMargin } }
 
     /// The inotify descriptor (-1 when closed): tests read `/proc/self/fdinfo/<fd>`.
     var inotifyDescriptor: Int32 { queue.sync { descriptor } }

@@ -52,7 +52,7 @@ final class InotifyReader: @unchecked Sendable {
 
     /// Starts the thread; `handle` runs each time the descriptor is readable, unless paused, and
     /// returns how long the thread may then wait for the descriptor (ms; -1: as long as it takes)
-    /// before it runs `handle` again anyway (the monitor's deferred work, see `verifyChanged`).
+    /// before it runs `handle` again anyway (so that the monitor can note when its last events' changes settle).
     func start(paused: Bool, handle: @escaping @Sendable (InotifyReader) -> Int32) {
         self.paused = paused
         let thread = Thread { [self] in run(handle) }
