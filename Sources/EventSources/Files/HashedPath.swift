@@ -5,9 +5,9 @@ import Glibc
 /// An absolute path with its hash, computed once.
 ///
 /// Why: an event's path is looked up several times on its way (is it known, store it, index it in
-/// its folder, verify it later), and hashing a String costs ~500 instructions for a path of 50
+/// its folder), and hashing a String costs ~500 instructions for a path of 50
 /// bytes, as much as the lookup itself. So a path is hashed when it is made and carried with its
-/// hash: into the snapshot, its folder index and the queue of paths to verify. A folder's key is
+/// hash: into the snapshot and its folder index. A folder's key is
 /// kept with its watch (see `FileWatchSource.directories`), so an event's folder costs no hash.
 struct HashedPath: Hashable {
     let path: String
