@@ -247,7 +247,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// The time (`CLOCK_REALTIME` ns) before which every change to a watched file has had its
     /// event handled: a rescan after an overflow reports a file changed by events (and not
     /// stat'ed since) as `modified` only when its ctime is not older. Why not stat each changed
-    /// path once the queue is quiet instead, to compare it later: that cost a `lstat` per created
+    /// path once the queue is quiet instead, to compare it later: that costs a `lstat` per created
     /// or written file — 40 % of the reader's time in the files benchmark's storm — for what a
     /// rescan, which stats every path anyway, can tell from the ctime it finds and this time.
     var settledBefore: Int64 { lastQuiet - Self.settleMargin }
