@@ -210,7 +210,7 @@ struct ModuleScaffold {
         of the host that loads it; rebuild after that host is upgraded. The keys it reads are
         declared in `configKeys`; the host checks its section against them. Add the entry in
         `sample.yaml` to the `modules:` of the host's config (the keys above go under `config:`)
-        and reload (`kill -HUP`) or restart the host. `eventbusd --check-config` says whether it
+        and reload (`eventbus reload`) or restart the host. `eventbusd --check-config` says whether it
         loads: a module built against any other SDK (the library carries a fingerprint of the
         SDK's sources) or compiler, or that depends on OpenCombine directly, is refused with the
         reason.
