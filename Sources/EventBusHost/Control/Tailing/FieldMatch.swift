@@ -20,7 +20,11 @@ struct FieldMatch: Sendable, Equatable {
 
     @inline(__always)
     func accepts(_ text: String) -> Bool {
-        exact.contains(text) || globs.contains { $0.matches(text) }
+        if exact.contains(text) { return true }
+        guard !globs.isEmpty else { return false }
+        // The text's scalars once for all the field's globs.
+        let scalars = Array(text.unicodeScalars)
+        return globs.contains { $0.matches(scalars) }
     }
 }
 
@@ -81,8 +85,8 @@ struct FieldGlob: Sendable, Equatable {
         return String(text)
     }
 
-    func matches(_ text: String) -> Bool {
-        let scalars = Array(text.unicodeScalars)
+    /// Whether the text whose Unicode scalars are `scalars` matches.
+    func matches(_ scalars: [Unicode.Scalar]) -> Bool {
         let first = segments[0]
         guard segments.count > 1 else {
             return scalars.count == first.count && fits(first, scalars, at: 0)
