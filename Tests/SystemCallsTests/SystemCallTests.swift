@@ -90,6 +90,9 @@ import TestSupport
             let reader = pipeEnds[0]
             let thread = Collected<pthread_t?>(nil)
             let outcome = Collected<(ready: Int, waited: Duration)?>(nil)
+            // The thread outlives the signalling: `pthread_kill` on a thread that has ended is
+            // undefined (glibc may read the freed thread's descriptor and crash the runner).
+            let signallingDone = DispatchSemaphore(value: 0)
             let worker = Thread {
                 Self.unblockInterruptingSignal()
                 thread.update { $0 = pthread_self() }
@@ -97,13 +100,16 @@ import TestSupport
                 let start = ContinuousClock.now
                 let ready = (try? System.poll(&descriptors, timeout: 1_000)) ?? -1
                 outcome.update { $0 = (ready, ContinuousClock.now - start) }
+                signallingDone.wait()
             }
             worker.start()
             // Signals all through the wait; a lower bound only, never an upper one.
             let finished = await eventually {
+                guard outcome.value == nil else { return true }
                 if let target = thread.value { pthread_kill(target, SIGUSR1) }
-                return outcome.value != nil
+                return false
             }
+            signallingDone.signal()
             #expect(finished)
             let result = try #require(outcome.value)
             #expect(result.ready == 0)
