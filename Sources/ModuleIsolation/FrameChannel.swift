@@ -9,20 +9,27 @@ import SystemCalls
 ///
 /// ## Threads
 /// - **Writing**: callers on any thread append frames to one pending buffer under a lock
-///   (``send(_:)``); a dedicated *writer thread* takes everything pending and sends it with one
-///   `send` call per wake-up — or, for ``sendThrottled(inline:_:)`` callers that find no write
-///   in progress, the caller sends it itself. Writes never overlap. So a burst of events from the host's mailbox queue becomes a few
-///   large writes, not one per event, and no caller ever blocks in a system call — except
-///   ``sendThrottled(_:)``, which waits while more than `highWater` bytes are pending: that is
-///   how a worker that does not keep up pushes back on the host's mailbox queue, whose bounded
-///   mailbox then drops and announces (never the bus, never other modules).
+///   (``send(_:)``); a dedicated *writer thread* (one per channel, `eventbus.NAME.writer`) takes
+///   everything pending and sends it with one blocking `send` call per wake-up. Writes never
+///   overlap. So a burst of events becomes a few large writes, not one per event.
+/// - ``sendOrHold(_:whenDrained:)`` is for the host's mailbox queue, which runs on Dispatch's
+///   shared pool: it never blocks. When no write is in progress it writes what the socket takes
+///   at once (`MSG_DONTWAIT`: a lone event costs no thread hand-over) and leaves the rest to the
+///   writer thread; when more than `highWater` bytes wait it answers `.held` and calls
+///   `whenDrained` once the writer has taken them — the mailbox stops meanwhile, so a worker
+///   that does not keep up fills the module's bounded mailbox, which drops and announces (never
+///   the bus, never other modules), and no Dispatch thread waits for the socket. (A Dispatch
+///   thread blocked in a system call makes libdispatch start another one; on a loaded machine
+///   the host's threads, and the malloc arenas they bring, grew with every such wait.)
+/// - ``sendThrottled(inline:_:)`` waits while more than `highWater` bytes are pending: for the
+///   worker's own module queue, whose blocking is its back-pressure.
 /// - **Reading**: ``readFrames(_:)`` blocks the calling thread (the owner's reader thread) until
 ///   end of file, an error or ``close()``.
 ///
 /// `MSG_NOSIGNAL` on every send: a peer that died must be an error return, never a SIGPIPE that
 /// would kill the host.
 public final class FrameChannel: @unchecked Sendable {
-    // @unchecked: `pending`, `closed`, `writerIdle` are guarded by `condition`.
+    // @unchecked: every `var` below is guarded by `condition`.
     public let fd: Int32
     private let name: String
     private let highWater: Int
@@ -36,6 +43,14 @@ public final class FrameChannel: @unchecked Sendable {
     private var descriptorClosed = false
     /// A write is in progress, by the writer thread or an inline writer; writes never overlap.
     private var writing = false
+    /// What an inline write without blocking could not send: the writer thread sends it before
+    /// anything pending (which came later).
+    private var carry: [UInt8] = []
+    /// The buffer an inline write of ``sendOrHold(_:whenDrained:)`` sends from, kept for the next.
+    private var inlineBuffer: [UInt8] = []
+    /// The `whenDrained` of a ``sendOrHold(_:whenDrained:)`` that answered `.held`: called once,
+    /// when the writer has taken the pending bytes or the channel closed.
+    private var onDrained: (@Sendable () -> Void)?
 
     public init(fd: Int32, name: String, highWater: Int = 2 << 20) {
         self.fd = fd
@@ -67,7 +82,8 @@ public final class FrameChannel: @unchecked Sendable {
     /// With `inline`, when no write is in progress the caller writes itself — everything pending,
     /// until nothing is — instead of waking the writer thread: one thread hand-over less per
     /// batch. Only for callers that may block in `send(2)` while the peer does not read (the
-    /// host's mailbox queue, whose blocking is the back-pressure); never a socket's reader.
+    /// worker's module queue, whose blocking is the back-pressure); never a socket's reader, and
+    /// not the host, whose mailbox queues use ``sendOrHold(_:whenDrained:)``.
     @discardableResult
     public func sendThrottled(inline: Bool = false, _ body: (inout FrameBuffer) -> Void) -> Bool {
         condition.lock()
@@ -77,7 +93,7 @@ public final class FrameChannel: @unchecked Sendable {
             return false
         }
         body(&pending)
-        guard inline, !writing else {
+        guard inline, !writing, carry.isEmpty else {
             if writerIdle { condition.broadcast() }
             condition.unlock()
             return true
@@ -93,29 +109,95 @@ public final class FrameChannel: @unchecked Sendable {
             condition.lock()
         }
         writing = false
-        if !ok { closed = true }
+        let drained = ok ? nil : closeLocked()
         condition.broadcast()
         condition.unlock()
+        drained?()
         return true
     }
 
-    /// Stops sending: what is pending is discarded, waiting senders return false, a blocked
-    /// reader sees end of file. The descriptor stays open until ``closeDescriptor()``.
-    /// Safe from any thread at any time: once ``closeDescriptor()`` has run it does nothing (the
-    /// descriptor's number may belong to something else by then).
-    public func close() {
-        condition.withLock {
-            closed = true
-            condition.broadcast()
-            if !descriptorClosed { shutdown(fd, Int32(SHUT_RDWR)) }
+    /// What ``sendOrHold(_:whenDrained:)`` did with the frames.
+    public enum SendOutcome: Sendable {
+        /// Written or pending; more may follow.
+        case accepted
+        /// Pending, but more than `highWater` bytes now wait: send nothing more until
+        /// `whenDrained` is called.
+        case held
+        /// The channel is closed: nothing was appended.
+        case closed
+    }
+
+    /// Appends frames and never blocks (for a caller on Dispatch's shared pool: the host's
+    /// mailbox queue). When no write is in progress, writes what the socket takes at once right
+    /// here and leaves the rest to the writer thread. Answers `.held` when more than
+    /// `highWater` bytes wait; `whenDrained` is then called exactly once, on the writer thread
+    /// once it has taken them, or on the thread that closes the channel.
+    public func sendOrHold(_ body: (inout FrameBuffer) -> Void, whenDrained: @escaping @Sendable () -> Void) -> SendOutcome {
+        condition.lock()
+        guard !closed else {
+            condition.unlock()
+            return .closed
         }
+        body(&pending)
+        if pending.count > highWater {
+            onDrained = whenDrained
+            if writerIdle { condition.broadcast() }
+            condition.unlock()
+            return .held
+        }
+        guard !writing, carry.isEmpty else {
+            if writerIdle { condition.broadcast() }
+            condition.unlock()
+            return .accepted
+        }
+        writing = true
+        var outgoing: [UInt8] = []
+        swap(&outgoing, &inlineBuffer)
+        pending.take(into: &outgoing)
+        condition.unlock()
+        let written = writeAvailable(outgoing)
+        condition.lock()
+        writing = false
+        var drained: (@Sendable () -> Void)?
+        if let written {
+            if written < outgoing.count { carry = Array(outgoing[written...]) }
+        } else {
+            drained = closeLocked()
+        }
+        outgoing.removeAll(keepingCapacity: outgoing.capacity <= 1 << 20)
+        swap(&outgoing, &inlineBuffer)
+        condition.broadcast()
+        condition.unlock()
+        drained?()
+        return .accepted
+    }
+
+    /// Stops sending: what is pending is discarded, waiting senders return false, a held sender
+    /// is told (its `whenDrained`), a blocked reader sees end of file. The descriptor stays open
+    /// until ``closeDescriptor()``. Safe from any thread at any time: once ``closeDescriptor()``
+    /// has run it does nothing to it (the descriptor's number may belong to something else by then).
+    public func close() {
+        let drained = condition.withLock {
+            if !descriptorClosed { shutdown(fd, Int32(SHUT_RDWR)) }
+            return closeLocked()
+        }
+        drained?()
+    }
+
+    /// Under `condition`: marks the channel closed and returns the held sender's `whenDrained`,
+    /// for the caller to call once it let go of the lock.
+    private func closeLocked() -> (@Sendable () -> Void)? {
+        closed = true
+        condition.broadcast()
+        defer { onDrained = nil }
+        return onDrained
     }
 
     /// Waits (up to `timeout`) until everything sent so far is written, then closes.
     public func flushAndClose(timeout: Duration) {
         let deadline = Date().addingTimeInterval(timeout.secondsValue)
         condition.withLock {
-            while !closed && (!pending.isEmpty || flushing || writing) {
+            while !closed && (!pending.isEmpty || !carry.isEmpty || flushing || writing) {
                 if !condition.wait(until: deadline) { break }
             }
         }
@@ -124,21 +206,25 @@ public final class FrameChannel: @unchecked Sendable {
 
     /// Closes the descriptor, after the writer thread has let go of it.
     public func closeDescriptor() {
-        condition.withLock {
-            closed = true
-            condition.broadcast()
+        let drained = condition.withLock {
+            let drained = closeLocked()
             while !writerDone { condition.wait() }
-            guard !descriptorClosed else { return }
-            descriptorClosed = true
-            Glibc.close(fd)
+            if !descriptorClosed {
+                descriptorClosed = true
+                Glibc.close(fd)
+            }
+            return drained
         }
+        drained?()
     }
 
+    /// The writer thread: sends what an inline write left (`carry`), else everything pending,
+    /// blocking in `send` as long as the peer does not read.
     private func writeLoop() {
         var outgoing: [UInt8] = []
         while true {
             condition.lock()
-            while !closed && (pending.isEmpty || writing) {
+            while !closed && ((pending.isEmpty && carry.isEmpty) || writing) {
                 writerIdle = true
                 condition.wait()
             }
@@ -149,19 +235,31 @@ public final class FrameChannel: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            pending.take(into: &outgoing)
+            if carry.isEmpty {
+                pending.take(into: &outgoing)
+            } else {
+                swap(&outgoing, &carry)
+                carry.removeAll()
+            }
+            var drained: (@Sendable () -> Void)?
+            if pending.count <= highWater {
+                drained = onDrained
+                onDrained = nil
+            }
             flushing = true
             writing = true
             condition.broadcast()  // throttled senders may go on
             condition.unlock()
+            drained?()
             let ok = writeAll(outgoing)
             outgoing.removeAll(keepingCapacity: outgoing.capacity <= 8 << 20)
-            condition.withLock {
-                flushing = false
-                writing = false
-                if !ok { closed = true }
-                condition.broadcast()
-            }
+            condition.lock()
+            flushing = false
+            writing = false
+            drained = ok ? nil : closeLocked()
+            condition.broadcast()
+            condition.unlock()
+            drained?()
         }
     }
 
@@ -176,6 +274,27 @@ public final class FrameChannel: @unchecked Sendable {
                 offset += n
             }
             return true
+        }
+    }
+
+    /// Writes what the socket takes without waiting; returns how many bytes, or nil when the
+    /// channel failed (the peer is gone).
+    private func writeAvailable(_ bytes: [UInt8]) -> Int? {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                if n >= 0 {
+                    offset += n
+                } else if errno == EINTR {
+                    continue
+                } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                    break
+                } else {
+                    return nil
+                }
+            }
+            return offset
         }
     }
 

@@ -12,12 +12,14 @@ import Synchronization
 ///   module's subscriptions on the host bus, posts the module's events, writes its log lines,
 ///   persists its journal acknowledgements, records progress (the heartbeat) and hands call
 ///   replies to the waiting ``WorkerSupervisor``.
-/// - The **module's mailbox queue** on the host runs the subscriptions made for the worker: each
-///   event is appended to the socket's pending batch (``FrameChannel/sendThrottled(_:)``). The
-///   mailbox is the module's own, with its capacity: when the worker falls behind, the channel
-///   stops taking events, the mailbox fills, and further events are dropped, counted and
-///   announced to the module as gap notices — exactly as for an in-process module.
-/// - The channel's **writer thread** writes the batches.
+/// - The **module's mailbox queue** on the host (a serial queue on Dispatch's shared pool) runs
+///   the subscriptions made for the worker: each event is gathered into the batch's frame, which
+///   goes to the socket when the batch ends (``FrameChannel/sendOrHold(_:whenDrained:)``, which
+///   never blocks). The mailbox is the module's own, with its capacity: when the worker falls
+///   behind, the channel holds the mailbox queue until its writer has caught up, the mailbox
+///   fills, and further events are dropped, counted and announced to the module as gap notices —
+///   exactly as for an in-process module — while no thread waits for the worker.
+/// - The channel's **writer thread** writes the batches, and resumes the held mailbox.
 final class WorkerSession: @unchecked Sendable {
     let process: WorkerProcess
     let channel: FrameChannel
@@ -64,7 +66,7 @@ final class WorkerSession: @unchecked Sendable {
 
     func start() {
         channel.start()
-        mailbox.setBatchObserver { [weak self] in self?.flush() }
+        mailbox.setBatchObserver { [weak self] in self?.flush() ?? true }
         let thread = Thread { [self] in
             let reason = channel.readFrames { type, payload in try handle(type, payload) }
             replies.end()
@@ -105,14 +107,19 @@ final class WorkerSession: @unchecked Sendable {
 
     /// On the module's mailbox queue, when its batch ends (and before a drain reports done):
     /// the gathered events go to the socket as one frame — written right here when no write is
-    /// in progress, so a lone event costs no extra thread hand-over.
-    func flush() {
-        guard batchCount > 0 else { return }
+    /// in progress and the socket takes them, so a lone event costs no extra thread hand-over.
+    /// Returns whether the mailbox may go on; false holds it until the channel's writer has
+    /// taken what waits (or the channel closed), which resumes it.
+    func flush() -> Bool {
+        guard batchCount > 0 else { return true }
         let count = batchCount
         batchCount = 0
-        let sentNow = channel.sendThrottled(inline: true) { pending in pending.append(contentsOf: &batch) }
-        if sentNow { sent.add(count, ordering: .relaxed) } else { lostAfterClose.add(count, ordering: .relaxed) }
+        let mailbox = self.mailbox
+        let outcome = channel.sendOrHold({ pending in pending.append(contentsOf: &batch) },
+                                         whenDrained: { mailbox.resumeAfterHold() })
+        if outcome == .closed { lostAfterClose.add(count, ordering: .relaxed) } else { sent.add(count, ordering: .relaxed) }
         batch.removeAll()
+        return outcome != .held
     }
 
     // MARK: The reader thread

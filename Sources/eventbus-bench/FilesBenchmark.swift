@@ -29,6 +29,8 @@ struct StormResult {
     /// subscriber), inotifywait's own for it. On this shared machine events/s move with the
     /// others' load and with whether the queue overflowed; the CPU an event costs moves less.
     var cpuSeconds = 0.0
+    /// The latency breakdown of a storm watched with stage records (see `FileStageRecord`).
+    var stages: StageBreakdown?
 
     var eventsPerSecond: Double { Double(events) / seconds }
     var cpuMicrosecondsPerEvent: Double { cpuSeconds / Double(max(events, 1)) * 1e6 }
@@ -40,17 +42,79 @@ struct StormResult {
     }
 }
 
+/// Where the time of the bus's created events went, stage by stage (ns, one entry per event with
+/// a stage record): write → read (the kernel, and waiting in its queue), read → resolved (decoding,
+/// path, snapshot, pairing — and the handling of the events before it in the same read),
+/// resolved → posted (the change made an `Event`), posted → subscriber (the bus's delivery).
+struct StageBreakdown {
+    var writeToRead: [Int64] = []
+    var readToResolved: [Int64] = []
+    var resolvedToPosted: [Int64] = []
+    var postedToSubscriber: [Int64] = []
+    /// Posted events per read(2), one entry per read.
+    var eventsPerRead: [Int64] = []
+
+    /// Joins what the subscriber saw of created events with the monitor's records, by sequence.
+    init(created: [CreatedSighting], records: [FileStageRecord]) {
+        var bySequence = [UInt64: FileStageRecord](minimumCapacity: records.count)
+        for record in records { bySequence[record.sequence] = record }
+        for seen in created {
+            guard let record = bySequence[seen.sequence] else { continue }
+            writeToRead.append(Int64(bitPattern: record.read &- seen.written))
+            readToResolved.append(Int64(bitPattern: record.resolved &- record.read))
+            resolvedToPosted.append(Int64(bitPattern: seen.posted &- record.resolved))
+            postedToSubscriber.append(Int64(bitPattern: seen.delivered &- seen.posted))
+        }
+        var run: Int64 = 0
+        for (index, record) in records.enumerated() {
+            run += 1
+            if index + 1 == records.count || records[index + 1].read != record.read {
+                eventsPerRead.append(run)
+                run = 0
+            }
+        }
+    }
+
+    static func percentile(_ values: [Int64], _ p: Double) -> Double {
+        guard !values.isEmpty else { return .nan }
+        let sorted = values.sorted()
+        return Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))])
+    }
+
+    /// `p50/p99` of each stage in ms, and of the events per read.
+    var summary: String {
+        func ms(_ values: [Int64]) -> String {
+            String(format: "%.3f/%.3f", Self.percentile(values, 0.5) / 1e6, Self.percentile(values, 0.99) / 1e6)
+        }
+        return "write→read \(ms(writeToRead))  read→resolved \(ms(readToResolved))  resolved→posted \(ms(resolvedToPosted))"
+            + "  posted→subscriber \(ms(postedToSubscriber)) ms  events/read "
+            + String(format: "%.0f/%.0f", Self.percentile(eventsPerRead, 0.5), Self.percentile(eventsPerRead, 0.99))
+    }
+}
+
+/// A created event as the bus's subscriber saw it (`CLOCK_MONOTONIC` ns).
+struct CreatedSighting {
+    var sequence: UInt64
+    /// The stamp in the file's name: just before the writer created it.
+    var written: UInt64
+    /// `Event.monotonicNanoseconds`: when the source made the event, just before posting it.
+    var posted: UInt64
+    var delivered: UInt64
+}
+
 /// Collects what a watcher reports, from its own thread.
 final class StormRecorder: @unchecked Sendable {
     private let lock = NSLock()
     private var result = StormResult()
     private var first = UInt64.max
     private var last: UInt64 = 0
+    private(set) var sightings: [CreatedSighting] = []
 
     init(expected: Int) { result.latencies.reserveCapacity(expected) }
 
-    /// One event; `name` is the created file's name when it is a creation.
-    func record(createdName name: Substring?, overflow: Bool = false) {
+    /// One event; `name` is the created file's name when it is a creation. `posted`: the bus's
+    /// event, when its stages are recorded.
+    func record(createdName name: Substring?, overflow: Bool = false, posted: Event? = nil) {
         let now = MonotonicClock.now()
         lock.lock()
         result.events += 1
@@ -59,6 +123,10 @@ final class StormRecorder: @unchecked Sendable {
             result.created += 1
             result.latencies.append(now &- stamp)
             first = min(first, stamp)
+            if let posted {
+                sightings.append(CreatedSighting(sequence: posted.sequence, written: stamp,
+                                                 posted: posted.monotonicNanoseconds, delivered: now))
+            }
         }
         last = now
         lock.unlock()
@@ -140,17 +208,20 @@ func makeStormDirectory(in base: String) -> String {
     }
 }
 
-func busStorm(files: Int, base: String) -> StormResult {
+/// One storm watched by the bus's source; `recordingStages`: with its latency breakdown (which
+/// costs two clock reads and a record per event in the source, and a little more in the
+/// subscriber).
+func busStorm(files: Int, base: String, recordingStages: Bool = false) -> StormResult {
     let directory = makeStormDirectory(in: base)
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let monitor = FileChangeMonitor()
+    let monitor = FileChangeMonitor(recordingStages: recordingStages)
     let bus = Bus()
     FileSources.register(on: bus, monitor: monitor)
     let recorder = StormRecorder(expected: files)
     let sink = try! bus.files(at: directory).sink { event in
         // Runs on the monitor's queue: the subscriber sees the event as soon as the bus posts it.
         if event.name == "fs.created", let path = event["path"]?.stringValue, let slash = path.lastIndex(of: "/") {
-            recorder.record(createdName: path[path.index(after: slash)...])
+            recorder.record(createdName: path[path.index(after: slash)...], posted: recordingStages ? event : nil)
         } else {
             recorder.record(createdName: nil, overflow: event.name == "fs.overflow")
         }
@@ -162,6 +233,9 @@ func busStorm(files: Int, base: String) -> StormResult {
     var result = recorder.finish()
     result.cpuSeconds = processCPUSeconds() - cpuBefore
     sink.cancel()
+    if recordingStages {
+        result.stages = StageBreakdown(created: recorder.sightings, records: monitor.takeStageRecords())
+    }
     return result
 }
 
@@ -255,13 +329,47 @@ func inotifywaitStorm(files: Int, base: String) -> StormResult? {
     return result
 }
 
-func filesBenchmark(files: Int, base: String, rounds: Int) {
-    print("files: \(files) file creations per storm in \(base), \(rounds) rounds, alternating watchers")
+/// `hog N`: N threads that spin until the process is killed — the CPU hog of `files --hog N`,
+/// a process of its own so that the bus's CPU per event does not count it.
+func spinForever(threads: Int) -> Never {
+    for _ in 0..<threads {
+        Thread {
+            var x: UInt64 = 1
+            while true { x = x &* 6364136223846793005 &+ 1442695040888963407; if x == 0 { print(x) } }
+        }.start()
+    }
+    while true { sleep(3600) }
+}
+
+/// Starts `hog N` as a child process; returns its pid.
+func startHog(threads: Int) -> pid_t {
+    let arguments = [CommandLine.arguments[0], "hog", String(threads)]
+    var argv = arguments.map { strdup($0) } + [nil]
+    defer { for argument in argv { free(argument) } }
+    var child: pid_t = 0
+    let failed = posix_spawn(&child, argv[0]!, nil, nil, &argv, environ)
+    guard failed == 0 else { fatalError("cannot start the CPU hog: \(String(cString: strerror(failed)))") }
+    return child
+}
+
+func stopHog(_ pid: pid_t) {
+    kill(pid, SIGKILL)
+    _ = try? System.waitForExit(of: pid)
+}
+
+/// `files`/`storm`: each round a storm watched by the bus's source, the same with its stage
+/// records (the latency breakdown), and one watched by inotifywait. `hog`: that many spinning
+/// threads in a child process meanwhile.
+func filesBenchmark(files: Int, base: String, rounds: Int, hog: Int = 0) {
+    print("files: \(files) file creations per storm in \(base), \(rounds) rounds, alternating watchers"
+        + (hog > 0 ? ", \(hog) spinning threads (a child process) on \(ProcessInfo.processInfo.activeProcessorCount) cores" : ""))
     print("each file = 2 events (created, closed); latency = write → subscriber, on created")
-    print("watcher       round  events/s   created  overflows  p50 ms  p99 ms  max ms  CPU µs/event")
-    var bus: [StormResult] = [], anchor: [StormResult] = []
+    print("watcher          round  events/s   created  overflows  p50 ms  p99 ms  max ms  CPU µs/event")
+    let hogProcess = hog > 0 ? startHog(threads: hog) : nil
+    defer { if let hogProcess { stopHog(hogProcess) } }
+    var bus: [StormResult] = [], staged: [StormResult] = [], anchor: [StormResult] = []
     func line(_ name: String, _ round: Int, _ r: StormResult) {
-        print(name.padding(toLength: 12, withPad: " ", startingAt: 0)
+        print(name.padding(toLength: 15, withPad: " ", startingAt: 0)
             + String(format: "  %5d  %8.0f  %8d  %9d  %6.3f  %6.3f  %6.2f  %12.2f", round, r.eventsPerSecond,
                      r.created, r.overflows, r.percentile(0.5), r.percentile(0.99), r.percentile(1.0),
                      r.cpuMicrosecondsPerEvent))
@@ -270,6 +378,10 @@ func filesBenchmark(files: Int, base: String, rounds: Int) {
         let ours = busStorm(files: files, base: base)
         bus.append(ours)
         line("EventBus", round, ours)
+        let stamped = busStorm(files: files, base: base, recordingStages: true)
+        staged.append(stamped)
+        line("EventBus+stages", round, stamped)
+        if let stages = stamped.stages { print("  stages p50/p99: " + stages.summary) }
         if let theirs = inotifywaitStorm(files: files, base: base) {
             anchor.append(theirs)
             line("inotifywait", round, theirs)
@@ -279,10 +391,24 @@ func filesBenchmark(files: Int, base: String, rounds: Int) {
         let sorted = results.map(value).sorted()
         return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
     }
-    print(String(format: "median        EventBus %.0f events/s, p50 %.3f ms, p99 %.3f ms, %.2f CPU µs/event | inotifywait %.0f events/s, p50 %.3f ms, p99 %.3f ms, %.2f CPU µs/event",
-                 median(bus, \.eventsPerSecond), median(bus) { $0.percentile(0.5) }, median(bus) { $0.percentile(0.99) },
-                 median(bus, \.cpuMicrosecondsPerEvent),
-                 median(anchor, \.eventsPerSecond), median(anchor) { $0.percentile(0.5) }, median(anchor) { $0.percentile(0.99) },
-                 median(anchor, \.cpuMicrosecondsPerEvent)))
-    print("Targets: EventBus p99 ≤ 2 ms, EventBus events/s ≥ inotifywait's.")
+    func summary(_ results: [StormResult]) -> String {
+        String(format: "%.0f events/s, p50 %.3f ms, p99 %.3f ms, %.2f CPU µs/event", median(results, \.eventsPerSecond),
+               median(results) { $0.percentile(0.5) }, median(results) { $0.percentile(0.99) },
+               median(results, \.cpuMicrosecondsPerEvent))
+    }
+    print("median  EventBus \(summary(bus)) | inotifywait \(summary(anchor))")
+    print("median  EventBus+stages \(summary(staged))")
+    func stageMedian(_ stage: KeyPath<StageBreakdown, [Int64]>, _ p: Double, scale: Double = 1e6) -> String {
+        String(format: "%.3f", median(staged) { $0.stages.map { StageBreakdown.percentile($0[keyPath: stage], p) / scale } ?? .nan })
+    }
+    print("median stages p50/p99 ms: write→read \(stageMedian(\.writeToRead, 0.5))/\(stageMedian(\.writeToRead, 0.99))"
+        + "  read→resolved \(stageMedian(\.readToResolved, 0.5))/\(stageMedian(\.readToResolved, 0.99))"
+        + "  resolved→posted \(stageMedian(\.resolvedToPosted, 0.5))/\(stageMedian(\.resolvedToPosted, 0.99))"
+        + "  posted→subscriber \(stageMedian(\.postedToSubscriber, 0.5))/\(stageMedian(\.postedToSubscriber, 0.99))"
+        + "  events/read \(stageMedian(\.eventsPerRead, 0.5, scale: 1))/\(stageMedian(\.eventsPerRead, 0.99, scale: 1))")
+    let ratio = { (value: (StormResult) -> Double) in median(bus, value) / median(anchor, value) }
+    print(String(format: "EventBus / inotifywait (medians): p50 %.2f×, p99 %.2f×, events/s %.2f×, CPU per event %.2f×",
+                 ratio { $0.percentile(0.5) }, ratio { $0.percentile(0.99) }, ratio(\.eventsPerSecond),
+                 ratio(\.cpuMicrosecondsPerEvent)))
+    print("Targets: p50 and p99 ≤ 1.2×, events/s ≥ 1×, CPU per event ≤ 1.2× inotifywait's.")
 }

@@ -93,6 +93,7 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
     let begin = ContinuousClock.now
     var sent = 0, errors = 0, nextSample = 0
     var samples: [(Double, Double)] = []
+    var threadCounts: [Int] = []  // after the warm-up
     while true {
         let elapsedSeconds = secondsIn(ContinuousClock.now - begin)
         if elapsedSeconds >= Double(nextSample) {
@@ -101,6 +102,7 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
                 exit(1)
             }
             samples.append((elapsedSeconds, Double(status.rssKiB)))
+            if elapsedSeconds >= Double(warmUp) { threadCounts.append(status.threads) }
             if nextSample % 60 == 0 {
                 print(String(format: "  %4d s  RSS %6.1f MB  threads %d  posted %d", nextSample, Double(status.rssKiB) / 1024, status.threads, sent))
             }
@@ -129,8 +131,9 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
     }
     let warm = samples.filter { $0.0 >= Double(warmUp) }
     let first = warm.first?.1 ?? 0, last = warm.last?.1 ?? 0
-    print(String(format: "posted %d (%d refused); RSS after the %d s warm-up %.1f → %.1f MB: %+.0f KiB/min (least-squares over %d samples; target ≤ 100)",
-                 sent, errors, warmUp, first / 1024, last / 1024, slopePerMinute(warm), warm.count))
+    print(String(format: "posted %d (%d refused); RSS after the %d s warm-up %.1f → %.1f MB: %+.0f KiB/min (least-squares over %d samples; target ≤ 100); threads %d–%d",
+                 sent, errors, warmUp, first / 1024, last / 1024, slopePerMinute(warm), warm.count,
+                 threadCounts.min() ?? 0, threadCounts.max() ?? 0))
     kill(host.processIdentifier, SIGTERM)
     host.waitUntilExit()
 }

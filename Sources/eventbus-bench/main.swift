@@ -30,7 +30,15 @@ import Foundation
 //                                   tails): eventbusd's RSS growth after a 2-minute warm-up
 //   devices [rounds]                loop device add → receipt: the devices source vs
 //                                   `udevadm monitor --kernel` (root; udevadm from .ci/setup)
-let arguments = Array(CommandLine.arguments.dropFirst())
+//   (files and storm take --hog N: N spinning threads in a child process during the storms)
+//   hog N                           the CPU hog of --hog, run as a child process
+var arguments = Array(CommandLine.arguments.dropFirst())
+/// `--hog N`, taken out of the arguments wherever it is.
+let hogThreads: Int = {
+    guard let flag = arguments.firstIndex(of: "--hog"), flag + 1 < arguments.count, let threads = Int(arguments[flag + 1]) else { return 0 }
+    arguments.removeSubrange(flag...(flag + 1))
+    return threads
+}()
 switch arguments.first ?? "dispatch" {
 case "dispatch":
     dispatchBenchmark(eventsPerRun: arguments.dropFirst().first.flatMap(Int.init) ?? 2_000_000)
@@ -67,13 +75,15 @@ case "footprint":
     idleHostFootprint(idleSeconds: 2)
 case "files":
     let base = arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
-    filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base, rounds: 3)
+    filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base, rounds: 3, hog: hogThreads)
     print()
     filesScaleBenchmark(base: base)
 case "storm":
     let base = arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
     filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base,
-                   rounds: arguments.dropFirst(3).first.flatMap(Int.init) ?? 3)
+                   rounds: arguments.dropFirst(3).first.flatMap(Int.init) ?? 3, hog: hogThreads)
+case "hog":
+    spinForever(threads: arguments.dropFirst().first.flatMap(Int.init) ?? 4)
 case "files-reader":
     filesReaderBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 5_000,
                          base: arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"))

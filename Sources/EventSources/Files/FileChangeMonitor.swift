@@ -39,16 +39,25 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private var sources: [ObjectIdentifier: FileWatchSource] = [:]
     private var overflows = 0
     private var rescans = 0
-    /// `CLOCK_REALTIME` just before the last read: when the events being handled were (at the
-    /// latest) queued, which sources note for paths to verify — one clock read per buffer, not
-    /// per event.
-    private(set) var readTime: Int64 = 0
+    /// `CLOCK_REALTIME` just before the last read that found the kernel's queue empty: every
+    /// event queued before then has been handled. 0: none yet.
+    private var lastQuiet: Int64 = 0
+    /// `CLOCK_REALTIME` just before the last read that returned events.
+    private var lastEventRead: Int64 = 0
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
     /// The events of the buffer being handled (and of the reads that looked for a move's
     /// partner), kept between reads so that a read costs no allocation.
     private var batch = InotifyBatch()
 
-    public init() {}
+    /// When each posted event passed the read path's stages; nil unless asked for.
+    private let stageStamps: FileStageStamps?
+
+    /// `recordingStages`: note when each posted event passed the read path's stages, for a
+    /// latency breakdown (``takeStageRecords()``; what `eventbus-bench files` prints). It costs two
+    /// clock reads and a record per event; off, nothing per event (see ``StageStamping``).
+    public init(recordingStages: Bool = false) {
+        stageStamps = recordingStages ? FileStageStamps() : nil
+    }
 
     deinit {
         buffer.deallocate()
@@ -208,41 +217,55 @@ public final class FileChangeMonitor: @unchecked Sendable {
 
     /// Reads and handles what the kernel has queued, one buffer at a time, and returns after a
     /// bounded number of buffers so attach/detach blocks are not starved during a storm (the
-    /// reader comes back at once while data remains). Once the queue is empty, verifies changed
-    /// paths. Returns how long the reader may wait for events before calling again (ms, -1: no
-    /// limit).
+    /// reader comes back at once while data remains). Returns how long the reader may wait for
+    /// events before calling again (ms, -1: no limit; see ``settleDelay(quietSince:)``).
     private func readAvailable() -> Int32 {
+        if let stageStamps { return readAvailable(stamps: stageStamps) }
+        return readAvailable(stamps: NoStageStamps())
+    }
+
+    private func readAvailable<Stamps: StageStamping>(stamps: Stamps) -> Int32 {
         for _ in 0..<64 {
             batch.removeAll(keepingCapacity: true)
-            readTime = FileState.realtimeNow()
-            guard readOnce(into: &batch) else { return verify(quietSince: readTime) }
-            handle(&batch)
+            let readTime = FileState.realtimeNow()
+            guard readOnce(into: &batch, stamps: stamps) else {
+                lastQuiet = readTime
+                return settleDelay(quietSince: readTime)
+            }
+            lastEventRead = readTime
+            handle(&batch, stamps: stamps)
         }
         return -1
     }
 
-    /// Paths stat'ed per empty queue, across sources: ~1–2 µs each, so a batch delays the next
-    /// event by well under a millisecond.
-    static let verificationBudget = 256
+    /// How long before a moment every queued event had been handled (``lastQuiet``) a file's
+    /// last change (its ctime) must be for its event to be known handled. Why a margin: a change
+    /// is stamped a little before its event is queued (and the writer may be preempted between
+    /// the two), and ctime comes from a coarse clock that may lag by a tick (≤ 10 ms).
+    static let settleMargin: Int64 = 50_000_000
 
-    /// Lets sources stat paths changed by events (see `FileWatchSource.verifyChanged`), the
-    /// kernel's queue having been empty at `quietSince`. Returns when to come back (ms, -1: never).
-    private func verify(quietSince: Int64) -> Int32 {
-        var budget = Self.verificationBudget
-        var next: Int64?
-        for source in sources.values {
-            budget = source.verifyChanged(budget: budget, quietSince: quietSince)
-            if let due = source.nextVerification { next = min(next ?? due, due) }
-        }
-        guard let next else { return -1 }
-        if budget == 0 { return 0 }  // more due now: after a look at the queue
-        return Int32(clamping: max(0, next - quietSince) / 1_000_000 + 1)
+    /// The time (`CLOCK_REALTIME` ns) before which every change to a watched file has had its
+    /// event handled: a rescan after an overflow reports a file changed by events (and not
+    /// stat'ed since) as `modified` only when its ctime is not older. Why not stat each changed
+    /// path once the queue is quiet instead, to compare it later: that costs a `lstat` per created
+    /// or written file — 40 % of the reader's time in the files benchmark's storm — for what a
+    /// rescan, which stats every path anyway, can tell from the ctime it finds and this time.
+    var settledBefore: Int64 { lastQuiet - Self.settleMargin }
+
+    /// The queue was empty at `quietSince`: when to come back (ms, -1: when events come) so that
+    /// the last events' changes settle — a later rescan can then trust them — even if nothing
+    /// else happens. One wake-up after a burst of events, not one per changed path.
+    private func settleDelay(quietSince: Int64) -> Int32 {
+        let settled = lastEventRead + Self.settleMargin
+        guard lastEventRead > 0, quietSince <= settled else { return -1 }
+        return Int32(clamping: (settled - quietSince) / 1_000_000 + 1)
     }
 
     /// One `read`; false when nothing was there.
-    private func readOnce(into batch: inout InotifyBatch) -> Bool {
+    private func readOnce<Stamps: StageStamping>(into batch: inout InotifyBatch, stamps: Stamps) -> Bool {
         let count = read(descriptor, buffer.baseAddress, buffer.count)
         guard count > 0 else { return false }
+        stamps.readReturned()
         batch.append(parsing: UnsafeRawBufferPointer(buffer), count: count)
         return true
     }
@@ -251,7 +274,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private func readMore(into batch: inout InotifyBatch, waiting milliseconds: Int32) -> Bool {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, milliseconds) > 0 else { return false }
-        return readOnce(into: &batch)
+        return readOnce(into: &batch, stamps: NoStageStamps())
     }
 
     /// How long an `IN_MOVED_FROM` waits for its `IN_MOVED_TO`. The kernel queues both halves of a
@@ -263,7 +286,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// slip between the two halves, but only a few.
     static let movePartnerWindow = 64
 
-    private func handle(_ events: inout InotifyBatch) {
+    private func handle<Stamps: StageStamping>(_ events: inout InotifyBatch, stamps: Stamps) {
         /// Events before this index were read before the queue was seen empty for a whole wait:
         /// a partner they lack is not coming.
         var settledThrough = 0
@@ -294,30 +317,32 @@ public final class FileChangeMonitor: @unchecked Sendable {
                 if let partner {
                     let to = events[partner]
                     events.markHandled(partner)
-                    dispatchMove(from: event, to: to, of: events)
+                    dispatchMove(from: event, to: to, of: events, stamps: stamps)
                 } else {
-                    dispatchMove(from: event, to: nil, of: events)
+                    dispatchMove(from: event, to: nil, of: events, stamps: stamps)
                 }
             } else if event.has(InotifyMask.movedTo) {
-                dispatchMove(from: nil, to: event, of: events)  // moved in from outside every watch
+                dispatchMove(from: nil, to: event, of: events, stamps: stamps)  // moved in from outside every watch
             } else {
                 guard let list = holders[event.wd] else { continue }
                 events.withName(of: event) { name in
-                    for source in list { source.handle(event, name: name) }
+                    for source in list { source.handle(event, name: name, stamps: stamps) }
                 }
             }
         }
     }
 
     /// Hands each source the halves of a rename (events of `batch`) that fall on watches it holds.
-    private func dispatchMove(from: InotifyEvent?, to: InotifyEvent?, of batch: InotifyBatch) {
+    private func dispatchMove<Stamps: StageStamping>(from: InotifyEvent?, to: InotifyEvent?, of batch: InotifyBatch,
+                                                     stamps: Stamps) {
         let fromHolders = from.flatMap { holders[$0.wd] } ?? []
         let toHolders = to.flatMap { holders[$0.wd] } ?? []
         var seen = Set<ObjectIdentifier>()
         batch.withNames(of: from, to) { fromName, toName in
             for source in fromHolders + toHolders where seen.insert(ObjectIdentifier(source)).inserted {
                 source.handleMove(from: fromHolders.contains { $0 === source } ? from.map { ($0, fromName!) } : nil,
-                                  to: toHolders.contains { $0 === source } ? to.map { ($0, toName!) } : nil)
+                                  to: toHolders.contains { $0 === source } ? to.map { ($0, toName!) } : nil,
+                                  stamps: stamps)
             }
         }
     }
@@ -348,8 +373,15 @@ public final class FileChangeMonitor: @unchecked Sendable {
         }
     }
 
-    /// Paths changed by events and not stat'ed since, across sources.
-    var unverifiedPaths: Int { queue.sync { sources.values.reduce(0) { $0 + $1.unverifiedCount } } }
+    /// The stage records of the events posted since the last call (empty unless made with
+    /// `recordingStages`), oldest first. Blocks until the monitor's queue has answered.
+    public func takeStageRecords() -> [FileStageRecord] {
+        queue.sync { stageStamps?.take() ?? [] }
+    }
+
+    /// Whether the changes of the events read so far have settled (see ``settledBefore``): the
+    /// queue has been seen empty a margin after the last read that returned events.
+    var changesSettled: Bool { queue.sync { lastQuiet > lastEventRead + Self.settleMargin } }
 
     /// The inotify descriptor (-1 when closed): tests read `/proc/self/fdinfo/<fd>`.
     var inotifyDescriptor: Int32 { queue.sync { descriptor } }

@@ -10,12 +10,11 @@ import Glibc
 /// Why events do not stat: a `lstat` costs ~1–2 µs here, as much as all the rest of handling an
 /// event, and doing it per event halved the rate at which the source drains the kernel queue
 /// (measured: ~250k against ~550k events/s), making overflows (and their rescans) likelier. So an
-/// event marks its path *changed since last verified* (`identity == nil`) instead, and the
-/// source stats such paths later, in bounded batches, when the kernel's queue is empty (see
-/// `FileWatchSource.verifyChanged`). Only a path still unverified when events are lost is
-/// reported by the rescan as `modified` without proof — it may have changed after the event
-/// that was reported. Scans (initial, new directory, rescan) do stat, so untouched paths are
-/// compared exactly.
+/// event marks its path *changed by an event* (`identity == nil`) instead, and nothing stats it
+/// until a rescan needs to know: then its ctime tells whether its last change came before the
+/// last moment every queued event had been handled (``FileChangeMonitor/settledBefore``) — its
+/// event was reported — or may have come after it, and is reported `modified`. Scans (initial,
+/// new directory, rescan) do stat, so untouched paths are compared exactly.
 struct FileState {
     struct Identity: Equatable {
         var device: UInt64
@@ -66,8 +65,8 @@ struct FileState {
             || identity.changedNanoseconds != otherIdentity.changedNanoseconds || identity.size != otherIdentity.size
     }
 
-    /// Whether this stat may predate a change whose event was not handled yet: its ctime is
-    /// not older than `cutoff` (see `FileWatchSource.verifyChanged`).
+    /// Whether the file may have changed after every event queued before `cutoff` was handled:
+    /// its ctime is not older than `cutoff` (see ``FileChangeMonitor/settledBefore``).
     func isRecent(cutoff: Int64) -> Bool {
         (identity?.changedNanoseconds ?? .max) >= cutoff
     }

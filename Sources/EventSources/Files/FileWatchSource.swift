@@ -14,8 +14,8 @@ import Glibc
 ///   kernel both saw it) and is dropped; a `deleted` for an unknown path likewise;
 /// - after an overflow, comparing the snapshot with the disk gives what subscribers missed: paths
 ///   that appeared, vanished or were replaced; files whose mtime, ctime or size differ from the
-///   last stat; and, conservatively, files changed by an event and not stat'ed since (`modified`) —
-///   few: such paths are stat'ed when the kernel's queue is quiet (``verifyChanged(budget:quietSince:)``).
+///   last stat; and files changed by an event (never stat'ed since) whose ctime says they may
+///   have changed after the last moment every event was handled (``FileChangeMonitor/settledBefore``).
 /// - it is indexed by folder (``Snapshot``), so a folder's rename or removal costs its subtree;
 /// - it answers ``listing()``: what a subscriber that lost events rebuilds its picture from.
 ///
@@ -42,13 +42,6 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// While the root is missing and re-arming was asked for: the watch on its nearest existing
     /// ancestor, waiting for the next component of the root's path to appear.
     private var awaiting: (watch: Int32, directory: String)?
-    /// Paths changed by an event since they were last stat'ed, with when the event was read,
-    /// oldest first from `unverifiedHead`: stat'ed when the kernel's queue is empty (see
-    /// ``verifyChanged(budget:quietSince:)``). Every path the snapshot holds unverified is here:
-    /// a path is queued when it turns unverified, not for each event. It may also hold paths
-    /// gone since.
-    private var unverified: [(path: HashedPath, seen: Int64)] = []
-    private var unverifiedHead = 0
     /// The bus sequence of the last event posted: where a listing stands in the stream.
     private var lastSequence: UInt64 = 0
     /// Set when the tree outgrew ``FileWatch/entryLimit``: the watch has stopped for good.
@@ -146,8 +139,6 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         directories.removeAll()
         watchOf.removeAll()
         snapshot.removeAll()
-        unverified.removeAll()
-        unverifiedHead = 0
         rootWatch = nil
         awaiting = nil
     }
@@ -228,8 +219,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     // MARK: Kernel events (on the queue)
 
     /// An event on a watch this source holds (moves go to `handleMove`), and its name (valid
-    /// during the call; see ``InotifyBatch``).
-    func handle(_ event: InotifyEvent, name: UnsafeRawBufferPointer) {
+    /// during the call; see ``InotifyBatch``). `stamps`: see ``StageStamping``.
+    func handle<Stamps: StageStamping>(_ event: InotifyEvent, name: UnsafeRawBufferPointer, stamps: Stamps) {
         if let awaiting, event.wd == awaiting.watch {
             handleWhileAwaiting(event, name: name)
             return
@@ -242,18 +233,18 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             if event.has(InotifyMask.deleteSelf | InotifyMask.moveSelf | InotifyMask.unmount) {
                 rootGone(event.has(InotifyMask.moveSelf) ? "moved away" : event.has(InotifyMask.unmount) ? "unmounted" : "deleted")
             } else if let kind = Self.changeKind(event.mask) {
-                changed(kind, rootPath, in: nil, isDirectory: rootIsDirectory)
+                changed(kind, rootPath, in: nil, isDirectory: rootIsDirectory, stamps: stamps)
             }
             return
         }
         let path = HashedPath(directory, name)
         let isDirectory = event.has(InotifyMask.isDirectory)
         if event.has(InotifyMask.create) {
-            created(path, in: directory, isDirectory: isDirectory, origin: .event)
+            created(path, in: directory, isDirectory: isDirectory, origin: .event, stamps: stamps)
         } else if event.has(InotifyMask.delete) {
-            deleted(path, in: directory, isDirectory: isDirectory, origin: .event)
+            deleted(path, in: directory, isDirectory: isDirectory, origin: .event, stamps: stamps)
         } else if let kind = Self.changeKind(event.mask) {
-            changed(kind, path, in: directory, isDirectory: isDirectory)
+            changed(kind, path, in: directory, isDirectory: isDirectory, stamps: stamps)
         }
     }
 
@@ -266,8 +257,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     /// One rename, as this source sees it: `from` and/or `to` are the halves on watches it holds,
     /// each with its name (valid during the call; see ``InotifyBatch``).
-    func handleMove(from: (event: InotifyEvent, name: UnsafeRawBufferPointer)?,
-                    to: (event: InotifyEvent, name: UnsafeRawBufferPointer)?) {
+    func handleMove<Stamps: StageStamping>(from: (event: InotifyEvent, name: UnsafeRawBufferPointer)?,
+                                           to: (event: InotifyEvent, name: UnsafeRawBufferPointer)?, stamps: Stamps) {
         if let awaiting {
             if let to, to.event.wd == awaiting.watch { handleWhileAwaiting(to.event, name: to.name) }
             return
@@ -278,9 +269,11 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         switch (oldFolder, newFolder) {
         case let (oldFolder?, newFolder?):
             moved(HashedPath(oldFolder, from!.name), in: oldFolder, to: HashedPath(newFolder, to!.name), in: newFolder,
-                  isDirectory: isDirectory)
-        case let (oldFolder?, nil): deleted(HashedPath(oldFolder, from!.name), in: oldFolder, isDirectory: isDirectory, origin: .move)
-        case let (nil, newFolder?): created(HashedPath(newFolder, to!.name), in: newFolder, isDirectory: isDirectory, origin: .move)
+                  isDirectory: isDirectory, stamps: stamps)
+        case let (oldFolder?, nil):
+            deleted(HashedPath(oldFolder, from!.name), in: oldFolder, isDirectory: isDirectory, origin: .move, stamps: stamps)
+        case let (nil, newFolder?):
+            created(HashedPath(newFolder, to!.name), in: newFolder, isDirectory: isDirectory, origin: .move, stamps: stamps)
         case (nil, nil): break
         }
     }
@@ -301,7 +294,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     // MARK: Changes
 
     /// `folder`: the path's folder (its watch's directory).
-    private func created(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool, origin: FileChange.Origin) {
+    private func created<Stamps: StageStamping>(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool,
+                                                origin: FileChange.Origin, stamps: Stamps) {
         let known = snapshot[path]
         if let known, known.identity != nil {
             // Found by a scan (of a new directory, or a rescan) and reported then, unless it has
@@ -309,8 +303,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             guard let now = FileState(path: path.path), !now.isSameFile(as: known) else { return }
         }
         snapshot.update(.changed(isDirectory: isDirectory), at: path, in: folder)
-        if known?.identity != nil || known == nil { markUnverified(path) }
-        post(FileChange(kind: .created, path: path.path, isDirectory: isDirectory, origin: origin))
+        post(FileChange(kind: .created, path: path.path, isDirectory: isDirectory, origin: origin), stamps: stamps)
         if isDirectory, options.recursive {
             var failures: [(String, Int32)] = []
             addTree(path, report: true, failures: &failures)
@@ -322,21 +315,23 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     }
 
     /// `folder`: the path's folder (its watch's directory), nil for the root.
-    private func changed(_ kind: FileChange.Kind, _ path: HashedPath, in folder: HashedPath?, isDirectory: Bool) {
+    private func changed<Stamps: StageStamping>(_ kind: FileChange.Kind, _ path: HashedPath, in folder: HashedPath?,
+                                                isDirectory: Bool, stamps: Stamps) {
         if path != rootPath {
-            if snapshot.markChanged(path, isDirectory: isDirectory, in: folder) { markUnverified(path) }
+            snapshot.markChanged(path, isDirectory: isDirectory, in: folder)
         } else if !rootIsDirectory, let state = FileState(path: root, following: true) {
             // A root file is stat'ed at once: its identity is how a rescan tells a replaced root.
             snapshot.update(state, at: rootPath)
         }
-        post(FileChange(kind: kind, path: path.path, isDirectory: isDirectory))
+        post(FileChange(kind: kind, path: path.path, isDirectory: isDirectory), stamps: stamps)
     }
 
     /// `folder`: the path's folder (its watch's directory).
-    private func deleted(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool, origin: FileChange.Origin) {
+    private func deleted<Stamps: StageStamping>(_ path: HashedPath, in folder: HashedPath, isDirectory: Bool,
+                                                origin: FileChange.Origin, stamps: Stamps) {
         let known = snapshot.removeValue(forPath: path, in: folder) != nil
         if isDirectory { forget(below: path) }
-        if known { post(FileChange(kind: .deleted, path: path.path, isDirectory: isDirectory, origin: origin)) }
+        if known { post(FileChange(kind: .deleted, path: path.path, isDirectory: isDirectory, origin: origin), stamps: stamps) }
     }
 
     /// Drops what is known below `directory` (itself included, for watches) and releases its
@@ -356,25 +351,22 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     }
 
     /// `oldFolder`, `newFolder`: the folders of `old` and `new` (their watches' directories).
-    private func moved(_ old: HashedPath, in oldFolder: HashedPath, to new: HashedPath, in newFolder: HashedPath,
-                       isDirectory: Bool) {
+    private func moved<Stamps: StageStamping>(_ old: HashedPath, in oldFolder: HashedPath, to new: HashedPath,
+                                              in newFolder: HashedPath, isDirectory: Bool, stamps: Stamps) {
         let entry = snapshot.removeValue(forPath: old, in: oldFolder)
         // A rename onto an existing name replaces it (an empty directory at most): the move says so.
         if snapshot.removeValue(forPath: new, in: newFolder)?.isDirectory == true { forget(below: new) }
-        // A rename keeps inode, mtime and size but changes the inode's ctime: verified again.
+        // A rename keeps inode, mtime and size but changes the inode's ctime: changed by an event.
         snapshot.update(.changed(isDirectory: entry?.isDirectory ?? isDirectory), at: new, in: newFolder)
-        markUnverified(new)
         if isDirectory {
             // A moved directory keeps its watches; only their paths change. Costs the subtree.
             rebaseWatch(from: old, to: new)
-            snapshot.moveAll(below: old, to: new) { from, to, state in
+            snapshot.moveAll(below: old, to: new) { from, to, _ in
                 visitedByFolderOperations += 1
                 rebaseWatch(from: from, to: to)
-                // Its entry waiting for verification has the old path.
-                if let state, state.identity == nil { markUnverified(to) }
             }
         }
-        post(FileChange(kind: .moved, path: new.path, oldPath: old.path, isDirectory: isDirectory))
+        post(FileChange(kind: .moved, path: new.path, oldPath: old.path, isDirectory: isDirectory), stamps: stamps)
     }
 
     private func rebaseWatch(from old: HashedPath, to new: HashedPath) {
@@ -454,63 +446,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         }
     }
 
-    // MARK: Verifying changed paths
-
-    /// How long before the kernel's queue was seen empty a path's last change (its ctime) must
-    /// be for its stat to be trusted. Why a margin: a change is stamped a little before its event
-    /// is queued (and the writer may be preempted between the two), and ctime comes from a coarse
-    /// clock that may lag by a tick (≤ 10 ms). A stat within the margin may miss a change whose
-    /// event is still to come — lost, if the queue overflows — so the path is tried again later.
-    static let verificationMargin: Int64 = 50_000_000
-
-    /// Stats up to `budget` paths changed by events since their last stat, so that a rescan after
-    /// an overflow can tell them unchanged instead of reporting them `modified` (without it, a rescan
-    /// after a large overflow reports tens of thousands of never-written files). Called on the queue when the kernel's queue was
-    /// found empty at `quietSince` (`CLOCK_REALTIME`): every event queued before then has been
-    /// handled, so a stat showing a ctime older than that, less the margin, shows every change.
-    /// Paths seen within the margin wait (their stat would prove nothing yet). Returns the
-    /// budget left.
-    func verifyChanged(budget: Int, quietSince: Int64) -> Int {
-        var budget = budget
-        let cutoff = quietSince - Self.verificationMargin
-        while budget > 0, unverifiedHead < unverified.count, unverified[unverifiedHead].seen < cutoff {
-            let path = unverified[unverifiedHead].path
-            unverifiedHead += 1
-            // Gone since (its deletion was reported), or verified by an earlier entry or a scan.
-            guard let known = snapshot[path], known.identity == nil else { continue }
-            budget -= 1
-            // Gone or replaced (its events will say so, or the rescan after their loss), or
-            // changed again meanwhile: tried again later. Else verified.
-            if let now = FileState(path: path.path), now.isDirectory == known.isDirectory, !now.isRecent(cutoff: cutoff) {
-                snapshot.update(now, at: path)
-            } else {
-                markUnverified(path)
-            }
-        }
-        if unverifiedHead == unverified.count {
-            unverified.removeAll(keepingCapacity: unverified.count < 4096)
-            unverifiedHead = 0
-        } else if unverifiedHead > 4096, unverifiedHead * 2 > unverified.count {
-            unverified.removeFirst(unverifiedHead)
-            unverifiedHead = 0
-        }
-        return budget
-    }
-
-    /// When the oldest path waiting to be verified may be (`CLOCK_REALTIME` ns, against the time
-    /// the queue is seen empty); nil when none waits.
-    var nextVerification: Int64? {
-        unverifiedHead < unverified.count ? unverified[unverifiedHead].seen + Self.verificationMargin : nil
-    }
-
-    var unverifiedCount: Int { unverified.count - unverifiedHead }
     var snapshotCount: Int { snapshot.count }
-
-    /// Marks `path` changed since its last stat (the snapshot's entry says so) and queues it for
-    /// verification.
-    private func markUnverified(_ path: HashedPath) {
-        unverified.append((path, monitor.readTime))
-    }
 
     // MARK: Overflow
 
@@ -553,9 +489,9 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             return (0, 0, 0)
         }
         let before = snapshot
-        // Everything is stat'ed again below.
-        unverified.removeAll()
-        unverifiedHead = 0
+        // A file changed by events and not stat'ed since: its change is known to be reported
+        // when its ctime is older than this.
+        let settledBefore = monitor.settledBefore
         let watchesBefore = Set(directories.keys)
         var failures: [(String, Int32)] = []
         if state.isDirectory {
@@ -584,7 +520,8 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
         // Parents first, so a directory is created before its contents.
         for (path, now) in snapshot.sorted(by: { $0.path < $1.path }) {
             if let old = before[path], Self.samePath(old, now) {
-                if !now.isDirectory && (old.identity == nil || now.contentDiffers(from: old)) {
+                if !now.isDirectory
+                    && (old.identity == nil ? now.isRecent(cutoff: settledBefore) : now.contentDiffers(from: old)) {
                     post(FileChange(kind: .modified, path: path, isDirectory: false, origin: .rescan))
                     counts.modified += 1
                 }
@@ -599,7 +536,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
 
     /// Whether a rescan sees the same file at a path: the same inode, or — for a path changed by
     /// an event since it was last stat'ed, whose inode is unknown — the same type (a replacement
-    /// of such a file is reported as `modified`).
+    /// of such a file while events were lost is reported as `modified`).
     private static func samePath(_ old: FileState, _ now: FileState) -> Bool {
         old.identity == nil ? old.isDirectory == now.isDirectory : old.isSameFile(as: now)
     }
@@ -607,8 +544,15 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     // MARK: Posting
 
     private func post(_ change: FileChange) {
+        post(change, stamps: NoStageStamps())
+    }
+
+    /// Posts `change`, telling `stamps` when it was resolved and what number it got.
+    private func post<Stamps: StageStamping>(_ change: FileChange, stamps: Stamps) {
         guard let bus, !stopped.load(ordering: .acquiring) else { return }
+        stamps.resolved()
         lastSequence = bus.post(Event(name: change.kind.eventName, source: id, fields: change.fields))
+        stamps.posted(sequence: lastSequence)
     }
 
     // MARK: Listing

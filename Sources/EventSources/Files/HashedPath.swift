@@ -5,9 +5,9 @@ import Glibc
 /// An absolute path with its hash, computed once.
 ///
 /// Why: an event's path is looked up several times on its way (is it known, store it, index it in
-/// its folder, verify it later), and hashing a String costs ~500 instructions for a path of 50
+/// its folder), and hashing a String costs ~500 instructions for a path of 50
 /// bytes, as much as the lookup itself. So a path is hashed when it is made and carried with its
-/// hash: into the snapshot, its folder index and the queue of paths to verify. A folder's key is
+/// hash: into the snapshot and its folder index. A folder's key is
 /// kept with its watch (see `FileWatchSource.directories`), so an event's folder costs no hash.
 struct HashedPath: Hashable {
     let path: String
@@ -43,6 +43,23 @@ struct HashedPath: Hashable {
 
     static func == (a: HashedPath, b: HashedPath) -> Bool { a.hash == b.hash && a.path == b.path }
     func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+
+    /// What `Set` and `Dictionary` hash a key with (with their per-table seed): the kept hash,
+    /// mixed with the seed by a few multiplications and shifts (murmur3's finalizer) instead of a
+    /// `Hasher` (SipHash-1-3 of one word, ~20 ns). Why it matters: a table that grows rehashes
+    /// every key it holds, and a folder's entry set grows with the folder — 100k names in one
+    /// folder were a multi-millisecond stall on the reader thread, during which events wait. The
+    /// kept hash is already a keyed SipHash of the path; the mix spreads it and the seed over
+    /// every bit, so tables of different sizes and seeds still see unrelated bucket orders.
+    func _rawHashValue(seed: Int) -> Int {
+        var x = UInt64(bitPattern: Int64(hash)) ^ UInt64(bitPattern: Int64(seed)) &* 0x9E37_79B9_7F4A_7C15
+        x ^= x >> 33
+        x &*= 0xFF51_AFD7_ED55_8CCD
+        x ^= x >> 33
+        x &*= 0xC4CE_B9FE_1A85_EC53
+        x ^= x >> 33
+        return Int(Int64(bitPattern: x))
+    }
 
     /// The snapshot's shard for this path (see ``Snapshot``), from bits the dictionaries' own
     /// bucket index (the low bits of a hash of `hash`) does not depend on in any simple way.

@@ -49,7 +49,8 @@ struct Snapshot: Sequence {
     }
 
     /// Marks `path` (in `folder`, found when nil) as changed since it was last stat'ed, adding it
-    /// if unknown. Returns whether it was verified (or unknown) until now.
+    /// if unknown. Returns whether it had a stat's identity (or was unknown) until now.
+    @discardableResult
     mutating func markChanged(_ path: HashedPath, isDirectory: Bool, in folder: HashedPath? = nil) -> Bool {
         // One look-up: the entry is changed in place.
         let (wasVerified, added) = Self.markChanged(&shards[path.shard][path], isDirectory: isDirectory)

@@ -51,9 +51,15 @@ public final class Mailbox: Sendable {
         /// The estimated bytes of the events queued or taken and not yet delivered.
         var heldBytes = 0
         var scheduled = false
+        /// The batch observer held the queue: it stays `scheduled` (so nothing wakes it) and
+        /// takes no job until ``resumeAfterHold()``.
+        var held = false
+        /// ``resumeAfterHold()`` came before the queue got to hold: the hold it answers is over
+        /// before it began.
+        var resumedEarly = false
         var statistics = Statistics()
         /// Called on the queue after each batch of jobs (see ``setBatchObserver(_:)``).
-        var batchObserver: (@Sendable () -> Void)?
+        var batchObserver: (@Sendable () -> Bool)?
 
         /// Whether the caller must wake the queue: only when it was idle.
         mutating func schedule() -> Bool {
@@ -183,17 +189,50 @@ public final class Mailbox: Sendable {
     /// taken under one lock), or stops calling one (`nil`). SPI for the host's forwarding to a
     /// module worker: the events of a batch are gathered by the subscriptions' sinks and sent as
     /// one frame when the batch ends, instead of one hand-over per event.
-    @_spi(EventBusHost) public func setBatchObserver(_ observer: (@Sendable () -> Void)?) {
+    ///
+    /// The observer returns whether the queue may take its next batch. `false` *holds* the
+    /// queue — it returns its thread to Dispatch and takes nothing more, while new events queue
+    /// up to the mailbox's bounds and are dropped and announced past them — until whoever said
+    /// `false` calls ``resumeAfterHold()``, exactly once per `false`. Why: a worker's socket
+    /// that does not drain must stop the mailbox without a thread waiting for it; a Dispatch
+    /// thread blocked in a write makes libdispatch start another, so a loaded machine's host
+    /// grew threads (and their malloc arenas) with every stall.
+    @_spi(EventBusHost) public func setBatchObserver(_ observer: (@Sendable () -> Bool)?) {
         state.withLock { $0.batchObserver = observer }
+    }
+
+    /// Ends a hold the batch observer asked for (from any thread): the queue takes jobs again.
+    @_spi(EventBusHost) public func resumeAfterHold() {
+        let wake = state.withLock { state -> Bool in
+            guard state.held else {
+                state.resumedEarly = true
+                return false
+            }
+            state.held = false
+            return true  // still `scheduled`: this is the one wake-up
+        }
+        if wake { queue.async { self.run() } }
     }
 
     private func run() {
         var batch: [Job] = []
         batch.reserveCapacity(Self.batchSize)
-        var observer: (@Sendable () -> Void)?
+        var observer: (@Sendable () -> Bool)?
         var deliveredBytes = 0  // of the batch just run: held until then
         while true {
-            observer?()
+            if let observer, !observer() {
+                let held = state.withLock { state -> Bool in
+                    state.heldBytes -= deliveredBytes
+                    deliveredBytes = 0
+                    if state.resumedEarly {
+                        state.resumedEarly = false
+                        return false
+                    }
+                    state.held = true
+                    return true
+                }
+                if held { return }
+            }
             let more = state.withLock { state -> Bool in
                 observer = state.batchObserver
                 state.heldBytes -= deliveredBytes
