@@ -109,25 +109,37 @@ final class StormRecorder: @unchecked Sendable {
     private var first = UInt64.max
     private var last: UInt64 = 0
     private(set) var sightings: [CreatedSighting] = []
+    /// The bus's created events as its subscriber took them (see ``recordCreated(path:posted:)``),
+    /// parsed by ``finish()``.
+    private var unparsed: [(delivered: UInt64, path: String, posted: Event?)] = []
 
-    init(expected: Int) { result.latencies.reserveCapacity(expected) }
+    init(expected: Int) {
+        result.latencies.reserveCapacity(expected)
+        unparsed.reserveCapacity(expected)
+    }
 
-    /// One event; `name` is the created file's name when it is a creation. `posted`: the bus's
-    /// event, when its stages are recorded.
-    func record(createdName name: Substring?, overflow: Bool = false, posted: Event? = nil) {
+    /// One event; `name` is the created file's name when it is a creation.
+    func record(createdName name: Substring?, overflow: Bool = false) {
         let now = MonotonicClock.now()
         lock.lock()
         result.events += 1
         if overflow { result.overflows += 1 }
-        if let name, let dash = name.firstIndex(of: "-"), let stamp = UInt64(name[name.index(after: dash)...]) {
-            result.created += 1
-            result.latencies.append(now &- stamp)
-            first = min(first, stamp)
-            if let posted {
-                sightings.append(CreatedSighting(sequence: posted.sequence, written: stamp,
-                                                 posted: posted.monotonicNanoseconds, delivered: now))
-            }
-        }
+        if let name { noteCreated(name: name, posted: nil, delivered: now) }
+        last = now
+        lock.unlock()
+    }
+
+    /// One created event seen by the bus's subscriber: only the time is taken and the path kept;
+    /// its stamp is parsed after the storm. Why: the CPU counted for the bus is its process's,
+    /// and it should be the source's and the delivery's — as inotifywait's is its reading and
+    /// printing, while its lines are parsed by a thread of this process that is not counted.
+    /// `posted`: the bus's event, when its stages are recorded.
+    func recordCreated(path: String, posted: Event? = nil) {
+        let now = MonotonicClock.now()
+        lock.lock()
+        result.events += 1
+        result.created += 1
+        unparsed.append((now, path, posted))
         last = now
         lock.unlock()
     }
@@ -138,9 +150,27 @@ final class StormRecorder: @unchecked Sendable {
     func finish() -> StormResult {
         lock.lock()
         defer { lock.unlock() }
+        result.created -= unparsed.count  // counted again as they are parsed
+        for entry in unparsed {
+            let name = entry.path.lastIndex(of: "/").map { entry.path[entry.path.index(after: $0)...] } ?? entry.path[...]
+            noteCreated(name: name, posted: entry.posted, delivered: entry.delivered)
+        }
+        unparsed = []
         var done = result
         done.seconds = Double(last &- first) / 1e9
         return done
+    }
+
+    /// Under the lock: a created file `name` (`<index>-<stamp>`) seen at `delivered`.
+    private func noteCreated(name: Substring, posted: Event?, delivered: UInt64) {
+        guard let dash = name.firstIndex(of: "-"), let stamp = UInt64(name[name.index(after: dash)...]) else { return }
+        result.created += 1
+        result.latencies.append(delivered &- stamp)
+        first = min(first, stamp)
+        if let posted {
+            sightings.append(CreatedSighting(sequence: posted.sequence, written: stamp,
+                                             posted: posted.monotonicNanoseconds, delivered: delivered))
+        }
     }
 }
 
@@ -220,8 +250,8 @@ func busStorm(files: Int, base: String, recordingStages: Bool = false) -> StormR
     let recorder = StormRecorder(expected: files)
     let sink = try! bus.files(at: directory).sink { event in
         // Runs on the monitor's queue: the subscriber sees the event as soon as the bus posts it.
-        if event.name == "fs.created", let path = event["path"]?.stringValue, let slash = path.lastIndex(of: "/") {
-            recorder.record(createdName: path[path.index(after: slash)...], posted: recordingStages ? event : nil)
+        if event.name == "fs.created", let path = event["path"]?.stringValue {
+            recorder.recordCreated(path: path, posted: recordingStages ? event : nil)
         } else {
             recorder.record(createdName: nil, overflow: event.name == "fs.overflow")
         }
