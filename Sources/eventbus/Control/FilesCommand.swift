@@ -30,7 +30,7 @@ struct FilesCommand: ParsableCommand {
         let here = FileManager.default.currentDirectoryPath
         let absolute = path.hasPrefix("/") ? path
             : URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: here + "/")).standardizedFileURL.path
-        let listing = try socket.ask(.listing(path: absolute, recursive: recursive))
+        let listing = try socket.ask(ControlRequest(.listing(ListingRequest(path: absolute, recursive: recursive))))
         if json {
             print(String(decoding: JSONWriter.line(listing).dropLast(), as: UTF8.self))
             return
