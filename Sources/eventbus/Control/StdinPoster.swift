@@ -41,20 +41,16 @@ struct StdinPoster {
                     throw CommandError("eventbusd closed the connection before answering every post")
                 }
                 try HostConnection.throwIfError(answer)  // the whole batch refused: forbidden, say
-                guard let sequences = answer["seqs"]?.arrayValue, sequences.count == batch.lines.count else {
+                guard case .postedBatch(let posted)? = try? ControlResponse.decode(answer), posted.items.count == batch.lines.count else {
                     throw CommandError("eventbusd answered a batch of \(batch.lines.count) posts without a sequence number for each")
                 }
-                let messages = answer["errors"]?.arrayValue ?? []
-                var next = 0
-                for (index, sequence) in sequences.enumerated() {
-                    if let sequence = sequence.intValue {
+                for (index, item) in posted.items.enumerated() {
+                    switch item {
+                    case .posted(let sequence):
                         if printSequences { output.append(String(sequence) + "\n") }
-                        continue
+                    case .refused(let refusal):
+                        batch.refused.append((batch.lines[index], refusal.message))
                     }
-                    while next < messages.count, (messages[next]["index"]?.intValue ?? 0) < index { next += 1 }
-                    let message = next < messages.count && messages[next]["index"]?.intValue == Int64(index)
-                        ? messages[next]["message"]?.stringValue : nil
-                    batch.refused.append((batch.lines[index], message ?? "not posted"))
                 }
             }
             output.flush()

@@ -249,6 +249,10 @@ import Testing
         let answer = try batch.bytes.dropLast().withUnsafeBufferPointer { try JSON.parse($0) }
         #expect(answer == ["type": "posted", "count": .int(2), "seqs": [.int(100), .null, .int(102)], "id": "b",
                            "errors": [["index": .int(1), "code": "invalid_name", "message": "bad name"]]])
-        #expect(try roundTrip(answer) == .postedBatch(answer))
+        #expect(try roundTrip(answer) == .postedBatch(PostedBatch.Answer(items: [
+            .posted(sequence: 100), .refused(ControlError(.invalidName, "bad name")), .posted(sequence: 102)])))
+        let listing = Listing(root: "/srv", source: "files:/srv", sequence: 7, rootExists: true,
+                              entries: [.init(path: "/srv/a", isDirectory: false), .init(path: "/srv/d", isDirectory: true)])
+        #expect(try roundTrip(listing.json) == .listing(listing))
     }
 }

@@ -56,7 +56,7 @@ enum ListingAnswer {
         }
 
         var reachable: [Substring: Bool] = [:]
-        var entries: [JSON] = []
+        var entries: [Listing.Entry] = []
         entries.reserveCapacity(listing.entries.count)
         for entry in listing.entries {
             if checksAccess, recursive {
@@ -65,12 +65,9 @@ enum ListingAnswer {
                 if reachable[folder] == nil { reachable[folder] = PeerAccess.mayReach(entry.path, by: peer) }
                 guard reachable[folder] == true else { continue }
             }
-            entries.append(["path": .string(entry.path), "is_dir": .bool(entry.isDirectory)])
+            entries.append(Listing.Entry(path: entry.path, isDirectory: entry.isDirectory))
         }
-        return .success([
-            "type": "listing", "root": .string(listing.root), "source": .string(listing.source),
-            "seq": .int(Int64(bitPattern: listing.sequence)), "root_exists": .bool(listing.rootExists),
-            "entries": .array(entries),
-        ])
+        return .success(Listing(root: listing.root, source: listing.source, sequence: listing.sequence,
+                                rootExists: listing.rootExists, entries: entries).json)
     }
 }
