@@ -1,22 +1,22 @@
 /// A request line of the control protocol, typed: the one decoder the host reads requests with
 /// and the one encoder clients write them with (`PROTOCOL.md` describes the wire form).
 ///
-/// `subscribe` and `listing` carry their members as given: the host checks them against its own
-/// rules (event patterns, watch limits, a client's access) and answers `bad_request` naming
-/// the member; the CLI builds them with ``subscribe(_:)`` and ``listing(path:recursive:)``.
+/// Every body is typed (``SubscribeRequest``, ``PostRequest``, ``ListingRequest``): decoding
+/// checks the members and the kinds of their values; what the values mean (event patterns, watch
+/// limits, a client's access) the host checks against its own rules.
 public struct ControlRequest: Equatable, Sendable {
     public enum Op: String, CaseIterable, Sendable {
         case subscribe, post, status, modules, stats, listing, metrics, reload
     }
 
     public enum Body: Equatable, Sendable {
-        case subscribe([String: JSON])
+        case subscribe(SubscribeRequest)
         case post(PostRequest)
         case status, modules, metrics, reload
         /// `detail`: the process and module figures too (what `eventbus top` shows), which cost
         /// the host a look at `/proc/self`; without it only the counters (cheap, for polling).
         case stats(detail: Bool)
-        case listing([String: JSON])
+        case listing(ListingRequest)
     }
 
     public var body: Body
@@ -63,8 +63,10 @@ public struct ControlRequest: Equatable, Sendable {
         public func request(validName: (String) -> ControlError? = { _ in nil }) -> Result<ControlRequest, ControlError> {
             let body: Body
             switch op {
-            case .subscribe: body = .subscribe(members)
-            case .listing: body = .listing(members)
+            case .subscribe:
+                do throws(ControlError) { body = .subscribe(try SubscribeRequest(members)) } catch { return .failure(error) }
+            case .listing:
+                do throws(ControlError) { body = .listing(try ListingRequest(members)) } catch { return .failure(error) }
             case .status: body = .status
             case .modules: body = .modules
             case .stats:
@@ -123,7 +125,8 @@ public struct ControlRequest: Equatable, Sendable {
     public var members: [String: JSON] {
         var members: [String: JSON]
         switch body {
-        case .subscribe(let given), .listing(let given): members = given
+        case .subscribe(let subscribe): members = subscribe.members
+        case .listing(let listing): members = listing.members
         case .post(let post): members = post.members
         case .stats(let detail): members = detail ? ["detail": .bool(true)] : [:]
         case .status, .modules, .metrics, .reload: members = [:]
@@ -135,11 +138,4 @@ public struct ControlRequest: Equatable, Sendable {
 
     /// The request as one line, newline included.
     public var line: [UInt8] { JSONWriter.line(.object(members)) }
-
-    /// A `listing` request.
-    public static func listing(path: String, recursive: Bool) -> ControlRequest {
-        var members: [String: JSON] = ["path": .string(path)]
-        if recursive { members["recursive"] = .bool(true) }
-        return ControlRequest(.listing(members))
-    }
 }

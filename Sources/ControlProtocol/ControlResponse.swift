@@ -8,8 +8,8 @@ public enum ControlResponse: Equatable {
     case hello(Hello)
     case error(ControlError)
     case posted(Posted)
-    /// The answer to a batch `post`: kept as its members (one number or null per item).
-    case postedBatch(JSON)
+    /// The answer to a batch `post`: a number or a refusal per item.
+    case postedBatch(PostedBatch.Answer)
     case subscribed(Subscribed)
     case event(JSON)
     case gap(GapLine)
@@ -17,7 +17,7 @@ public enum ControlResponse: Equatable {
     case status(StatusReport)
     case modules([ModuleReport])
     case stats(StatsReport)
-    case listing(JSON)
+    case listing(Listing)
     case metrics(text: String)
     case reloaded(message: String)
     /// A `type` this client does not know (from a newer host).
@@ -35,7 +35,7 @@ public enum ControlResponse: Equatable {
             return .error(ControlError(ControlError.Code(rawValue: members["code"]?.stringValue ?? "unknown"),
                                        members["message"]?.stringValue ?? "unknown error"))
         case "posted":
-            if members["seqs"] != nil { return .postedBatch(line) }
+            if members["seqs"] != nil { return .postedBatch(try PostedBatch.Answer(members)) }
             return .posted(Posted(name: try members.string("name"), sequence: UInt64(clamping: try members.int("seq"))))
         case "subscribed": return .subscribed(try Subscribed(members))
         case "event": return .event(line)
@@ -44,7 +44,7 @@ public enum ControlResponse: Equatable {
         case "status": return .status(try StatusReport(members))
         case "modules": return .modules(try members.array("modules").map { (module) throws(ResponseDecodingError) in try ModuleReport(module) })
         case "stats": return .stats(try StatsReport(members))
-        case "listing": return .listing(line)
+        case "listing": return .listing(try Listing(members))
         case "metrics": return .metrics(text: try members.string("text"))
         case "reloaded": return .reloaded(message: try members.string("message"))
         default: return .other(type: type, line)

@@ -26,11 +26,7 @@ public enum PostRequest: Equatable, Sendable {
             guard case .object(let members) = item else {
                 return .failure(.badRequest("an event is an object with \"name\" and \"fields\", found \(item.kindName)"))
             }
-            // Looked for (and sorted, for a stable message) only when there is one.
-            if members.count > (members["name"] == nil ? 0 : 1) + (members["fields"] == nil ? 0 : 1),
-               let unknown = members.keys.sorted().first(where: { $0 != "name" && $0 != "fields" }) {
-                return .failure(.badRequest("unknown member \"\(unknown)\": an event has \"name\" and \"fields\""))
-            }
+            if let unknown = PostedEvent.unknownMember(members, in: "an event") { return .failure(.badRequest(unknown)) }
             return PostedEvent.decode(members, validName: validName)
         }))
     }
@@ -80,4 +76,20 @@ public struct PostedEvent: Equatable, Sendable {
     }
 
     var members: [String: JSON] { ["name": .string(name), "fields": .object(fields)] }
+
+    /// Why `members` cannot be an event of a batch, before the host's checks (of the name's
+    /// rules and the fields' values): a member other than `name` and `fields`, or no string
+    /// `name`. `item` names what holds the event in the message (`a line`).
+    public static func itemProblem(_ members: [String: JSON], in item: String) -> String? {
+        if let unknown = unknownMember(members, in: item) { return unknown }
+        guard members["name"]?.stringValue != nil else { return "\"name\" (a string) is missing" }
+        return nil
+    }
+
+    static func unknownMember(_ members: [String: JSON], in item: String) -> String? {
+        // Looked for (and sorted, for a stable message) only when there is one.
+        guard members.count > (members["name"] == nil ? 0 : 1) + (members["fields"] == nil ? 0 : 1),
+              let unknown = members.keys.sorted().first(where: { $0 != "name" && $0 != "fields" }) else { return nil }
+        return "unknown member \"\(unknown)\": \(item) has \"name\" and \"fields\""
+    }
 }

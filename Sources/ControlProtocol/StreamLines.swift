@@ -77,6 +77,32 @@ extension JSONWriter {
 /// number, or null where it was refused), `errors` (when any was: each with its `index`).
 /// Written by hand: a batch answer is one number per event.
 public enum PostedBatch {
+    /// The answer as a client reads it: for each item of the batch, in order, its sequence
+    /// number or why the host did not post it.
+    public struct Answer: Equatable, Sendable {
+        public enum Item: Equatable, Sendable {
+            case posted(sequence: UInt64)
+            case refused(ControlError)
+        }
+
+        public var items: [Item]
+
+        public init(items: [Item]) { self.items = items }
+
+        init(_ members: Members) throws(ResponseDecodingError) {
+            var refusals: [Int64: ControlError] = [:]
+            for error in members["errors"]?.arrayValue ?? [] {
+                guard let index = error["index"]?.intValue else { continue }
+                refusals[index] = ControlError(ControlError.Code(rawValue: error["code"]?.stringValue ?? "unknown"),
+                                               error["message"]?.stringValue ?? "not posted")
+            }
+            items = try members.array("seqs").enumerated().map { index, sequence in
+                if let number = sequence.intValue { return .posted(sequence: UInt64(clamping: number)) }
+                return .refused(refusals[Int64(index)] ?? ControlError(ControlError.Code(rawValue: "unknown"), "not posted"))
+            }
+        }
+    }
+
     /// Writes the answer line. `sequence(index)` is the item's number, or its refusal.
     public static func write(items: Int, posted: Int, id: JSON?, into out: inout JSONWriter,
                              sequence: (Int) -> Result<UInt64, ControlError>) {

@@ -41,6 +41,7 @@ public struct HostService: Service {
         }
         logger.info("ready; SIGHUP reloads \(host.configPath) (as does `eventbus reload`), SIGTERM stops")
         notifier?.ready(status: host.statusLine)
+        StartupPages.release(after: "start", logger: logger)
         for await _ in hangups.cancelOnGracefulShutdown() {
             logger.info("SIGHUP: reloading \(host.configPath)")
             await reload(progress: progress)
@@ -54,6 +55,7 @@ public struct HostService: Service {
         notifier?.reloading()
         let outcome = await host.reload(progress: progress)
         notifier?.ready(status: host.statusLine)
+        StartupPages.release(after: "reload", logger: logger)
         return outcome
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 import ModuleIsolation
 import ModuleLoading
 import Synchronization
+import SystemCalls
 
 /// The worker's side: loads one module, gives it a ``ModuleContext`` whose bus forwards to the
 /// host (``BusRemote``), and runs it.
@@ -177,6 +178,8 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
             do {
                 try module.module.activate(context)
                 channel.send { $0.append(.activated, json: ["name": .string(module.module.name), "version": .string(module.module.version)]) }
+                // Loading and activating touched code all over that the worker does not run again.
+                DispatchQueue.global(qos: .utility).async { System.releaseCleanFilePages() }
             } catch {
                 for cancellable in context.cancellables { cancellable.cancel() }
                 context.cancellables.removeAll()

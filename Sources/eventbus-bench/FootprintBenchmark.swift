@@ -75,12 +75,15 @@ func subscriptionFootprint(count: Int) {
     print("Target: ≤ 1024 bytes per bus subscription.")
 }
 
-/// Starts the built eventbusd (next to this benchmark) with a minimal config — a control socket,
-/// no sources, no modules — waits until it says it is ready and has idled `idleSeconds`, and
-/// reports its VmRSS and VmHWM from /proc.
+/// Starts the built eventbusd (next to this benchmark) idle, twice: with a minimal config — a
+/// control socket, no sources, no modules — and with `examples/eventbus.yaml` (timers, a
+/// recursive file watch, a journal watch, three modules in workers), as the README runs it.
+/// Each time it waits until the host says it is ready and has idled `idleSeconds`, and reports
+/// its VmRSS (file-backed and anonymous) and VmHWM from /proc.
 func idleHostFootprint(idleSeconds: Double) {
     let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    let eventbusd = (exe as NSString).deletingLastPathComponent + "/eventbusd"
+    let binaries = (exe as NSString).deletingLastPathComponent
+    let eventbusd = binaries + "/eventbusd"
     guard access(eventbusd, X_OK) == 0 else {
         print("Idle host RSS: \(eventbusd) not built (swift build -c release --product eventbusd)")
         return
@@ -92,17 +95,29 @@ func idleHostFootprint(idleSeconds: Double) {
     }
     let directory = String(cString: made)
     defer { try? FileManager.default.removeItem(atPath: directory) }
-    let config = directory + "/eventbus.yaml"
-    let log = directory + "/eventbusd.log"
-    _ = FileManager.default.createFile(atPath: config, contents: Data("""
+    let minimal = directory + "/eventbus.yaml"
+    _ = FileManager.default.createFile(atPath: minimal, contents: Data("""
         shutdown_timeout: 5s
         control: {socket: \(directory)/control.sock}
 
         """.utf8))
+    idleHost(eventbusd, ["--config", minimal], label: "minimal config", idleSeconds: idleSeconds, directory: directory)
+    // .build/<triple>/release/eventbus-bench → the package root.
+    let root = ((binaries as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent as NSString
+    let example = root.deletingLastPathComponent + "/examples/eventbus.yaml"
+    if access(example, R_OK) == 0 {
+        idleHost(eventbusd, ["--config", example, "--socket", directory + "/control.sock"], label: "examples/eventbus.yaml",
+                 idleSeconds: max(idleSeconds, 10), directory: directory)
+    }
+    print("Target: RSS ≤ 30 MB.")
+}
+
+private func idleHost(_ eventbusd: String, _ arguments: [String], label: String, idleSeconds: Double, directory: String) {
+    let log = directory + "/eventbusd.log"
     _ = FileManager.default.createFile(atPath: log, contents: nil)
     let process = Process()
     process.executableURL = URL(fileURLWithPath: eventbusd)
-    process.arguments = ["--config", config]
+    process.arguments = arguments
     let handle = FileHandle(forWritingAtPath: log)!
     process.standardOutput = handle
     process.standardError = handle
@@ -113,7 +128,7 @@ func idleHostFootprint(idleSeconds: Double) {
     let deadline = Date().addingTimeInterval(30)
     var ready = false
     while Date() < deadline, process.isRunning {
-        if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains("ready") { ready = true; break }
+        if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains(" ready") { ready = true; break }
         usleep(10_000)
     }
     guard ready else {
@@ -122,13 +137,24 @@ func idleHostFootprint(idleSeconds: Double) {
         return
     }
     Thread.sleep(forTimeInterval: idleSeconds)
-    let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
-    func field(_ name: String) -> String {
-        status.split(separator: "\n").first { $0.hasPrefix(name + ":") }
-            .map { $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces) } ?? "?"
-    }
+    let status = procStatus(process.processIdentifier)
+    func field(_ name: String) -> String { status[name] ?? "?" }
     kill(process.processIdentifier, SIGTERM)
     process.waitUntilExit()
-    print("Idle eventbusd (minimal config, \(idleSeconds) s after ready): VmRSS \(field("VmRSS")), VmHWM \(field("VmHWM")), threads \(field("Threads")); exit \(process.terminationStatus)")
-    print("Target: RSS ≤ 30 MB.")
+    print("Idle eventbusd (\(label), \(idleSeconds) s after ready): VmRSS \(field("VmRSS")) (file \(field("RssFile")), anonymous \(field("RssAnon"))), "
+          + "VmHWM \(field("VmHWM")), threads \(field("Threads")); exit \(process.terminationStatus)")
+}
+
+/// The fields of /proc/PID/status (fopen: Foundation reads /proc files as empty).
+private func procStatus(_ pid: Int32) -> [String: String] {
+    guard let file = fopen("/proc/\(pid)/status", "r") else { return [:] }
+    defer { fclose(file) }
+    var fields: [String: String] = [:]
+    var line = [CChar](repeating: 0, count: 512)
+    while fgets(&line, Int32(line.count), file) != nil {
+        let text = String(cString: line)
+        guard let colon = text.firstIndex(of: ":") else { continue }
+        fields[String(text[..<colon])] = text[text.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+    return fields
 }

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// The real eventbusd as a child process: starts, reloads on SIGHUP, exits 0 on SIGTERM.
-@Suite struct DaemonProcessTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct DaemonProcessTests {
     /// A running eventbusd whose output (stdout and stderr) the test reads.
     ///
     /// The output goes to a file, not a pipe: a pipe's end of file can be held back by another

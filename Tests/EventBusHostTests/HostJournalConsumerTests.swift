@@ -5,7 +5,7 @@ import Testing
 
 /// A config journal watch with a `consumer` keeps its position across host restarts by itself:
 /// the host acknowledges what it posted, so the next host resumes right after it.
-@Suite struct HostJournalConsumerTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct HostJournalConsumerTests {
     @Test func aConfigWatchWithAConsumerResumesAfterWhatTheLastHostPosted() async throws {
         let directory = try TemporaryDirectory()
         let journals = directory.path + "/journals"

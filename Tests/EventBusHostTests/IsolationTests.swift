@@ -7,7 +7,7 @@ import Testing
 /// `isolation: process` with the real eventbusd and real worker processes: a module that
 /// crashes or hangs takes down only its worker, which is restarted; `module.crashed` says so;
 /// other modules see every event; the start limit ends the restarts; workers die with the host.
-@Suite struct IsolationTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct IsolationTests {
     typealias Daemon = DaemonProcessTests.Daemon
 
     /// A host with a control socket, a timer-free config and the given modules section.

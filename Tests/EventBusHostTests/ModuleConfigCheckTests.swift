@@ -6,7 +6,7 @@ import Testing
 /// (`static let configKeys`), through the real eventbusd: `--check-config`, a starting host in
 /// both isolation modes, and a SIGHUP reload. The example `hello` module declares `greeting`
 /// (a string); `rate-summary` declares `match` (strings) and `interval_seconds` (a number from 0.001 to 1e9).
-@Suite struct ModuleConfigCheckTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ModuleConfigCheckTests {
     typealias Daemon = DaemonProcessTests.Daemon
 
     private var hello: String { BuildProducts.fixture("Hello") }

@@ -5,7 +5,7 @@ import Testing
 /// A module rebuilt in place, with the real eventbusd and real worker processes: a reload starts
 /// a worker with the new file, `modules` shows what the running worker loaded, and a file that
 /// is no longer a module is refused once with the reason rather than retried as a crash.
-@Suite struct ModuleFileChangeTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ModuleFileChangeTests {
     typealias Daemon = DaemonProcessTests.Daemon
 
     /// Puts `fixture`'s library at `path` the way a build does: written beside it, renamed over it.

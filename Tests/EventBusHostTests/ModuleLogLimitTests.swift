@@ -4,7 +4,7 @@ import Testing
 
 /// A module that logs in a loop must not drown eventbusd's own log (journald rate-limits the
 /// whole service): its lines are limited, and the next line written says how many were left out.
-@Suite struct ModuleLogLimitTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ModuleLogLimitTests {
     @Test func aBurstThenARateThenWhatWasLeftOutIsSaid() {
         let second: UInt64 = 1_000_000_000
         let bucket = ModuleLogLimit.Bucket(ModuleLogLimit(burst: 3, perSecond: 2), now: 0)

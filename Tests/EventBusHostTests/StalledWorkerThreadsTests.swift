@@ -6,7 +6,7 @@ import Testing
 /// fills and drops (counted, announced), and no Dispatch thread waits for its socket — a thread
 /// that did would make libdispatch start another one, so the host's threads (and the malloc
 /// arenas they bring) would grow with every stalled module and every busy moment.
-@Suite struct StalledWorkerThreadsTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct StalledWorkerThreadsTests {
     typealias Daemon = DaemonProcessTests.Daemon
 
     /// The threads of process `pid` now (fopen: Foundation reads /proc files as empty).

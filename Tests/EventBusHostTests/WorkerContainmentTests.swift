@@ -5,7 +5,7 @@ import Testing
 /// A module's whole process tree lives and dies with its worker, and a worker's end is reported
 /// as what it was: seen from the process even when its children hold its socket, with the limit
 /// that ended it, and with what it took along at a shutdown.
-@Suite struct WorkerContainmentTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct WorkerContainmentTests {
     typealias Daemon = DaemonProcessTests.Daemon
 
     private func start(_ directory: TemporaryDirectory, module: String, worker: String = "", rest: String = "") async throws -> Daemon {

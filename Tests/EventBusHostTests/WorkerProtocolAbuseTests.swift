@@ -8,7 +8,7 @@ import Testing
 /// writes, eventbusd keeps running: at worst that worker's session ends (a frame that never
 /// completes swallows the heartbeats, so the worker is killed as hung), the worker is restarted,
 /// the log says the protocol was broken, and other modules miss nothing.
-@Suite struct WorkerProtocolAbuseTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct WorkerProtocolAbuseTests {
     typealias Daemon = DaemonProcessTests.Daemon
 
     @Test func whatAWorkerWritesToItsSocketNeverTakesTheHostDown() async throws {

@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 
 /// The bridge's byte bounds against a real nats-server, in this process.
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))
 struct BridgeBytesInProcessTests {
     /// Core mode: a host that takes imports in slowly holds at most `pending_bytes` of them in
     /// nats.c — 100 events of 200 kB with 1 MiB, far below `pending_limit`'s 65 536 messages —

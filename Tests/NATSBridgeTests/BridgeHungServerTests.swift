@@ -13,7 +13,7 @@ import TestSupport
 ///
 /// Each test resumes the server before stopping the bridges (the `defer`s run in reverse): a
 /// bridge that hangs on the frozen server then fails its test instead of hanging the suite.
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))
 struct BridgeHungServerTests {
     static let count = 400
     static let pad = String(repeating: "x", count: 50_000)

@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 
 /// Two buses in this process, each with its own bridge, through a real nats-server.
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))
 struct BridgeInProcessTests {
     let directory: TemporaryDirectory
     let server: NATSServer

@@ -9,7 +9,7 @@ import TestSupport
 /// `hub`; a leaf nats-server, with a JetStream domain of its own, links to it. A host on the leaf
 /// names the hub's domain, so its stream and consumer live on the hub, and a host on the hub
 /// takes its events in.
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))
 struct BridgeLeafNodeTests {
     @Test func aHostBehindALeafNodeUsesTheHubsJetStreamDomain() async throws {
         let directory = try TemporaryDirectory("bridge-leaf")

@@ -9,7 +9,7 @@ import TestSupport
 /// a local post: a name the control socket would refuse, or text that is not UTF-8, is refused
 /// on import — counted (`malformed`) and announced (`bridge.gap`, kind `import_refused`, one per
 /// quarter second however many, and a log line with it), never posted as it is.
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))
 struct BridgeRefusedImportTests {
     @Test func importsObeyTheNameRulesOfALocalPostAndRefusalsAreAnnounced() async throws {
         let directory = try TemporaryDirectory("bridge-refused")

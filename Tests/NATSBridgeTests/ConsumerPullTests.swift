@@ -9,7 +9,7 @@ import TestSupport
 /// (nats.c 3.4.1's own fetch overflowed its array in exactly that case: docs/fleet.md,
 /// "Fetching"); a message larger than `max_bytes` is said so and fetched alone; `+ACK`s reach
 /// the consumer; an empty consumer answers nothing.
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))
 struct ConsumerPullTests {
     /// A stream `PULL` on `eventbus.>` with `count` messages `eventbus.origin.load.tick`, whose
     /// payload is the message's number, and the consumer `puller` from its first message.

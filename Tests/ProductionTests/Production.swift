@@ -8,7 +8,7 @@ import TestSupport
 /// Serialized, every suite below with it: each test boots a container, and this machine has
 /// two cores. The first test of a run also builds the package and, when the cached root is
 /// missing or stale, runs debootstrap (about 3 minutes): hence the generous time limits.
-@Suite(.serialized) enum Production {
+@Suite(.serialized, .tags(.container), .skippable(.container)) enum Production {
     /// The packaged config with `extra` appended under the top level (and the hello module kept).
     static func config(sources: String = "  timers:\n    - name: heartbeat\n      every: 60s", extra: String = "") -> String {
         """

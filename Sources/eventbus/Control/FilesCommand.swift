@@ -30,18 +30,18 @@ struct FilesCommand: ParsableCommand {
         let here = FileManager.default.currentDirectoryPath
         let absolute = path.hasPrefix("/") ? path
             : URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: here + "/")).standardizedFileURL.path
-        let listing = try socket.ask(.listing(path: absolute, recursive: recursive))
+        let listing = try socket.ask(ControlRequest(.listing(ListingRequest(path: absolute, recursive: recursive))))
         if json {
             print(String(decoding: JSONWriter.line(listing).dropLast(), as: UTF8.self))
             return
         }
-        if listing["root_exists"]?.boolValue == false {
+        let typed = try HostConnection.decode(listing, as: "listing") { if case .listing(let taken) = $0 { taken } else { nil } }
+        if !typed.rootExists {
             throw CommandError("\(absolute) does not exist")
         }
         var text = ""
-        for entry in listing["entries"]?.arrayValue ?? [] {
-            guard let path = entry["path"]?.stringValue else { continue }
-            text += path + (entry["is_dir"]?.boolValue == true ? "/\n" : "\n")
+        for entry in typed.entries {
+            text += entry.path + (entry.isDirectory ? "/\n" : "\n")
         }
         FileHandle.standardOutput.write(Data(text.utf8))
     }

@@ -18,7 +18,7 @@ struct StdinPoster {
     /// Lines sent together, and the complaints about lines among them that were not sent.
     private struct Batch {
         var lines: [Int] = []
-        var request: [UInt8] = []
+        var request = PostBatchWriter()
         var refused: [(line: Int, message: String)] = []
     }
 
@@ -41,20 +41,16 @@ struct StdinPoster {
                     throw CommandError("eventbusd closed the connection before answering every post")
                 }
                 try HostConnection.throwIfError(answer)  // the whole batch refused: forbidden, say
-                guard let sequences = answer["seqs"]?.arrayValue, sequences.count == batch.lines.count else {
+                guard case .postedBatch(let posted)? = try? ControlResponse.decode(answer), posted.items.count == batch.lines.count else {
                     throw CommandError("eventbusd answered a batch of \(batch.lines.count) posts without a sequence number for each")
                 }
-                let messages = answer["errors"]?.arrayValue ?? []
-                var next = 0
-                for (index, sequence) in sequences.enumerated() {
-                    if let sequence = sequence.intValue {
+                for (index, item) in posted.items.enumerated() {
+                    switch item {
+                    case .posted(let sequence):
                         if printSequences { output.append(String(sequence) + "\n") }
-                        continue
+                    case .refused(let refusal):
+                        batch.refused.append((batch.lines[index], refusal.message))
                     }
-                    while next < messages.count, (messages[next]["index"]?.intValue ?? 0) < index { next += 1 }
-                    let message = next < messages.count && messages[next]["index"]?.intValue == Int64(index)
-                        ? messages[next]["message"]?.stringValue : nil
-                    batch.refused.append((batch.lines[index], message ?? "not posted"))
                 }
             }
             output.flush()
@@ -66,8 +62,7 @@ struct StdinPoster {
 
         func send() throws {
             if !building.lines.isEmpty {
-                building.request.append(contentsOf: "]}\n".utf8)
-                try connection.send(building.request)
+                try connection.send(building.request.finish())
             }
             try settle()  // the previous batch, while the host works on this one
             inFlight = building
@@ -83,19 +78,14 @@ struct StdinPoster {
             }
             // A request is one line of at most maximumLineLength: a line that does not fit the
             // batch starts the next one, and one that fits no batch is refused here.
-            if Self.batchFraming + line.count > ControlProtocol.maximumLineLength {
+            if PostBatchWriter.framing + line.count > ControlProtocol.maximumLineLength {
                 building.refused.append((lineNumber, "longer than a request may be (\(ControlProtocol.maximumLineLength) bytes with its framing)"))
                 return
             }
-            if !building.lines.isEmpty, building.request.count + 1 + line.count + 3 > ControlProtocol.maximumLineLength {
+            if !building.lines.isEmpty, building.request.length(adding: line.count) > ControlProtocol.maximumLineLength {
                 try send()
             }
-            if building.lines.isEmpty {
-                building.request.append(contentsOf: Self.batchHead)
-            } else {
-                building.request.append(UInt8(ascii: ","))
-            }
-            building.request.append(contentsOf: line)
+            building.request.append(line)
             building.lines.append(lineNumber)
         }) {
             if building.lines.count == ControlProtocol.maximumPostBatch { try send() }
@@ -105,22 +95,12 @@ struct StdinPoster {
         return failed
     }
 
-    private static let batchHead = Array(#"{"op":"post","events":["#.utf8)
-    /// The bytes a batch of one line adds around it: the head, then `]}` and the newline.
-    private static let batchFraming = batchHead.count + 3
-
     /// Why `line` is not a `{"name": …, "fields": {…}}` object, or nil; the host checks the
     /// name and the fields' values.
     private static func problem(_ line: UnsafeBufferPointer<UInt8>) -> String? {
         let value: JSON
         do { value = try JSON.parse(line) } catch { return "\(error)" }
         guard case .object(let members) = value else { return "a line is a JSON object, found \(value.kindName)" }
-        // Looked for (and sorted, for a stable message) only when there is one.
-        if members.count > (members["name"] == nil ? 0 : 1) + (members["fields"] == nil ? 0 : 1),
-           let unknown = members.keys.sorted().first(where: { $0 != "name" && $0 != "fields" }) {
-            return "unknown member \"\(unknown)\": a line has \"name\" and \"fields\""
-        }
-        guard members["name"]?.stringValue != nil else { return "\"name\" (a string) is missing" }
-        return nil
+        return PostedEvent.itemProblem(members, in: "a line")
     }
 }

@@ -104,7 +104,7 @@ struct TailCommand: ParsableCommand {
             case .hostGone(let why): gone = why
             }
             // Sequence numbers start anew with a new host: a window in them cannot carry over.
-            guard !noFollow, !exitOnRestart, request["until_seq"] == nil else { throw CommandError(gone) }
+            guard !noFollow, !exitOnRestart, request.untilSequence == nil else { throw CommandError(gone) }
             notice("-- \(gone); waiting for it to come back --", format: format)
             let previous = host.hostProcessID
             host = reconnect()
@@ -118,12 +118,12 @@ struct TailCommand: ParsableCommand {
 
     /// The request that goes on where the stream broke: a new host's events from its first
     /// (what its replay still holds), the same host's from now; what --count left.
-    private func resubscription(of request: [String: JSON], restarted: Bool, shown: Int) -> [String: JSON] {
+    private func resubscription(of request: SubscribeRequest, restarted: Bool, shown: Int) -> SubscribeRequest {
         var request = request
-        request["last"] = nil
-        request["since_time"] = nil
-        request["since_seq"] = restarted ? .int(1) : nil
-        if let count { request["count"] = .int(Int64(max(1, count - shown))) }
+        request.last = nil
+        request.sinceTime = nil
+        request.sinceSequence = restarted ? 1 : nil
+        if let count { request.count = Int64(max(1, count - shown)) }
         return request
     }
 
@@ -155,58 +155,50 @@ struct TailCommand: ParsableCommand {
         }
     }
 
-    /// The `subscribe` request's members the options ask for; a mistake in them is a usage error.
-    private func subscribeRequest(now: Date) throws -> [String: JSON] {
+    /// The `subscribe` request the options ask for; a mistake in them is a usage error.
+    private func subscribeRequest(now: Date) throws -> SubscribeRequest {
         if json, let output, output != .json { throw ValidationError("--json and --output \(output.rawValue) disagree") }
         if follow && noFollow { throw ValidationError("use --follow or --no-follow, not both") }
         if since != nil && last != nil { throw ValidationError("use --since or --lines, not both") }
         if let last, last < 0 { throw ValidationError("--lines takes a count (0 or more)") }
         if let count, count < 1 { throw ValidationError("--count takes a count (1 or more)") }
-        var request: [String: JSON] = [:]
-        var patterns: [JSON] = []
-        var matches: [String: [JSON]] = [:]
+        var request = SubscribeRequest()
         for argument in arguments {
             if let equals = argument.firstIndex(of: "=") {
                 let field = String(argument[..<equals])
                 guard !field.isEmpty else { throw ValidationError("a match is FIELD=VALUE, found \"\(argument)\"") }
-                matches[field, default: []].append(.string(String(argument[argument.index(after: equals)...])))
+                request.match[field, default: []].append(.string(String(argument[argument.index(after: equals)...])))
             } else {
-                patterns.append(.string(argument))
+                request.patterns.append(argument)
             }
         }
-        if !patterns.isEmpty { request["patterns"] = .array(patterns) }
-        if !matches.isEmpty { request["match"] = .object(matches.mapValues { .array($0) }) }
         do {
             switch try since.map({ try TimeSpecification.parse($0, now: now) }) {
-            case .sequence(let sequence)?: request["since_seq"] = .int(Int64(clamping: sequence))
-            case .time(let date)?: request["since_time"] = .int(Self.microseconds(date))
+            case .sequence(let sequence)?: request.sinceSequence = Int64(clamping: sequence)
+            case .time(let date)?: request.sinceTime = Self.microseconds(date)
             case nil: break
             }
             switch try until.map({ try TimeSpecification.parse($0, now: now) }) {
-            case .sequence(let sequence)?: request["until_seq"] = .int(Int64(clamping: sequence))
-            case .time(let date)?: request["until_time"] = .int(Self.microseconds(date))
+            case .sequence(let sequence)?: request.untilSequence = Int64(clamping: sequence)
+            case .time(let date)?: request.untilTime = Self.microseconds(date)
             case nil: break
             }
         } catch {
             throw ValidationError("--since/--until: \(error)")
         }
-        if noFollow { request["follow"] = .bool(false) }
-        if let last { request["last"] = .int(Int64(last)) }
-        if let count { request["count"] = .int(Int64(count)) }
+        if noFollow { request.follow = false }
+        request.last = last.map(Int64.init)
+        request.count = count.map(Int64.init)
         // Relative to where the user typed it, not to the daemon's folder.
         if !files.isEmpty {
             let here = FileManager.default.currentDirectoryPath
-            request["files"] = .array(files.map { .string($0.hasPrefix("/") ? $0 : URL(fileURLWithPath: $0, relativeTo: URL(fileURLWithPath: here + "/")).standardizedFileURL.path) })
+            request.files = files.map { $0.hasPrefix("/") ? $0 : URL(fileURLWithPath: $0, relativeTo: URL(fileURLWithPath: here + "/")).standardizedFileURL.path }
         }
-        if recursive { request["recursive"] = .bool(true) }
-        if !journal.isEmpty { request["journal"] = .array(journal.map { .string($0) }) }
-        if !subsystems.isEmpty {
-            request["devices"] = .array(subsystems.map { .string($0) })
-        } else if devices {
-            request["devices"] = .array(["*"])
-        }
-        if !units.isEmpty { request["units"] = .array(units.map { .string($0) }) }
-        if !hosts.isEmpty { request["hosts"] = .array(hosts.map { .string($0) }) }
+        request.recursive = recursive
+        request.journal = journal
+        request.devices = subsystems.isEmpty ? (devices ? ["*"] : []) : subsystems
+        request.units = units
+        request.hosts = hosts
         return request
     }
 

@@ -5,7 +5,7 @@ import TestSupport
 
 /// The bridge holds events bounded in bytes, not only in count: real eventbusd processes and a
 /// real nats-server, large events.
-@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.realDaemon, .nats), .skippable(.realDaemon, .nats))
 struct BridgeBytesTests {
     /// KiB of a /proc/PID/status field: `VmRSS` (resident now), `VmHWM` (the most it ever was).
     static func memoryKiB(_ pid: Int32, _ field: String) -> Int {

@@ -19,7 +19,7 @@ import TestSupport
 /// The stall each server death causes (from the kill to alpha's next import of gamma's events,
 /// and until alpha has caught up with what gamma posted after the restart) is printed, not
 /// asserted: a loaded machine's numbers are not the code's.
-@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.realDaemon, .nats), .skippable(.realDaemon, .nats))
 struct BridgeChaosTests {
     static func settings(replicas: Int = 1) -> String {
         """

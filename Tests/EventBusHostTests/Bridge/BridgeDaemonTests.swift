@@ -5,7 +5,7 @@ import TestSupport
 
 /// Real eventbusd processes bridged through a real nats-server that the test starts on a free
 /// loopback port (JetStream storage in its temporary folder) and stops by pid.
-@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.realDaemon, .nats), .skippable(.realDaemon, .nats))
 struct BridgeDaemonTests {
     @Test func eventsCrossBothWaysWithTheirTypesAndOrigin() async throws {
         let directory = try TemporaryDirectory("bridge-daemons")

@@ -5,7 +5,7 @@ import TestSupport
 
 /// Durable mode (JetStream) between real eventbusd processes: exact resume after an outage and
 /// after SIGKILLs.
-@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.realDaemon, .nats), .skippable(.realDaemon, .nats))
 struct BridgeDurableTests {
     static let settings = """
         export: ["load.>"]

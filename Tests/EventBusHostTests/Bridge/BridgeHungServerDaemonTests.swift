@@ -6,7 +6,7 @@ import TestSupport
 /// A real eventbusd whose NATS server hangs (SIGSTOP) while it exports more than the sockets
 /// take in: the control socket's `status` answers meanwhile, the bridge finds the connection
 /// down by its write deadline, and SIGTERM ends the host with the server still frozen.
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.realDaemon, .nats), .skippable(.realDaemon, .nats))
 struct BridgeHungServerDaemonTests {
     @Test func statusAnswersAndTheHostStopsWhileTheServerHangs() async throws {
         let directory = try TemporaryDirectory("bridge-hung-daemon")

@@ -6,7 +6,7 @@ import TestSupport
 /// Another host's trouble is not this host's: notices imported through the bridge (a remote
 /// `module.crashed`, or one a remote poster forged) stay out of `eventbus_notices_total`, and
 /// imports are counted as `imported`, not under the source kind the remote host claims.
-@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.serialized, .enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.realDaemon, .nats), .skippable(.realDaemon, .nats))
 struct BridgeMetricsOriginTests {
     @Test func importedNoticesAndEventsAreCountedApartFromThisHostsOwn() async throws {
         let directory = try TemporaryDirectory("bridge-metrics")

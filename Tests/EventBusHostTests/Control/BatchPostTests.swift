@@ -5,7 +5,7 @@ import Testing
 /// `post` with `events` (a batch) through a real eventbusd: good items posted in order, bad
 /// ones refused by index, a request that is no batch refused whole while the connection goes
 /// on, and batches from several posters reaching a tail each exactly once.
-@Suite struct BatchPostTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct BatchPostTests {
     @Test func aBatchPostsTheGoodItemsAndRefusesTheBadOnesByIndex() async throws {
         let directory = try TemporaryDirectory()
         let (yaml, socket) = controlConfig(directory)

@@ -4,7 +4,7 @@ import Testing
 
 /// The daemon's and the CLI's own options, through the real binaries: where eventbusd listens,
 /// `--version`, and `post` arguments that are refused before anything is sent.
-@Suite struct CommandLineTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct CommandLineTests {
     @Test func eventbusdSocketOptionWinsOverTheConfig() async throws {
         let directory = try TemporaryDirectory()
         let configured = directory.path + "/configured.sock"

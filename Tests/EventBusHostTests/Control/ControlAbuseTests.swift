@@ -8,7 +8,7 @@ import Testing
 /// to restart; one subscription must not name ~100 000 patterns (stalling the bus's delivery
 /// loop, which matches each event against each) or journal units (a reader thread each). Every wait
 /// is for a condition, bounded only to fail a broken test.
-@Suite struct ControlAbuseTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ControlAbuseTests {
     @Test func clientsLeaveTheDescriptorsACrashedWorkersRestartNeeds() async throws {
         let directory = try TemporaryDirectory()
         let (yaml, socket) = controlConfig(directory, rest: """

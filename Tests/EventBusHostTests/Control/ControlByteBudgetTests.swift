@@ -8,7 +8,7 @@ import Testing
 /// (`control.client_buffer_bytes`), against the real eventbusd as a child process: counting
 /// events alone let 1000 posts of 900 KB take the host from 32 MB to 938 MB. Every wait is for a
 /// condition, bounded only to fail a broken test; memory is read from /proc.
-@Suite struct ControlByteBudgetTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ControlByteBudgetTests {
     @Test func theReplayRingHoldsOnlyTheNewestEventsThatFitItsBytes() async throws {
         let directory = try TemporaryDirectory()
         let (yaml, socket) = controlConfig(directory, control: "  replay_bytes: 1MiB")

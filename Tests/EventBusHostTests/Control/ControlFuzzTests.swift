@@ -12,7 +12,7 @@ import Testing
 /// connection into a stream (`subscribe`) or walk the file system (`listing`) or re-read the
 /// config (`reload`) are kept out of what happens to parse; their parsers see the random lines
 /// that do not.
-@Suite struct ControlFuzzTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ControlFuzzTests {
     @Test(arguments: [UInt64(0x5EED_0001), 0x5EED_0002])
     func everyLineIsAnsweredWithOneJSONLineAndTheHostCarriesOn(seed: UInt64) async throws {
         let directory = try TemporaryDirectory()

@@ -9,7 +9,7 @@ import Testing
 /// stalled module does not eat the shutdown budget; clients watch only what they may read;
 /// the human tail format is terminal-safe. Every wait is for a condition, bounded only to fail
 /// a broken test; what the kernel says about the process comes from /proc.
-@Suite struct ControlHygieneTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ControlHygieneTests {
     // MARK: 1. Leaked sessions
 
     @Test func clientsThatHangUpReleaseDescriptorSessionFeedAndSourcesAtOnce() async throws {

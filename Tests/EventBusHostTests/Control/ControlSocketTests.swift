@@ -6,7 +6,7 @@ import Testing
 /// The control socket end to end: the real eventbusd as a child process, the real `eventbus`
 /// CLI (and raw socket clients where the test needs to misbehave). No timing assertions: every
 /// wait is for a condition, bounded only to fail a broken test.
-@Suite struct ControlSocketTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ControlSocketTests {
     @Test func tailSeesPostedEventsWithTypedFieldsAndTimerTicks() async throws {
         let directory = try TemporaryDirectory()
         let (yaml, socket) = controlConfig(directory, rest: """

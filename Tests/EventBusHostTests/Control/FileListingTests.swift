@@ -7,7 +7,7 @@ import Testing
 /// as a child process: the listing is the tree as the watch knows it, stands at a sequence of
 /// its stream, is authorized by the caller's own access like `tail --files`, and a watch opened
 /// only to answer it is released.
-@Suite struct FileListingTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct FileListingTests {
     @Test func filesListsWhatTheWatchKnowsByTheCallersOwnAccess() async throws {
         let directory = try TemporaryDirectory()
         chmod(directory.path, 0o711)

@@ -5,7 +5,7 @@ import Testing
 /// What clients see while the host starts, reloads and restarts, through the real binaries:
 /// requests wait until modules are active, `eventbus reload` exits with the reload's outcome,
 /// `tail` follows a restarted host and `post` waits for one.
-@Suite struct HostRestartClientTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct HostRestartClientTests {
     /// A post sent while a module is still activating reaches it: the host answers clients only
     /// once every module is active (the first post of a socket activation is such a post).
     @Test func aPostMadeWhileModulesActivateReachesThem() async throws {

@@ -5,7 +5,7 @@ import Testing
 /// `eventbus tail`'s short format, exactly, for values that take each of its ways: copied from
 /// the line (plain text, integers, shortest fractions), parsed one by one (escapes, non-ASCII,
 /// exponents), and the whole line parsed (an imported event's origin).
-@Suite struct ShortFormatTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ShortFormatTests {
     @Test func theShortFormatShowsTrickyValuesExactlyInUTCAndAnyZoneWithUTC() async throws {
         let directory = try TemporaryDirectory()
         let (yaml, socket) = controlConfig(directory)

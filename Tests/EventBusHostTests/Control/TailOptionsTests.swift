@@ -5,7 +5,7 @@ import Testing
 /// `eventbus tail` as a journalctl user types it, through the real CLI and eventbusd: field
 /// matches filtered in the host, `--since`/`--until` with times or sequence numbers,
 /// `--no-follow`, `-n`, the output formats, and `--files` relative to the caller's folder.
-@Suite struct TailOptionsTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct TailOptionsTests {
     private func running(_ directory: TemporaryDirectory, rest: String = "") async throws -> (DaemonProcessTests.Daemon, String) {
         let socket = directory.path + "/control.sock"
         let daemon = try await DaemonProcessTests.Daemon.running("control:\n  socket: \(socket)\n\(rest)", in: directory)

@@ -7,7 +7,7 @@ import Testing
 /// An event with tens of thousands of fields (a post under the 1 MiB line limit holds 60 000)
 /// must cost the control loop in proportion to its fields, not their square: the loop serves
 /// every client, so one such post must not freeze `status` for everyone, once per tail.
-@Suite struct WideEventTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct WideEventTests {
     /// Host CPU per field, for 6 000-field events and for 60 000-field events, the same number of
     /// fields in all, four tails reading: linear cost gives the same figure for both (n log n a
     /// little more); the quadratic sort it replaced cost ten times as much per field at 60 000.

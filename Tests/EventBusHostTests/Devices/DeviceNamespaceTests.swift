@@ -9,7 +9,7 @@ import Testing
 /// socket. A net device's uevents reach only sockets of its own namespace, so this is also what
 /// proves the monitor listens where the host runs. Two modules follow the same devices through
 /// `context.bus.devices`, one in the host and one in a worker, sharing the config's monitor.
-@Suite(.serialized) struct DeviceNamespaceTests {
+@Suite(.serialized, .tags(.realDaemon), .skippable(.realDaemon)) struct DeviceNamespaceTests {
     /// The device events of a `tail --json` output, by name.
     private func events(_ output: String) -> [JSON] {
         output.split(separator: "\n").compactMap { try? JSON.parse(String($0)) }.filter { $0["type"]?.stringValue == "event" }

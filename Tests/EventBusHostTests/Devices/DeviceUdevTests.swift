@@ -8,7 +8,7 @@ import Testing
 /// mount and pid namespace of their own — a tmpfs on /run for its control socket and database,
 /// and one rules file, systemd's 99-systemd.rules, which tags net devices `systemd`. Killing the
 /// namespace's init (eventbusd) ends udevd with it.
-@Suite(.serialized) struct DeviceUdevTests {
+@Suite(.serialized, .tags(.realDaemon), .skippable(.realDaemon)) struct DeviceUdevTests {
     /// udevadm, which is also udevd when invoked by that name.
     static let udevadm = ["/opt/eventbus-test/udev/bin/udevadm", "/bin/udevadm", "/usr/bin/udevadm"]
         .first { FileManager.default.isExecutableFile(atPath: $0) }

@@ -7,7 +7,7 @@ import TestSupport
 /// The real eventbusd's metrics: over HTTP (`metrics.listen`), through the control socket with
 /// the real CLI (`eventbus metrics`, `eventbus top`), scraped by a real Prometheus, and shown in
 /// a real terminal.
-@Suite struct MetricsDaemonTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct MetricsDaemonTests {
     /// eventbusd with the throwing-handler fixture (its handlers run through `handle(in:)`, so
     /// they are timed), in-process unless told otherwise, and `/metrics` on a free loopback port.
     struct Host {

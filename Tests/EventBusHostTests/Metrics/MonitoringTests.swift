@@ -8,7 +8,7 @@ import TestSupport
 /// unit tests; a real Prometheus loads the rules and evaluates them against a real eventbusd
 /// with every kind of series (a module, timers, a files and a journal watch, a NATS bridge),
 /// and answers every query of the dashboard; and every series they name is one eventbusd gives.
-@Suite struct MonitoringTests {
+@Suite(.tags(.realDaemon, .nats), .skippable(.realDaemon, .nats)) struct MonitoringTests {
     static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().path + "/packaging/monitoring"
     static let rules = folder + "/eventbus-alerts.yml"

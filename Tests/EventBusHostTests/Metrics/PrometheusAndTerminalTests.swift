@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 
 /// A real Prometheus scraping a real eventbusd, and `eventbus top` in a real terminal (tmux).
-@Suite struct PrometheusAndTerminalTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct PrometheusAndTerminalTests {
     /// Runs a program to its end with its output in a file, through `posix_spawn` and
     /// `waitpid`: Foundation's `Process.waitUntilExit` never returned for a tmux client that
     /// started the tmux server, and a pipe would stay open in the server for as long as it lives.

@@ -7,7 +7,7 @@ import TestSupport
 /// watch's configured name) over journal files written by systemd-journal-remote, and the file
 /// source's overflow and rescan counters. Falling behind and overflowing are tested where they
 /// can be made to happen deterministically: `JournalLagTests` and `FileSourceTests`.
-@Suite struct SourceMetricsTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct SourceMetricsTests {
     /// Writes `count` entries with `identifier` into the journal file `path` without a daemon,
     /// one second apart from `firstRealtime` (µs since the epoch). `monotonic` is the first
     /// entry's monotonic time: files of one boot must go on from each other's, since sd-journal

@@ -9,7 +9,7 @@ import Testing
 /// module and how its load ended, checks the rest and exits 1 — before, the first such module
 /// killed it with SIGSEGV and no report. A host starting with one in `isolation: process` runs
 /// without it and says why.
-@Suite struct LoadCrashTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct LoadCrashTests {
     typealias Daemon = DaemonProcessTests.Daemon
 
     @Test func checkConfigNamesEveryModuleWhoseLoadCrashesAndChecksTheOthers() async throws {

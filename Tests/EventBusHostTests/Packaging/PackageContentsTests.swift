@@ -11,7 +11,7 @@ import TestSupport
 /// The package is built once, from the products of this build (as DebianPackageTests does), and
 /// unpacked with `dpkg-deb -x` into `package-contents-test` in the build folder (replaced by the
 /// next run, so one run's ~150 MB stay at most); each test looks at one aspect of it.
-@Suite struct PackageContentsTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct PackageContentsTests {
     private static let repository = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 

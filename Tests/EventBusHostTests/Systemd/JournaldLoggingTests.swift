@@ -5,7 +5,7 @@ import Testing
 
 /// Logging to journald: the native protocol's encoding, field names, a writer that never blocks
 /// its caller, and the real eventbusd writing to a real private journald.
-@Suite struct JournaldLoggingTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct JournaldLoggingTests {
     @Test func encodesPlainValuesAsAssignmentsAndMultiLineValuesWithTheirLength() {
         let bytes = JournaldWriter.encode([("MESSAGE", "two\nlines"), ("PRIORITY", "6")])
         var expected = Array("MESSAGE\n".utf8)

@@ -4,7 +4,7 @@ import Testing
 
 /// sd_notify: the environment as systemd sets it, and the real eventbusd reporting to a
 /// notification socket the test binds.
-@Suite struct ServiceNotifyTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct ServiceNotifyTests {
     @Test func watchdogIntervalIsHalfOfWatchdogUsecAndOnlyForThisProcess() {
         let own = ServiceManagerEnvironment(["NOTIFY_SOCKET": "/run/n", "WATCHDOG_USEC": "30000000"], processID: 42)
         #expect(own.notifySocket == "/run/n")

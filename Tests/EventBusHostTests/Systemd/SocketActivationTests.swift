@@ -4,7 +4,7 @@ import Testing
 
 /// Socket activation: descriptors from `LISTEN_FDS`, checked and named; and the real eventbusd
 /// started by `systemd-socket-activate` with a bound control socket as descriptor 3.
-@Suite struct SocketActivationTests {
+@Suite(.tags(.realDaemon), .skippable(.realDaemon)) struct SocketActivationTests {
     /// A listening Unix stream socket bound at `path`.
     static func listeningSocket(at path: String) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)

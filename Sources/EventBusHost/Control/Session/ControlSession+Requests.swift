@@ -40,15 +40,15 @@ extension ControlSession {
             return
         }
         switch request.body {
-        case .subscribe(let members): subscribe(members, id: id)
+        case .subscribe(let subscribe): self.subscribe(subscribe, id: id)
         case .post(let post): self.post(post, id: id)
         case .status: respond(server.status().json, id: id)
         case .modules: respond(server.modules(), id: id)
         case .stats(let detail): respond(server.stats(detail: detail).json, id: id)
         case .metrics: respond(server.metrics(), id: id)
         case .reload: reload(id: id)
-        case .listing(let members):
-            switch ListingRequest.answer(members, peer: peer, server: server) {
+        case .listing(let listing):
+            switch ListingAnswer.answer(listing, peer: peer, server: server) {
             case .success(let listing): respond(listing, id: id)
             case .failure(let failure): error(failure, id: id)
             }

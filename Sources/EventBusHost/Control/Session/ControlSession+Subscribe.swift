@@ -6,7 +6,7 @@ import Foundation
 /// the server's fan-out and replay, and opening the sources it asked for (files, journal units,
 /// devices, units). On the loop's thread.
 extension ControlSession {
-    func subscribe(_ request: [String: JSON], id: JSON?) {
+    func subscribe(_ request: SubscribeRequest, id: JSON?) {
         switch state.maySubscribe() {
         case .proceed: break
         case .alreadySubscribed:
@@ -15,9 +15,9 @@ extension ControlSession {
         case .closing:
             return  // the connection closes once its last answers are out
         }
-        var parsed: SubscribeRequest
+        var parsed: CheckedSubscription
         do {
-            parsed = try SubscribeRequest(request, maximumBuffer: server.clientBuffer.events)
+            parsed = try CheckedSubscription(request, maximumBuffer: server.clientBuffer.events)
         } catch {
             self.error(error, id: id)
             return

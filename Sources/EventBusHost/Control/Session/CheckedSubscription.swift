@@ -2,9 +2,10 @@ import ControlProtocol
 import EventBusKit
 import Foundation
 
-/// A `subscribe` request, checked. Members it does not know are refused rather than ignored, so
-/// a misspelt `since_seq` is an error, not a silent full stream.
-struct SubscribeRequest {
+/// A `subscribe` request (``SubscribeRequest``, its members and their kinds already read),
+/// checked against the host's rules: patterns that parse, bounds on what one subscription may
+/// open and match, one start of the stream.
+struct CheckedSubscription {
     var patterns: [EventPattern] = []
     var since: UInt64?
     var last: Int?
@@ -44,30 +45,19 @@ struct SubscribeRequest {
         static let matchGlobCharacters = 1024
     }
 
-    static let members: Set<String> = ["op", "id", "patterns", "since_seq", "since_time", "until_seq", "until_time",
-                                       "match", "follow", "last", "count", "files", "recursive", "journal", "devices", "units", "buffer", "hosts"]
-
-    init(_ request: [String: JSON], maximumBuffer: Int) throws(ControlError) {
-        if let unknown = request.keys.sorted().first(where: { !Self.members.contains($0) }) {
-            throw .badRequest("subscribe has no member \"\(unknown)\"; it takes \(Self.members.subtracting(["op", "id"]).sorted().joined(separator: ", "))")
-        }
-        files = try Self.strings(request["files"], "files")
-        journal = try Self.strings(request["journal"], "journal")
-        hosts = try Self.strings(request["hosts"], "hosts")
-        devices = try Self.distinct(Self.strings(request["devices"], "devices"), "devices", limit: Limits.deviceSubsystems)
-        if let value = request["recursive"] {
-            guard let flag = value.boolValue else { throw .badRequest("\"recursive\" must be true or false, found \(value.kindName)") }
-            recursive = flag
-        }
-        files = try Self.distinct(files, "files", limit: Limits.files)
-        journal = try Self.distinct(journal, "journal", limit: Limits.journalUnits)
-        units = try Self.distinct(Self.strings(request["units"], "units"), "units", limit: Limits.unitPatterns)
+    init(_ request: SubscribeRequest, maximumBuffer: Int) throws(ControlError) {
+        hosts = request.hosts
+        devices = try Self.distinct(request.devices, "devices", limit: Limits.deviceSubsystems)
+        recursive = request.recursive
+        files = try Self.distinct(request.files, "files", limit: Limits.files)
+        journal = try Self.distinct(request.journal, "journal", limit: Limits.journalUnits)
+        units = try Self.distinct(request.units, "units", limit: Limits.unitPatterns)
         do {
             if !units.isEmpty { try UnitWatch(match: UnitMatch(units)).validate() }
         } catch {
             throw .badRequest((error as? EventBusError)?.message ?? "\(error)")
         }
-        for text in try Self.distinct(Self.strings(request["patterns"], "patterns"), "patterns", limit: Limits.patterns) {
+        for text in try Self.distinct(request.patterns, "patterns", limit: Limits.patterns) {
             do {
                 patterns.append(try EventPattern(text))
             } catch {
@@ -76,18 +66,15 @@ struct SubscribeRequest {
         }
         // No patterns and no sources: everything.
         if patterns.isEmpty && files.isEmpty && journal.isEmpty && devices.isEmpty && units.isEmpty { patterns = [EventPattern.all] }
-        since = try Self.number(request["since_seq"], "since_seq", atLeast: 0).map { UInt64(max(1, $0)) }  // sequences start at 1
-        last = try Self.number(request["last"], "last", atLeast: 0)
-        count = try Self.number(request["count"], "count", atLeast: 1)
-        buffer = try Self.number(request["buffer"], "buffer", atLeast: 1).map { min($0, maximumBuffer) }
-        filter.since = try Self.number(request["since_time"], "since_time", atLeast: 0).map(Self.date(microseconds:))
-        filter.until = try Self.number(request["until_time"], "until_time", atLeast: 0).map(Self.date(microseconds:))
-        filter.untilSequence = try Self.number(request["until_seq"], "until_seq", atLeast: 0).map { UInt64($0) }
-        filter.matches = try Self.matches(request["match"])
-        if let value = request["follow"] {
-            guard let flag = value.boolValue else { throw .badRequest("\"follow\" must be true or false, found \(value.kindName)") }
-            follow = flag
-        }
+        since = try Self.number(request.sinceSequence, "since_seq", atLeast: 0).map { UInt64(max(1, $0)) }  // sequences start at 1
+        last = try Self.number(request.last, "last", atLeast: 0)
+        count = try Self.number(request.count, "count", atLeast: 1)
+        buffer = try Self.number(request.buffer, "buffer", atLeast: 1).map { min($0, maximumBuffer) }
+        filter.since = try Self.number(request.sinceTime, "since_time", atLeast: 0).map(Self.date(microseconds:))
+        filter.until = try Self.number(request.untilTime, "until_time", atLeast: 0).map(Self.date(microseconds:))
+        filter.untilSequence = try Self.number(request.untilSequence, "until_seq", atLeast: 0).map { UInt64($0) }
+        filter.matches = try Self.matches(request.match)
+        follow = request.follow ?? true
         let starts = [since != nil, last != nil, filter.since != nil].filter { $0 }.count
         if starts > 1 { throw .badRequest("give one of since_seq, since_time and last") }
         if files.contains(where: \.isEmpty) { throw .badRequest("\"files\" holds an empty path") }
@@ -99,22 +86,6 @@ struct SubscribeRequest {
             } catch {
                 throw .badRequest((error as? EventBusError)?.message ?? "\(error)")
             }
-        }
-    }
-
-    /// A list of strings; a single string counts as a list of one.
-    private static func strings(_ value: JSON?, _ name: String) throws(ControlError) -> [String] {
-        switch value {
-        case nil: return []
-        case .string(let text)?: return [text]
-        case .array(let items)?:
-            var strings: [String] = []
-            for item in items {
-                guard let text = item.stringValue else { throw .badRequest("\"\(name)\" must be a list of strings, found \(item.kindName) in it") }
-                strings.append(text)
-            }
-            return strings
-        case let other?: throw .badRequest("\"\(name)\" must be a list of strings, found \(other.kindName)")
         }
     }
 
@@ -130,17 +101,13 @@ struct SubscribeRequest {
 
     /// `{"FIELD": "VALUE"}` or `{"FIELD": ["VALUE", …]}`; numbers and booleans count as their
     /// text, a string with `*` or `?` is a glob.
-    private static func matches(_ value: JSON?) throws(ControlError) -> [String: FieldMatch] {
-        guard let value else { return [:] }
-        guard case .object(let members) = value else { throw .badRequest("\"match\" must be an object of field: value(s), found \(value.kindName)") }
+    private static func matches(_ members: [String: [JSON]]) throws(ControlError) -> [String: FieldMatch] {
         guard members.count <= Limits.matchFields else {
             throw .badRequest("\"match\" holds \(members.count) fields; one subscription takes at most \(Limits.matchFields)")
         }
         var matches: [String: FieldMatch] = [:]
-        for (field, accepted) in members {
+        for (field, items) in members {
             guard !field.isEmpty else { throw .badRequest("\"match\" holds an empty field name") }
-            let items: [JSON]
-            if case .array(let list) = accepted { items = list } else { items = [accepted] }
             guard !items.isEmpty else { throw .badRequest("\"match\": field \"\(field)\" has no values") }
             guard items.count <= Limits.matchValues else {
                 throw .badRequest("\"match\": field \"\(field)\" has \(items.count) values; one field takes at most \(Limits.matchValues)")
@@ -167,9 +134,8 @@ struct SubscribeRequest {
         Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
     }
 
-    private static func number(_ value: JSON?, _ name: String, atLeast minimum: Int64) throws(ControlError) -> Int? {
-        guard let value else { return nil }
-        guard let number = value.intValue else { throw .badRequest("\"\(name)\" must be an integer, found \(value.kindName)") }
+    private static func number(_ number: Int64?, _ name: String, atLeast minimum: Int64) throws(ControlError) -> Int? {
+        guard let number else { return nil }
         guard number >= minimum else { throw .badRequest("\"\(name)\" must be at least \(minimum), found \(number)") }
         return Int(number)
     }

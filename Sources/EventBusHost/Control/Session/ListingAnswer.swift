@@ -2,8 +2,8 @@ import ControlProtocol
 import EventBusKit
 import EventSources
 
-/// A `listing` request: what the host's file watch on a path knows exists under it, and the
-/// sequence of the last event that watch posted (``FileListing``). How a client that lost
+/// The answer to a `listing` request (``ListingRequest``): what the host's file watch on a path
+/// knows exists under it, and the sequence of the last event that watch posted (``FileListing``). How a client that lost
 /// events (a `gap`, an `fs.overflow`) becomes whole: it replaces its picture with the listing,
 /// then applies the events whose `seq` is greater. Why a listing and not a replay: after an
 /// overflow the difference can be hundreds of thousands of events, more than the client's buffer
@@ -17,22 +17,11 @@ import EventSources
 /// a configured watch on the same tree); when none is running, a scan of the tree answers, by a
 /// watch that posts nothing. A tree over the watch entry limit is refused with `too_large`
 /// rather than listed as missing.
-enum ListingRequest {
-    static let members: Set<String> = ["op", "id", "path", "recursive"]
-
+enum ListingAnswer {
     /// The `listing` response, or why there is none.
-    static func answer(_ request: [String: JSON], peer: System.StreamSocket.Peer, server: ControlServer) -> Result<JSON, ControlError> {
-        if let unknown = request.keys.sorted().first(where: { !members.contains($0) }) {
-            return .failure(.badRequest("listing has no member \"\(unknown)\"; it takes path, recursive"))
-        }
-        guard let path = request["path"]?.stringValue, path.hasPrefix("/") else {
-            return .failure(.badRequest("listing needs \"path\": the absolute path of a watched file or folder"))
-        }
-        var recursive = false
-        if let value = request["recursive"] {
-            guard let flag = value.boolValue else { return .failure(.badRequest("\"recursive\" must be true or false, found \(value.kindName)")) }
-            recursive = flag
-        }
+    static func answer(_ request: ListingRequest, peer: System.StreamSocket.Peer, server: ControlServer) -> Result<JSON, ControlError> {
+        let path = request.path, recursive = request.recursive
+        guard path.hasPrefix("/") else { return .failure(ListingRequest.needsPath) }
         let access = server.accessSettings
         let checksAccess = access.files == .caller && peer.userID != 0
         if checksAccess {
@@ -67,7 +56,7 @@ enum ListingRequest {
         }
 
         var reachable: [Substring: Bool] = [:]
-        var entries: [JSON] = []
+        var entries: [Listing.Entry] = []
         entries.reserveCapacity(listing.entries.count)
         for entry in listing.entries {
             if checksAccess, recursive {
@@ -76,12 +65,9 @@ enum ListingRequest {
                 if reachable[folder] == nil { reachable[folder] = PeerAccess.mayReach(entry.path, by: peer) }
                 guard reachable[folder] == true else { continue }
             }
-            entries.append(["path": .string(entry.path), "is_dir": .bool(entry.isDirectory)])
+            entries.append(Listing.Entry(path: entry.path, isDirectory: entry.isDirectory))
         }
-        return .success([
-            "type": "listing", "root": .string(listing.root), "source": .string(listing.source),
-            "seq": .int(Int64(bitPattern: listing.sequence)), "root_exists": .bool(listing.rootExists),
-            "entries": .array(entries),
-        ])
+        return .success(Listing(root: listing.root, source: listing.source, sequence: listing.sequence,
+                                rootExists: listing.rootExists, entries: entries).json)
     }
 }
