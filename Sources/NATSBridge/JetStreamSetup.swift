@@ -10,6 +10,12 @@ struct JetStreamSetup {
     let durable: BridgeConfig.Durable
     let subjects: Subjects
     let consumer: String
+    /// How long the server keeps one of this host's consumers that nobody pulls from: the
+    /// backstop for a delete that was lost (sent to a dying server) and for the consumer of a
+    /// host that was SIGKILLed. A running host pulls at least every 250 ms. A property, not a
+    /// constant, so a test can watch the server remove a consumer within seconds.
+    var inactiveThreshold = Self.defaultInactiveThreshold
+    static let defaultInactiveThreshold = Duration.seconds(120)
 
     /// Checks that the stream exists and stores this bridge's subjects (its limits are the
     /// operator's: logged, not changed), or creates it with the configured limits. Returns the
@@ -122,7 +128,8 @@ struct JetStreamSetup {
     ///
     /// Why a new name each time (`<consumer>-<random hex>`), the previous one deleted without
     /// waiting (``requestDelete(_:connection:)``) and every one removed by the server after
-    /// ``inactiveThreshold`` without pulls: re-creating under one name waited for the server that
+    /// ``inactiveThreshold`` without pulls (tested against nats-server 2.9.10:
+    /// `ConsumerInactivityTests`): re-creating under one name waited for the server that
     /// held it. A one-replica consumer on a server that died could not be deleted (no answer),
     /// and its name could not be added again until the cluster gave up on that server (about 30 s
     /// in the chaos test); a new name is placed anew, most often on a live server.
@@ -143,7 +150,7 @@ struct JetStreamSetup {
         config.FilterSubject = UnsafePointer(filterSubject)
         config.MaxAckPending = 20_000
         config.Replicas = Int64(durable.consumerReplicas)
-        config.InactiveThreshold = Self.inactiveThreshold.clampedNanoseconds
+        config.InactiveThreshold = inactiveThreshold.clampedNanoseconds
         var info: UnsafeMutablePointer<jsConsumerInfo>?
         let added = js_AddConsumer(&info, jetStream, durable.stream, &config, nil, &errorCode)
         guard added == NATS_OK else {
@@ -152,11 +159,6 @@ struct JetStreamSetup {
         defer { jsConsumerInfo_Destroy(info) }
         return info?.pointee.NumPending ?? 0
     }
-
-    /// How long the server keeps one of this host's consumers that nobody pulls from: the
-    /// backstop for a delete that was lost (sent to a dying server) and for the consumer of a
-    /// host that was SIGKILLed. A running host pulls at least every 250 ms.
-    static let inactiveThreshold = Duration.seconds(120)
 
     /// Asks the server to delete consumer `name` without waiting for the answer (nobody may
     /// give one: the server that held it may be dead; ``inactiveThreshold`` removes it then).
