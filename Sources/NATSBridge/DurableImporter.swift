@@ -72,12 +72,16 @@ final class DurableImporter: @unchecked Sendable {
     private var recreate = false
     /// When the last fetch brought messages (or the consumer was last bound).
     private var lastDelivered = ContinuousClock.now
-    /// How long a consumer that said messages were pending (when made, or at its last
-    /// delivery) may deliver nothing before it is made again: one on a cluster's server that
-    /// lost its stream's leader delivered nothing for 30 s with 13 000 messages pending
-    /// (nats-server 2.9.10), then resumed with a gap; a new one, made at a host's start,
-    /// delivered nothing in 150 s (once in the cluster chaos test). A healthy one delivers within milliseconds; a false alarm
-    /// costs one re-creation.
+    /// How long a consumer may deliver nothing before it is checked: one that said messages were
+    /// pending (when made, or at its last delivery) is made again — one on a cluster's server
+    /// that lost its stream's leader delivered nothing for 30 s with 13 000 messages pending
+    /// (nats-server 2.9.10), then resumed with a gap. One that said nothing was pending is made
+    /// again if the stream's leader holds a message for it after the ledger
+    /// (``JetStreamSetup/lastSequence(matching:)``): a consumer on a server whose copy of the
+    /// stream stopped catching up says nothing is pending, for minutes (nats-server 2.9.10;
+    /// twice in five cluster chaos runs a host's imports stopped for good). A healthy consumer
+    /// delivers within milliseconds; a false alarm costs one re-creation. The wait doubles up to
+    /// 32 s while nothing is delivered, so an idle host asks the leader at most every 32 s.
     static let stuckAfter = Duration.seconds(2)
     /// The wait before the next re-creation for that reason: ``stuckAfter``, doubled after each
     /// one until a delivery comes.
@@ -183,16 +187,23 @@ final class DurableImporter: @unchecked Sendable {
                 take(messages, from: pull)
                 messages.forEach { natsMsg_Destroy($0) }
             case .nothing:
+                guard lastDelivered.duration(to: .now) > stuckWait else { break }
                 let pending = counters.importLag.load(ordering: .relaxed)
-                if pending > 0, lastDelivered.duration(to: .now) > stuckWait {
-                    logger.notice("bridge: consumer \(consumerName ?? setup.consumer) said \(pending) message(s) were pending and delivered nothing for \(stuckWait); making it again after stream sequence \(ledger.streamSequence)")
-                    // Doubled until something is delivered: a cluster too slow to deliver within
-                    // the wait must not be kept busy making consumers.
-                    stuckWait = min(stuckWait * 2, .seconds(32))
-                    recreate = true
-                    needsRebind.store(true, ordering: .relaxed)
-                    lastDelivered = .now
+                // Doubled until something is delivered: a cluster too slow to deliver within the
+                // wait must not be kept busy making consumers, nor an idle stream's leader asked.
+                let waited = stuckWait
+                stuckWait = min(stuckWait * 2, .seconds(32))
+                lastDelivered = .now
+                if pending > 0 {
+                    logger.notice("bridge: consumer \(consumerName ?? setup.consumer) said \(pending) message(s) were pending and delivered nothing for \(waited); making it again after stream sequence \(ledger.streamSequence)")
+                } else if let last = setup.lastSequence(matching: filter), last > ledger.streamSequence {
+                    // Its server's copy of the stream is behind the leader's (see `lastSequence`).
+                    logger.notice("bridge: consumer \(consumerName ?? setup.consumer) said nothing was pending and delivered nothing for \(waited), but the stream's leader holds messages up to sequence \(last) after this host's \(ledger.streamSequence): its server's copy of the stream is behind; making it again")
+                } else {
+                    break
                 }
+                recreate = true
+                needsRebind.store(true, ordering: .relaxed)
             case .tooLarge:
                 // The next message is larger than a batch's bytes: the server left it for a
                 // fetch of its own.

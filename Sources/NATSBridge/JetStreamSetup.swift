@@ -160,6 +160,33 @@ struct JetStreamSetup {
         return info?.pointee.NumPending ?? 0
     }
 
+    /// The stream sequence of the stream's last message matching `filter`, as its leader sees
+    /// it (0: none), or nil when no answer came within 1 s.
+    ///
+    /// Why: a consumer reads the stream from its own server's copy. nats-server 2.9.10 can leave
+    /// a restarted server's copy behind for minutes ("Catchup for stream … stalled" every 10 s in
+    /// its log); a one-replica consumer placed there — or resumed there after its server came
+    /// back — says nothing is pending and delivers nothing, while the leader holds thousands of
+    /// messages after it. Seen in the cluster chaos test: a host's imports stopped for good,
+    /// twice in five runs. Compared with what the consumer says is pending, this answer tells
+    /// such a consumer from one with nothing to deliver (``DurableImporter``).
+    func lastSequence(matching filter: String) -> UInt64? {
+        var options = jsOptions()
+        jsOptions_Init(&options)
+        options.Wait = 1_000
+        var errorCode = jsErrCode(0)
+        var message: OpaquePointer?
+        switch js_GetLastMsg(&message, jetStream, durable.stream, filter, &options, &errorCode) {
+        case NATS_OK:
+            defer { natsMsg_Destroy(message) }
+            return natsMsg_GetSequence(message)
+        case NATS_NOT_FOUND:
+            return 0
+        default:
+            return nil
+        }
+    }
+
     /// Asks the server to delete consumer `name` without waiting for the answer (nobody may
     /// give one: the server that held it may be dead; ``inactiveThreshold`` removes it then).
     func requestDelete(_ name: String, connection: OpaquePointer) {
