@@ -14,7 +14,7 @@ import TestSupport
 /// No timing is asserted beyond "eventually gone" (within a generous deadline) and "still there
 /// while pulled from" (a pull every ~100 ms against a 4 s threshold: only a stall of this
 /// process or the server of 4 s would remove it).
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))
 struct ConsumerInactivityTests {
     /// A stream `IDLE` on `eventbus.>` holding nothing, and a setup whose consumers have
     /// `threshold`.

@@ -7,7 +7,7 @@ import TestSupport
 /// What the durable importer asks the stream's leader when its consumer delivers nothing
 /// (`JetStreamSetup.lastSequence(matching:)`), against the real nats-server: the last message
 /// matching a wildcard filter, not the stream's last, and 0 when nothing matches.
-@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"))
+@Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))
 struct LastSequenceTests {
     @Test func theLeaderNamesTheLastMessageMatchingTheFilter() throws {
         let directory = try TemporaryDirectory("last-sequence")
