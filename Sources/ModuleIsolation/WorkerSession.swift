@@ -4,32 +4,27 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// The host's side of one running worker process: the subscriptions it holds on the module's
+/// The host's side of one running worker process: the subscriptions it makes on the module's
 /// behalf, the events it forwards, what the worker sends back.
 ///
 /// ## Threads
-/// - The **reader thread** (one per session) reads the socket: it opens and cancels the
-///   module's subscriptions on the host bus, posts the module's events, writes its log lines,
-///   persists its journal acknowledgements, records progress (the heartbeat) and hands call
-///   replies to the waiting ``WorkerSupervisor``.
-/// - The **module's mailbox queue** on the host (a serial queue on Dispatch's shared pool) runs
-///   the subscriptions made for the worker: each event is gathered into the batch's frame, which
-///   goes to the socket when the batch ends (``FrameChannel/sendOrHold(_:whenDrained:)``, which
-///   never blocks). The mailbox is the module's own, with its capacity: when the worker falls
-///   behind, the channel holds the mailbox queue until its writer has caught up, the mailbox
-///   fills, and further events are dropped, counted and announced to the module as gap notices —
-///   exactly as for an in-process module — while no thread waits for the worker.
-/// - The channel's **writer thread** writes the batches, and resumes the held mailbox.
+/// - The **reader thread** (one per session) reads the socket: it makes and cancels the
+///   module's subscriptions (through ``ModuleForwarding``, which outlives the session), posts
+///   the module's events, writes its log lines, persists its journal acknowledgements, records
+///   progress (the heartbeat) and hands call replies to the waiting ``WorkerSupervisor``.
+/// - The **module's mailbox queue** on the host sends the events of the module's subscriptions
+///   to this session's channel (``ModuleForwarding``); the channel's **writer thread** writes
+///   them, and resumes the mailbox when it held it.
 final class WorkerSession: @unchecked Sendable {
     let process: WorkerProcess
     let channel: FrameChannel
     private let name: String
     /// Unscoped: the module's posts are posted here.
     private let hostBus: Bus
-    /// Scoped to the module's mailbox: subscriptions made on the module's behalf.
-    private let moduleBus: Bus
     private let log: ModuleLog
-    private let subscriptions = Locked<[UInt64: AnyCancellable]>([:])
+    /// The module's subscriptions, made under ``worker``'s number.
+    private let forwarding: ModuleForwarding
+    private let worker: Int
     private let replies = ReplySlot()
     private let onEnd: @Sendable (WorkerSession, String) -> Void
     /// Where the module's timed handler calls are recorded (the host's histogram); nil: not timed.
@@ -37,8 +32,6 @@ final class WorkerSession: @unchecked Sendable {
 
     /// Events appended to the socket for the worker.
     let sent = Atomic<UInt64>(0)
-    /// Events the module's subscriptions got after the socket closed: lost.
-    let lostAfterClose = Atomic<UInt64>(0)
     /// What the worker last reported: events its module handled, errors its handlers threw.
     let consumed = Atomic<UInt64>(0)
     let errors = Atomic<UInt64>(0)
@@ -46,18 +39,14 @@ final class WorkerSession: @unchecked Sendable {
     let lastHeard = Atomic<UInt64>(MonotonicClock.now())
     /// Set when the watchdog killed it for missing heartbeats.
     let killedAsHung = Atomic<Bool>(false)
-    /// Events gathered during the mailbox's current batch; touched only on the mailbox queue.
-    private var batch = FrameBuffer()
-    private var batchCount: UInt64 = 0
-    private let mailbox: Mailbox
 
-    init(process: WorkerProcess, name: String, hostBus: Bus, mailbox: Mailbox, log: ModuleLog,
+    init(process: WorkerProcess, name: String, hostBus: Bus, forwarding: ModuleForwarding, worker: Int, log: ModuleLog,
          handlerDuration: (@Sendable (Int64) -> Void)?, onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
         self.process = process
         self.name = name
         self.hostBus = hostBus
-        self.moduleBus = hostBus.scoped(to: mailbox)
-        self.mailbox = mailbox
+        self.forwarding = forwarding
+        self.worker = worker
         self.log = log
         self.onEnd = onEnd
         self.handlerDuration = handlerDuration
@@ -66,7 +55,6 @@ final class WorkerSession: @unchecked Sendable {
 
     func start() {
         channel.start()
-        mailbox.setBatchObserver { [weak self] in self?.flush() ?? true }
         let thread = Thread { [self] in
             let reason = channel.readFrames { type, payload in try handle(type, payload) }
             replies.end()
@@ -87,39 +75,6 @@ final class WorkerSession: @unchecked Sendable {
         replies.expect(reply)
         guard channel.send({ $0.append(type, json: json) }) else { return nil }
         return replies.wait(timeout: timeout)
-    }
-
-    /// Cancels every subscription held for the module.
-    func cancelSubscriptions() {
-        mailbox.setBatchObserver(nil)
-        let all = subscriptions.withLock { all in
-            defer { all.removeAll() }
-            return all
-        }
-        for cancellable in all.values { cancellable.cancel() }
-    }
-
-    /// On the module's mailbox queue: gathered into the batch's frame.
-    private func forward(_ event: Event, to subscription: UInt64) {
-        batch.appendEvent(event, type: .events, subscription: subscription)
-        batchCount += 1
-    }
-
-    /// On the module's mailbox queue, when its batch ends (and before a drain reports done):
-    /// the gathered events go to the socket as one frame — written right here when no write is
-    /// in progress and the socket takes them, so a lone event costs no extra thread hand-over.
-    /// Returns whether the mailbox may go on; false holds it until the channel's writer has
-    /// taken what waits (or the channel closed), which resumes it.
-    func flush() -> Bool {
-        guard batchCount > 0 else { return true }
-        let count = batchCount
-        batchCount = 0
-        let mailbox = self.mailbox
-        let outcome = channel.sendOrHold({ pending in pending.append(contentsOf: &batch) },
-                                         whenDrained: { mailbox.resumeAfterHold() })
-        if outcome == .closed { lostAfterClose.add(count, ordering: .relaxed) } else { sent.add(count, ordering: .relaxed) }
-        batch.removeAll()
-        return outcome != .held
     }
 
     // MARK: The reader thread
@@ -146,19 +101,14 @@ final class WorkerSession: @unchecked Sendable {
             let json = try JSON.frame(payload)
             guard let id = json["id"]?.intValue else { throw WireError("subscribe without id") }
             do {
-                let patterns = try (json["patterns"]?.arrayValue ?? []).map { try EventPattern($0.stringValue ?? "") }
-                let publisher = try json["source"].map { try SourceSpec.publisher(on: moduleBus, patterns: patterns, spec: $0) }
-                    ?? moduleBus.publisher(for: patterns)
-                let subscription = UInt64(id)
-                let cancellable = publisher.sink { [weak self] event in self?.forward(event, to: subscription) }
-                subscriptions.withLock { $0[subscription] = cancellable }
+                try forwarding.subscribe(worker: worker, id: UInt64(id), spec: json)
             } catch {
                 log.error("the host could not subscribe for the module (\(json)): \(error)")
             }
         case .cancel:
             let json = try JSON.frame(payload)
             guard let id = json["id"]?.intValue else { throw WireError("cancel without id") }
-            subscriptions.withLock { $0.removeValue(forKey: UInt64(id)) }?.cancel()
+            forwarding.cancel(worker: worker, id: UInt64(id))
         case .log:
             let json = try JSON.frame(payload)
             let level = json["level"]?.stringValue.flatMap(ModuleLog.Level.init(rawValue:)) ?? .info

@@ -101,6 +101,10 @@ public final class WorkerSupervisor: @unchecked Sendable {
     private var watchdog: DispatchSourceTimer?
     private let state = Locked(Snapshot())
     private var retiredErrors = 0
+    /// The module's subscriptions on the host, kept across a crash and handed to the next worker.
+    private let forwarding: ModuleForwarding
+    /// What the last worker to start took over (see ``ModuleForwarding/attach(_:worker:)``).
+    private var lastHandover: ModuleForwarding.Handover?
 
     /// - Parameters:
     ///   - bus: the host's bus: subscriptions are made on it (scoped to `mailbox`), posts and
@@ -116,6 +120,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         self.log = log
         self.policy = RestartPolicy(settings: configuration.settings)
         self.queue = DispatchQueue(label: "eventbus.supervisor.\(configuration.name)")
+        self.forwarding = ModuleForwarding(mailbox: mailbox, hostBus: bus, log: log)
     }
 
     public var snapshot: Snapshot {
@@ -152,7 +157,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 $0.gaveUp = nil
                 $0.restarting = false
             }
-            return startWorker()
+            let outcome = startWorker()
+            if case .activated = outcome {} else { forwarding.discardAll() }
+            return outcome
         }
     }
 
@@ -196,13 +203,18 @@ public final class WorkerSupervisor: @unchecked Sendable {
             generation += 1
             stopWatchdog()
             state.withLock { $0.restarting = false }
-            guard let session else { return .deactivated }
+            guard let session else {
+                // Between a crash and its restart: what was held for the module is lost.
+                let lost = forwarding.discardAll()
+                if lost > 0 { log.notice("module stopped while waiting for its restart: \(lost) event(s) held for it are lost") }
+                return .deactivated
+            }
             let deadline = ContinuousClock.now + timeout
             // What waits in the host mailbox goes out before the deactivate frame: a drain whose
             // marker also sends the batch it ends (a drain's marker runs before the batch's flush).
             let drained = DispatchSemaphore(value: 0)
-            mailbox.perform {
-                session.flush()
+            mailbox.perform { [forwarding] in
+                forwarding.flushNow()
                 drained.signal()
             }
             var answered = false
@@ -211,8 +223,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
             }
             // No answer, and the worker's end of the socket has ended: it is gone or going.
             let ended = !answered && session.readerEnded
-            let lost = answered ? 0 : Self.inFlight(session) + UInt64(mailbox.statistics.queued)
             end(session)
+            let discarded = forwarding.discardAll()
+            let lost = answered ? 0 : Self.inFlight(session) + discarded
             let exit = session.process.reap(within: answered || ended ? .seconds(2) : .zero)
             session.channel.closeDescriptor()
             if answered { return .deactivated }
@@ -220,12 +233,11 @@ public final class WorkerSupervisor: @unchecked Sendable {
         }
     }
 
-    /// Events forwarded to the worker that it has not reported handled, and those the session
-    /// could not send any more.
+    /// Events forwarded to the worker that it has not reported handled.
     private static func inFlight(_ session: WorkerSession) -> UInt64 {
         let sent = session.sent.load(ordering: .relaxed)
         let consumed = session.consumed.load(ordering: .relaxed)
-        return (sent > consumed ? sent - consumed : 0) + session.lostAfterClose.load(ordering: .relaxed)
+        return sent > consumed ? sent - consumed : 0
     }
 
     // MARK: On the queue
@@ -238,8 +250,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
         } catch {
             return .failed(error.description)
         }
-        let session = WorkerSession(process: process, name: configuration.name, hostBus: bus, mailbox: mailbox,
-                                    log: log, handlerDuration: configuration.handlerDuration) { [weak self] session, reason in
+        let worker = forwarding.beginWorker()
+        let session = WorkerSession(process: process, name: configuration.name, hostBus: bus, forwarding: forwarding,
+                                    worker: worker, log: log, handlerDuration: configuration.handlerDuration) { [weak self] session, reason in
             guard let self else { return }
             self.queue.async { self.sessionEnded(session, reason: reason) }
         }
@@ -280,6 +293,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         let version = reply["version"]?.stringValue ?? "?"
         session.lastHeard.store(MonotonicClock.now(), ordering: .relaxed)
         setSession(session)
+        lastHandover = forwarding.attach(session, worker: worker)
         state.withLock {
             $0.reportedName = name
             $0.version = version
@@ -289,9 +303,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
         return .activated(reportedName: name, version: version)
     }
 
-    /// Takes the session down on the host side: its subscriptions and its socket.
+    /// Takes the session down on the host side: its socket. The module's subscriptions stay
+    /// (``ModuleForwarding``) until the next worker takes them over or they are discarded.
     private func end(_ session: WorkerSession) {
-        session.cancelSubscriptions()
         session.channel.close()
         if self.session === session {
             retiredErrors += Int(session.errors.load(ordering: .relaxed))
@@ -305,12 +319,13 @@ public final class WorkerSupervisor: @unchecked Sendable {
     private func sessionEnded(_ session: WorkerSession, reason: String) {
         guard session === self.session, !stopping else { return }
         stopWatchdog()
-        // What was in flight: forwarded but not reported handled, or still waiting on the host.
-        let queued = UInt64(mailbox.statistics.queued)
         end(session)
+        // The module's mailbox holds what comes for it until the restart.
+        forwarding.detach()
         let (exit, cpuSeconds) = session.process.reapMeasured(within: .seconds(2))
         session.channel.closeDescriptor()
-        let lost = Self.inFlight(session) + queued
+        // Forwarded but not reported handled: the event it died on is among them (see ModuleForwarding).
+        let lost = Self.inFlight(session)
         let hung = session.killedAsHung.load(ordering: .relaxed)
         // A reader that stopped before the end of input found the worker breaking the protocol
         // (a module can write anything to the socket): say that, not only how the worker ended.
@@ -368,7 +383,8 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 guard let self, self.generation == generation, !self.stopping else { return }
                 switch self.startWorker() {
                 case .activated(let name, let version):
-                    self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0))")
+                    let held = self.lastHandover.map { $0.carried + $0.queued } ?? 0
+                    self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0)); \(held) event(s) held for it meanwhile follow")
                 case .failed(let reason):
                     self.crashed(cause: "restart failed: \(reason)", exit: nil, lost: 0)
                 case .unloadable(let reason):
@@ -384,10 +400,11 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 $0.gaveUp = reason
                 $0.restarting = false
             }
-            log.error("module worker crashed: \(cause); \(lost) event(s) in flight lost; \(reason); the module stays down until a reload")
+            let held = forwarding.discardAll()
+            log.error("module worker crashed: \(cause); \(lost) event(s) in flight lost; \(reason); the module stays down until a reload, and the \(held) event(s) held for it are lost")
             bus.post(Event(name: "module.crashed", source: "eventbusd", fields: fields))
             bus.post(Event(name: "module.failed", source: "eventbusd",
-                           fields: ["module": .string(configuration.name), "reason": .string(reason)]))
+                           fields: ["module": .string(configuration.name), "reason": .string(reason), "lost": .int(Int64(clamping: held))]))
         }
     }
 
@@ -398,9 +415,10 @@ public final class WorkerSupervisor: @unchecked Sendable {
             $0.gaveUp = reason
             $0.restarting = false
         }
-        log.error("module not restarted: \(reason); the module stays down until a reload")
+        let held = forwarding.discardAll()
+        log.error("module not restarted: \(reason); the module stays down until a reload, and the \(held) event(s) held for it are lost")
         bus.post(Event(name: "module.failed", source: "eventbusd",
-                       fields: ["module": .string(configuration.name), "reason": .string(reason)]))
+                       fields: ["module": .string(configuration.name), "reason": .string(reason), "lost": .int(Int64(clamping: held))]))
     }
 
     private func startWatchdog() {

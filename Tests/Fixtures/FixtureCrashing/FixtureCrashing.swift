@@ -5,7 +5,8 @@ import Glibc
 
 /// Test fixture: crashes its process with `fatalError` on `test.crash`, or in `deactivate` after
 /// `test.crash-at-stop`; counts other `test.>` events and on `test.report` posts
-/// `result.crashing` with the count. Logs when it activates, so a test sees each (re)start.
+/// `result.crashing` with the count and what it saw of the events numbered by a field `n`
+/// (``Numbered``) and of gap notices. Logs when it activates, so a test sees each (re)start.
 /// In a worker only: on `test.garbage` it writes what its fields say straight into the worker's
 /// socket to the host (fd 3), as a hostile or broken module could (``Garbage``). On `test.spam`
 /// it logs `count` lines at once. On `test.children` it starts `forks` children with `fork()` (which
@@ -16,10 +17,16 @@ final class Crashing: EventBusModule {
     let version = "1.0.0"
     private var count = 0
     private var crashAtStop = false
+    private var numbered = Numbered()
 
     func activate(_ context: ModuleContext) throws {
         context.log.info("crashing fixture active")
         try context.bus.publisher(for: "test.>").sink { [unowned self] event in
+            if let gap = event.gap {
+                numbered.record(gap)
+                return
+            }
+            if case .int(let n)? = event.fields["n"] { numbered.record(n) }
             switch event.name {
             case "test.crash": fatalError("fixture crashes on purpose")
             case "test.crash-at-stop": crashAtStop = true
@@ -33,7 +40,7 @@ final class Crashing: EventBusModule {
             case "test.spam":
                 for line in 0..<(event["count"]?.intValue ?? 0) { context.log.info("spam line \(line)") }
             case "test.report":
-                context.bus.post("result.crashing", source: "crashing", fields: ["count": .int(Int64(count))])
+                context.bus.post("result.crashing", source: "crashing", fields: numbered.fields.merging(["count": .int(Int64(count))]) { $1 })
             default: count += 1
             }
         }
@@ -42,6 +49,40 @@ final class Crashing: EventBusModule {
 
     func deactivate() {
         if crashAtStop { fatalError("fixture crashes in deactivate on purpose") }
+    }
+}
+
+/// What the module saw of events numbered 1, 2, 3… by a field `n`: how many, the first and last
+/// number, how many came out of order or twice (`disorder`) or after a skipped number
+/// (`skips`); and of gap notices: how many, their drops and sequence range.
+struct Numbered {
+    var count = 0
+    var first: Int64 = 0
+    var last: Int64 = 0
+    var disorder = 0
+    var skips = 0
+    var gaps = 0
+    var gapDropped: UInt64 = 0
+    var gapFirst: UInt64 = 0
+    var gapLast: UInt64 = 0
+
+    mutating func record(_ n: Int64) {
+        if count == 0 { first = n } else if n <= last { disorder += 1 } else if n > last + 1 { skips += 1 }
+        count += 1
+        last = max(last, n)
+    }
+
+    mutating func record(_ gap: Gap) {
+        if gaps == 0 { gapFirst = gap.firstSequence }
+        gaps += 1
+        gapDropped += UInt64(gap.dropped)
+        gapLast = gap.lastSequence
+    }
+
+    var fields: [String: FieldValue] {
+        ["numbered": .int(Int64(count)), "first_n": .int(first), "last_n": .int(last), "disorder": .int(Int64(disorder)),
+         "skips": .int(Int64(skips)), "gaps": .int(Int64(gaps)), "gap_dropped": .int(Int64(gapDropped)),
+         "gap_first": .int(Int64(gapFirst)), "gap_last": .int(Int64(gapLast))]
     }
 }
 

@@ -1,0 +1,294 @@
+import ControlProtocol
+import Dispatch
+@_spi(EventBusHost) import EventBusKit
+import Foundation
+import Synchronization
+
+/// The subscriptions the host holds on a process-isolated module's behalf, and the forwarding of
+/// their events to whichever worker runs the module now.
+///
+/// Why it outlives a worker: when a worker crashes, its subscriptions stay on the host bus and
+/// the module's mailbox is *held*, so the events posted while the module waits for its restart
+/// queue up within the mailbox's bounds (past them they are dropped, counted and announced as
+/// gaps, as for any full mailbox). The restarted worker subscribes anew; each of its
+/// subscriptions whose patterns and source equal one the host still holds *adopts* it, in the
+/// order they were made: the host's subscription stays, only the id its events are tagged with
+/// changes. Once the module is active again the mailbox resumes, and the adopted subscriptions'
+/// events reach the new worker in order, each once, with no cut to place: it is the same host
+/// subscription throughout. A held subscription that no new one adopts is retired: its queued
+/// events are counted as discarded (the module no longer asks for them) and it is cancelled. A
+/// new subscription that adopts none starts when it is made, like any subscription.
+///
+/// Events the crashed worker had been sent are not sent again: the event it died on is among
+/// them, and the host cannot tell which one it was, so sending them again could crash the module
+/// again and again. They are counted as lost (`module.crashed`'s `lost`).
+///
+/// ## Threads
+/// - The **module's mailbox queue** runs the held subscriptions' sinks (``forward(_:through:)``)
+///   and the batch observer, which sends each batch's frame to the attached worker — or, when
+///   none is attached, keeps the batch and holds the mailbox.
+/// - The attached worker's **session reader thread** makes and cancels subscriptions
+///   (``subscribe(worker:id:spec:)``, ``cancel(worker:id:)``).
+/// - The **supervisor queue** detaches a crashed worker, attaches a started one and discards
+///   everything when the module stops or gives up.
+/// What they share is guarded by `condition`; the batch being gathered is the mailbox queue's.
+final class ModuleForwarding: @unchecked Sendable {
+    /// One subscription made on the host bus for a worker.
+    final class Relay: @unchecked Sendable {
+        /// The worker's subscribe request without its id: what a later worker's must equal to adopt it.
+        let spec: JSON
+        /// The worker's id for it, which tags its events; changed only while the mailbox is held.
+        let wireID: Atomic<UInt64>
+        /// The worker that made or adopted it (``beginWorker()``'s number); under `condition`.
+        var owner: Int
+        /// Set when no restarted worker adopted it: its events are counted, not sent.
+        let retired = Atomic<Bool>(false)
+        var cancellable: AnyCancellable?
+
+        init(spec: JSON, wireID: UInt64, owner: Int) {
+            self.spec = spec
+            self.wireID = Atomic(wireID)
+            self.owner = owner
+        }
+    }
+
+    private enum Mode {
+        /// No worker and nothing held: batches pass (there are none without subscriptions).
+        case idle
+        /// A worker is starting or has crashed: batches are kept and the mailbox held.
+        case parking
+        case attached(WorkerSession)
+    }
+
+    private let mailbox: Mailbox
+    /// Scoped to the module's mailbox.
+    private let moduleBus: Bus
+    private let log: ModuleLog
+    private let condition = NSCondition()
+    private var mode = Mode.idle
+    private var relays: [Relay] = []
+    private var workers = 0
+    /// This forwarding's batch observer held the mailbox and owes it a resume.
+    private var held = false
+    /// Events of batches gathered while no worker could take them, in order.
+    private var parked: [(Relay, Event)] = []
+    /// Events that reached a retired subscription.
+    private let discarded = Atomic<UInt64>(0)
+
+    // The mailbox queue's.
+    private var batch = FrameBuffer()
+    private var batchCount: UInt64 = 0
+
+    init(mailbox: Mailbox, hostBus: Bus, log: ModuleLog) {
+        self.mailbox = mailbox
+        self.moduleBus = hostBus.scoped(to: mailbox)
+        self.log = log
+        mailbox.setBatchObserver { [weak self] in self?.batchEnded() ?? true }
+    }
+
+    // MARK: The supervisor queue
+
+    /// A new worker is about to start: its number, for its subscriptions. Until it is attached,
+    /// batches are kept and the mailbox held.
+    func beginWorker() -> Int {
+        condition.withLock {
+            workers += 1
+            if case .attached = mode {} else { mode = .parking }
+            return workers
+        }
+    }
+
+    /// A crashed worker's session (its channel already closed) is let go: from now on the
+    /// mailbox is held, and this returns once it is (at most one batch later).
+    func detach() {
+        let wasHeld = condition.withLock {
+            mode = .parking
+            return held
+        }
+        guard !wasHeld else { return }
+        mailbox.perform {}  // a batch ends after it, whose observer holds the mailbox
+        let deadline = Date().addingTimeInterval(10)
+        condition.withLock {
+            while !held { if !condition.wait(until: deadline) { break } }
+        }
+    }
+
+    /// What ``attach(_:worker:)`` handed over.
+    struct Handover {
+        /// Events kept while no worker ran, sent to the new one first.
+        var carried: Int
+        /// Events waiting in the held mailbox, which now goes on.
+        var queued: Int
+        /// Held subscriptions the new worker did not make again: retired.
+        var retired: Int
+    }
+
+    /// The started worker `worker` takes over: subscriptions it did not adopt are retired, what
+    /// was kept is sent to it, then the mailbox goes on.
+    func attach(_ session: WorkerSession, worker: Int) -> Handover {
+        let (kept, retired, wasHeld) = condition.withLock { () -> ([(Relay, Event)], [Relay], Bool) in
+            mode = .attached(session)
+            let retired = relays.filter { $0.owner != worker }
+            relays.removeAll { $0.owner != worker }
+            for relay in retired { relay.retired.store(true, ordering: .relaxed) }
+            defer {
+                parked = []
+                held = false
+            }
+            return (parked, retired, held)
+        }
+        var frame = FrameBuffer()
+        var carried: UInt64 = 0
+        for (relay, event) in kept where !relay.retired.load(ordering: .relaxed) {
+            frame.appendEvent(event, type: .events, subscription: relay.wireID.load(ordering: .relaxed))
+            carried += 1
+        }
+        discarded.add(UInt64(kept.count) - carried, ordering: .relaxed)
+        if carried > 0, session.channel.send({ $0.append(contentsOf: &frame) }) {
+            session.sent.add(carried, ordering: .relaxed)
+        }
+        let queued = mailbox.statistics.queued
+        if wasHeld { mailbox.resumeAfterHold() }
+        if !retired.isEmpty {
+            // After what is queued for them, which is counted as discarded on the way.
+            mailbox.perform { [self] in
+                for relay in retired { relay.cancellable?.cancel() }
+                let count = discarded.exchange(0, ordering: .relaxed)
+                if count > 0 {
+                    log.notice("\(count) event(s) held for \(retired.count) subscription(s) the restarted module did not make again were discarded")
+                }
+            }
+        }
+        return Handover(carried: Int(carried), queued: queued, retired: retired.count)
+    }
+
+    /// Cancels every subscription held for the module and lets the mailbox go on: the module is
+    /// stopped or has given up. Returns the events that were waiting for it, now lost: those kept
+    /// while no worker ran and those in the mailbox.
+    @discardableResult
+    func discardAll() -> UInt64 {
+        let (all, kept, wasHeld) = condition.withLock { () -> ([Relay], Int, Bool) in
+            mode = .idle
+            defer {
+                relays = []
+                parked = []
+                held = false
+            }
+            return (relays, parked.count, held)
+        }
+        let lost = UInt64(kept) + UInt64(mailbox.statistics.queued)
+        for relay in all {
+            relay.retired.store(true, ordering: .relaxed)
+            relay.cancellable?.cancel()
+        }
+        if wasHeld { mailbox.resumeAfterHold() }
+        return lost
+    }
+
+    /// On the mailbox queue (in a drain before a deactivate): sends the batch gathered so far.
+    func flushNow() { _ = batchEnded() }
+
+    // MARK: The session reader thread
+
+    /// The worker `worker` subscribed (`spec`: its request). Adopts a held subscription with the
+    /// same request that no worker since the crash has adopted, or subscribes anew.
+    func subscribe(worker: Int, id: UInt64, spec: JSON) throws {
+        var request = spec
+        if case .object(var fields) = spec {
+            fields["id"] = nil
+            request = .object(fields)
+        }
+        let adopted = condition.withLock { () -> Bool in
+            guard let relay = relays.first(where: { $0.owner != worker && $0.spec == request }) else { return false }
+            relay.owner = worker
+            relay.wireID.store(id, ordering: .relaxed)
+            return true
+        }
+        if adopted { return }
+        let patterns = try (spec["patterns"]?.arrayValue ?? []).map { try EventPattern($0.stringValue ?? "") }
+        let publisher = try spec["source"].map { try SourceSpec.publisher(on: moduleBus, patterns: patterns, spec: $0) }
+            ?? moduleBus.publisher(for: patterns)
+        let relay = Relay(spec: request, wireID: id, owner: worker)
+        relay.cancellable = publisher.sink { [weak self] event in self?.forward(event, through: relay) }
+        condition.withLock { relays.append(relay) }
+    }
+
+    func cancel(worker: Int, id: UInt64) {
+        let relay = condition.withLock { () -> Relay? in
+            guard let index = relays.firstIndex(where: { $0.owner == worker && $0.wireID.load(ordering: .relaxed) == id }) else { return nil }
+            return relays.remove(at: index)
+        }
+        relay?.cancellable?.cancel()
+    }
+
+    // MARK: The mailbox queue
+
+    /// Gathered into the batch's frame.
+    private func forward(_ event: Event, through relay: Relay) {
+        if relay.retired.load(ordering: .relaxed) {
+            discarded.add(1, ordering: .relaxed)
+            return
+        }
+        batch.appendEvent(event, type: .events, subscription: relay.wireID.load(ordering: .relaxed))
+        batchCount += 1
+    }
+
+    /// When the mailbox's batch ends (and before a drain reports done): the gathered events go to
+    /// the attached worker's socket as one frame — written right here when no write is in
+    /// progress and the socket takes them. Returns whether the mailbox may go on; false holds it
+    /// until the channel's writer has taken what waits, or until a worker is attached.
+    private func batchEnded() -> Bool {
+        condition.lock()
+        switch mode {
+        case .idle:
+            condition.unlock()
+            return true
+        case .parking:
+            park()
+            condition.unlock()
+            return false
+        case .attached(let session):
+            condition.unlock()
+            guard batchCount > 0 else { return true }
+            let mailbox = self.mailbox
+            let outcome = session.channel.sendOrHold({ pending in pending.append(contentsOf: &batch) },
+                                                     whenDrained: { mailbox.resumeAfterHold() })
+            guard outcome != .closed else {
+                // The worker is gone; the supervisor detaches it soon.
+                condition.withLock { park() }
+                return false
+            }
+            session.sent.add(batchCount, ordering: .relaxed)
+            batch.removeAll()
+            batchCount = 0
+            return outcome != .held
+        }
+    }
+
+    /// Under `condition`, on the mailbox queue: keeps the gathered events and notes the hold that
+    /// the caller's `false` makes. The ids in the frame are current: they change only while the
+    /// mailbox is held.
+    private func park() {
+        if batchCount > 0 {
+            let byID = Dictionary(relays.filter { !$0.retired.load(ordering: .relaxed) }
+                .map { ($0.wireID.load(ordering: .relaxed), $0) }, uniquingKeysWith: { first, _ in first })
+            batch.bytes.withUnsafeBytes { raw in
+                var offset = 0
+                while offset + 5 <= raw.count {
+                    let length = Int(raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
+                    var decoder = WireDecoder(UnsafeRawBufferPointer(rebasing: raw[(offset + 5)..<(offset + 4 + length)]))
+                    offset += 4 + length
+                    guard let count = try? decoder.integer(UInt32.self) else { continue }
+                    for _ in 0..<count {
+                        guard let id = try? decoder.integer(UInt64.self), let event = try? decoder.event() else { break }
+                        if let relay = byID[id] { parked.append((relay, event)) }
+                    }
+                }
+            }
+            batch.removeAll()
+            batchCount = 0
+        }
+        held = true
+        condition.broadcast()
+    }
+}
