@@ -104,7 +104,11 @@ import Testing
         }
         #expect(count("result.counter.plain") == 601, "\(reports)")
         #expect(count("result.counter.isolated") == 601, "\(reports)")
-        #expect(count("result.crashing") == 0, "a fresh instance counts from zero: \(reports)")
+        // A fresh instance: of the 300 pings after the crash, it got those not yet sent to the
+        // crashed worker (the rest are in `lost`, with the event it died on), none twice.
+        let lost = fields["lost"]?.intValue ?? 0
+        let afterCrash = count("result.crashing") ?? -1
+        #expect(afterCrash <= 300 && afterCrash + lost - 1 >= 300, "lost \(lost): \(reports)")
 
         // The worker's log lines reach the host's log under the module's name.
         #expect(daemon.output.contains("module=isolated [EventBusHost] first event test.ping"), "\(daemon.output)")
