@@ -340,7 +340,10 @@ final class ModuleHost: Sendable {
             // deadline, and a stuck one must not hold up the pool the others need.
             Thread.detachNewThread { [self] in
                 defer { group.leave() }
-                if !slot.mailbox.drain(timeout: max(.zero, deadline - .now)) {
+                // A crashed worker's mailbox is held for its restart: no worker to drain it to,
+                // and its stop counts what it holds as lost.
+                let waitingForRestart = if case .worker(let supervisor)? = slot.running?.instance { supervisor.snapshot.pid == nil } else { false }
+                if !waitingForRestart, !slot.mailbox.drain(timeout: max(.zero, deadline - .now)) {
                     let queued = slot.mailbox.statistics.queued
                     if queued > 0 {
                         outcome.withLock { $0.undrained.append(slot.name) }
