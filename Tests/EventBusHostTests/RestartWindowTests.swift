@@ -127,4 +127,43 @@ import Testing
         #expect(daemon.output.contains("module stopped while waiting for its restart: 50 event(s) held for it are lost"),
                 "\(daemon.output)")
     }
+
+    /// The restarted worker subscribes for another pattern (its section changed during the
+    /// delay): the old subscription is not adopted, what it held is discarded and counted, and
+    /// the new one starts when it is made.
+    @Test func aReloadThatChangesTheSubscriptionsDuringTheDelayDiscardsWhatTheOldOnesHeldAndSaysSo() async throws {
+        let directory = try TemporaryDirectory()
+        func config(_ pattern: String) -> String {
+            isolation.config(directory, modules: """
+                  counter:
+                    path: \(BuildProducts.fixture("FixtureCounter"))
+                    worker: {restart_delay: 10s}
+                    config: {pattern: "\(pattern)"}
+                """)
+        }
+        let daemon = try await Daemon.running(config("test.a.>"), in: directory)
+        let pid = try #require(isolation.module("counter", directory)?["pid"]?.intValue)
+        let crashes = try await isolation.tail(["module.crashed"], count: 1, directory)
+        #expect(kill(pid_t(pid), SIGKILL) == 0)
+        #expect(await crashes.finish().jsonLines.contains { $0["type"]?.stringValue == "event" })
+        for n in 1...20 {
+            for name in ["test.a.x", "test.b.x"] {
+                _ = try ask(isolation.socket(directory), ["op": "post", "name": .string(name), "fields": ["n": .int(Int64(n))]])
+            }
+        }
+        try directory.write("eventbus.yaml", config("test.b.>"))
+        daemon.signal(SIGHUP)
+        #expect(await daemon.waitFor("module restarted (fixture-counter 1.0.0"), "\(daemon.output)")
+        #expect(await daemon.waitFor("20 event(s) held for 1 subscription(s) the restarted module did not make again were discarded"),
+                "\(daemon.output)")
+
+        _ = try ask(isolation.socket(directory), ["op": "post", "name": "test.b.x"])
+        let results = try await isolation.tail(["result.counter.counter"], count: 1, directory)
+        _ = try ask(isolation.socket(directory), ["op": "post", "name": "test.report"])
+        let report = await results.finish().jsonLines.first { $0["type"]?.stringValue == "event" }
+        #expect(report?["fields"]?["count"]?.intValue == 1, "only what came after its new subscription: \(String(describing: report))")
+        #expect(report?["fields"]?["gaps"]?.intValue == 0, "\(String(describing: report))")
+        daemon.signal(SIGTERM)
+        #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
+    }
 }
