@@ -8,7 +8,9 @@ import Synchronization
 /// watches its heartbeat, and when the worker dies — a signal, an exit, or no heartbeat within
 /// ``WorkerSettings/heartbeatTimeout`` (then it is killed with SIGKILL) — posts
 /// `module.crashed` and restarts it as ``RestartPolicy`` says, or marks it failed once the start
-/// limit is reached.
+/// limit is reached. Between a crash and the restart the module's subscriptions and mailbox are
+/// held for it (``ModuleForwarding``), so what is posted meanwhile reaches the restarted worker
+/// or is counted and announced.
 ///
 /// ## Threads
 /// Every lifecycle step runs on the supervisor's own serial queue: the calls the host makes
@@ -218,7 +220,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 drained.signal()
             }
             var answered = false
-            if drained.wait(timeout: .now() + DispatchTimeInterval(max(.zero, deadline - .now))) == .success {
+            // A worker that has just ended (its crash not yet handled) cannot be drained to: its
+            // mailbox is held for a restart that a stop cancels.
+            if !session.readerEnded, drained.wait(timeout: .now() + DispatchTimeInterval(max(.zero, deadline - .now))) == .success {
                 answered = session.call(.deactivate, [:], expecting: .deactivated, timeout: max(.zero, deadline - .now)) != nil
             }
             // No answer, and the worker's end of the socket has ended: it is gone or going.
