@@ -387,8 +387,11 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 guard let self, self.generation == generation, !self.stopping else { return }
                 switch self.startWorker() {
                 case .activated(let name, let version):
-                    let held = self.lastHandover.map { $0.carried + $0.queued } ?? 0
-                    self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0)); \(held) event(s) held for it meanwhile follow")
+                    let handover = self.lastHandover
+                    let held = handover.map { $0.carried + $0.queued } ?? 0
+                    let retired = handover?.retired ?? 0
+                    let unless = retired == 0 ? "" : " (less those of the \(retired) subscription(s) it did not make again)"
+                    self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0)); \(held) event(s) held for it meanwhile follow\(unless)")
                 case .failed(let reason):
                     self.crashed(cause: "restart failed: \(reason)", exit: nil, lost: 0)
                 case .unloadable(let reason):
