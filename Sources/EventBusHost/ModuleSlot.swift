@@ -1,3 +1,4 @@
+import Dispatch
 import EventBusKit
 import ModuleIsolation
 import Synchronization
@@ -49,9 +50,21 @@ final class ModuleSlot: Sendable {
         var configNotApplied: String?
     }
 
+    /// The pool the mailboxes of process-isolated modules run on: Dispatch's global queue,
+    /// as many threads as CPUs. Their mailbox queues only forward events to a worker's socket
+    /// and never block (a full socket holds the mailbox instead), so they need no thread of
+    /// their own; on the overcommitting pool every burst that found its threads busy left
+    /// another idle thread behind for good, and the host's memory grew with them. An in-process
+    /// module's mailbox runs the module's code, which may block, so it stays on the
+    /// overcommitting pool.
+    static let forwardingPool = DispatchQueue.global()
+
+    /// The mailbox's pool follows the isolation the module starts with; like its limits, it is
+    /// not changed by a reload.
     init(entry: ModuleEntry, mailbox limits: MailboxLimits) {
         self.name = entry.name
-        self.mailbox = Mailbox(label: entry.name, capacity: limits.events, byteCapacity: limits.bytes)
+        self.mailbox = Mailbox(label: entry.name, capacity: limits.events, byteCapacity: limits.bytes,
+                               pool: entry.isolation == .process ? Self.forwardingPool : nil)
         self.state = Mutex(State(entry: entry, status: entry.enabled ? .starting : .disabled))
     }
 

@@ -80,12 +80,15 @@ public final class Mailbox: Sendable {
     public static let defaultByteCapacity = 64 << 20
 
     /// A mailbox that holds at most `capacity` events and `byteCapacity` bytes of them
-    /// (`Int.max`: unbounded, and the events' sizes are never estimated).
-    public init(label: String, capacity: Int = 10_000, byteCapacity: Int = Mailbox.defaultByteCapacity) {
+    /// (`Int.max`: unbounded, and the events' sizes are never estimated), whose queue runs on
+    /// `pool` (nil: Dispatch's default for a serial queue, the overcommitting pool, which starts
+    /// another thread whenever the running ones are busy — right for code that may block).
+    public init(label: String, capacity: Int = 10_000, byteCapacity: Int = Mailbox.defaultByteCapacity,
+                pool: DispatchQueue? = nil) {
         self.label = label
         self.capacity = max(1, capacity)
         self.byteCapacity = max(1, byteCapacity)
-        self.queue = DispatchQueue(label: "eventbus.mailbox.\(label)")
+        self.queue = DispatchQueue(label: "eventbus.mailbox.\(label)", target: pool)
     }
 
     public var statistics: Statistics {
