@@ -164,3 +164,38 @@ import Testing
         #expect(subscriber.completions == 1)
     }
 }
+
+/// A mailbox's queue may share a pool as narrow as the CPUs with other mailboxes (a host's
+/// process-isolated modules do).
+@Suite struct MailboxPoolTests {
+    /// One that never empties gives its thread back every few thousand events, so another
+    /// queue on the same pool — here a pool of one thread — gets its turn before it empties.
+    @Test func aBusyMailboxTakesTurnsWithTheOthersOnItsPool() async throws {
+        let pool = DispatchQueue(label: "a pool of one thread")
+        let bus = Bus()
+        let busy = Mailbox(label: "busy", capacity: 100_000, pool: pool)
+        let other = Mailbox(label: "other", pool: pool)
+        let busySubscriber = RecordingSubscriber()
+        try bus.scoped(to: busy).publisher(for: "busy").subscribe(busySubscriber)
+        let otherSubscriber = RecordingSubscriber()
+        let busyDeliveredBeforeOther = Collected<Int?>(nil)
+        otherSubscriber.onValue = { _ in
+            busyDeliveredBeforeOther.update { $0 = busySubscriber.events.count }
+            return .none
+        }
+        try bus.scoped(to: other).publisher(for: "other").subscribe(otherSubscriber)
+        #expect(busy.drain(timeout: .seconds(60)) && other.drain(timeout: .seconds(60)))
+
+        let gate = DispatchSemaphore(value: 0)
+        pool.async { gate.wait() }  // both queues' runs wait behind this, the busy one first
+        for _ in 0..<20_000 { bus.post("busy") }
+        bus.post("other")
+        #expect(await eventually { busy.statistics.queued == 20_000 && other.statistics.queued == 1 })
+        gate.signal()
+
+        #expect(await eventually { busySubscriber.events.count == 20_000 && otherSubscriber.events.count == 1 })
+        let seen = try #require(busyDeliveredBeforeOther.value)
+        #expect(seen > 0 && seen < 20_000, "the other mailbox ran after \(seen) of the busy one's events")
+        #expect(busy.statistics.dropped == 0)
+    }
+}

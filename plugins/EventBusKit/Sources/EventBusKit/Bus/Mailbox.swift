@@ -75,6 +75,9 @@ public final class Mailbox: Sendable {
     private let takenNotRun = Atomic<Int>(0)
     /// Jobs taken per lock acquisition by the queue.
     private static let batchSize = 256
+    /// Batches run before the queue gives its thread back to the pool, so a mailbox that never
+    /// empties cannot keep a pool as narrow as the CPUs from the others.
+    private static let batchesPerTurn = 16
 
     /// The default `byteCapacity`: 64 MiB.
     public static let defaultByteCapacity = 64 << 20
@@ -222,6 +225,7 @@ public final class Mailbox: Sendable {
         batch.reserveCapacity(Self.batchSize)
         var observer: (@Sendable () -> Bool)?
         var deliveredBytes = 0  // of the batch just run: held until then
+        var turns = 0
         while true {
             if let observer, !observer() {
                 let held = state.withLock { state -> Bool in
@@ -235,6 +239,14 @@ public final class Mailbox: Sendable {
                     return true
                 }
                 if held { return }
+            }
+            turns += 1
+            if turns > Self.batchesPerTurn {
+                // Still scheduled, so nothing else wakes it: it goes on after the queues waiting
+                // for the pool's threads, which may be as few as the CPUs.
+                state.withLock { $0.heldBytes -= deliveredBytes }
+                queue.async { self.run() }
+                return
             }
             let more = state.withLock { state -> Bool in
                 observer = state.batchObserver
