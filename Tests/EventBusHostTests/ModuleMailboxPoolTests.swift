@@ -13,15 +13,18 @@ import Testing
 /// mailbox runs module code, which may block, so it keeps the overcommitting pool.
 ///
 /// The pool is read from the name Linux's libdispatch gives its worker threads
-/// (`com.apple.root.default-qos` and `….overcommit`).
+/// (`com.apple.root.default-qos` and `….overcommit`, of which the kernel keeps the last 15
+/// characters).
 @Suite struct ModuleMailboxPoolTests {
     func threadName(runningOn slot: ModuleSlot) -> String {
         let name = Mutex("")
         let done = DispatchSemaphore(value: 0)
         slot.mailbox.perform {
-            var buffer = [CChar](repeating: 0, count: 64)
-            pthread_getname_np(pthread_self(), &buffer, buffer.count)
-            name.withLock { $0 = String(cString: buffer) }
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let file = open("/proc/thread-self/comm", O_RDONLY)
+            let count = read(file, &buffer, buffer.count)
+            close(file)
+            name.withLock { $0 = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self) }
             done.signal()
         }
         #expect(done.wait(timeout: .now() + 60) == .success)
