@@ -24,6 +24,8 @@ public final class Mailbox: Sendable {
     /// The serial queue all of this mailbox's deliveries run on. Use it as the scheduler of
     /// time-based operators (`debounce(for:scheduler: mailbox.queue)`) to stay on it.
     public let queue: DispatchQueue
+    /// Where the queue goes back to when it gives its thread back.
+    private let pool: DispatchQueue
 
     public struct Statistics: Sendable, Hashable {
         public var delivered: UInt64 = 0
@@ -92,6 +94,7 @@ public final class Mailbox: Sendable {
         self.capacity = max(1, capacity)
         self.byteCapacity = max(1, byteCapacity)
         self.queue = DispatchQueue(label: "eventbus.mailbox.\(label)", target: pool)
+        self.pool = pool ?? .global()
     }
 
     public var statistics: Statistics {
@@ -242,10 +245,12 @@ public final class Mailbox: Sendable {
             }
             turns += 1
             if turns > Self.batchesPerTurn {
-                // Still scheduled, so nothing else wakes it: it goes on after the queues waiting
-                // for the pool's threads, which may be as few as the CPUs.
+                // Still scheduled, so nothing else wakes it. Through the pool, not straight onto
+                // its own queue (Dispatch would drain that on this thread at once): it goes on
+                // after the queues waiting for the pool's threads, which may be as few as the CPUs.
                 state.withLock { $0.heldBytes -= deliveredBytes }
-                queue.async { self.run() }
+                let queue = self.queue
+                pool.async { queue.async { self.run() } }
                 return
             }
             let more = state.withLock { state -> Bool in
