@@ -212,6 +212,7 @@ final class DurableImporter: @unchecked Sendable {
                 } else {
                     break
                 }
+                counters.consumersRemade.add(1, ordering: .relaxed)
                 recreate = true
                 needsRebind.store(true, ordering: .relaxed)
             case .tooLarge:
