@@ -55,6 +55,7 @@ final class HostBridge: Sendable {
             "exported": int(statistics.exported), "export_queued": int(statistics.exportQueued),
             "export_in_flight": int(statistics.exportInFlight), "export_queued_bytes": int(statistics.exportQueuedBytes),
             "export_republished": int(statistics.exportRepublished),
+            "consumers_remade": int(statistics.consumersRemade),
             "imported": int(statistics.imported),
             "import_lag": int(statistics.importLag), "import_unrecorded": int(statistics.importUnrecorded), "echoes_dropped": int(statistics.echoesDropped),
             "redeliveries_dropped": int(statistics.redeliveriesDropped),

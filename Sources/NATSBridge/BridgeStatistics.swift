@@ -48,6 +48,10 @@ public struct BridgeStatistics: Sendable {
     /// Durable: exports published again, in order, after the connection broke or an
     /// acknowledgement failed (what the stream had stored comes back as a server-dropped duplicate).
     public var exportRepublished: UInt64 = 0
+    /// Durable: consumers made again because they delivered nothing for a while although they
+    /// said messages were pending, or although the stream's leader held messages for them (a
+    /// consumer on a server whose copy of the stream fell behind; docs/fleet.md, Resume).
+    public var consumersRemade: UInt64 = 0
 }
 
 /// The bridge's counters, bumped from the threads that do the work (the bus delivery loop, the
@@ -68,5 +72,6 @@ final class BridgeCounters: Sendable {
     let importLag = Atomic<UInt64>(0)
     let importUnrecorded = Atomic<UInt64>(0)
     let republished = Atomic<UInt64>(0)
+    let consumersRemade = Atomic<UInt64>(0)
 
 }

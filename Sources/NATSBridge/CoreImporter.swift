@@ -27,8 +27,9 @@ import Foundation
 /// announced as `bridge.gap` (`slow_consumer`) with exact counts.
 ///
 /// Bytes: what a subscription holds is bounded — nats.c's pending messages by `pending_bytes`,
-/// the batch being gathered by ``ImportBatch/byteLimit``, the routes by ``routeBytesLimit``
-/// (each route's payload shape keeps keys, not values: see ``WireFormat/ShapeCache``).
+/// the batch being gathered by ``ImportBatch/byteLimit``, the routes by
+/// ``ImportRoutes/bytesLimit`` (each route's payload shape keeps keys, not values: see
+/// ``WireFormat/ShapeCache``).
 final class CoreImporter: @unchecked Sendable {
     // @unchecked: `subscriptions` is set in `start` and cleared in `stop` (bridge control
     // queue); the message callbacks read immutable state and the Sendable bus/counters, and
@@ -45,54 +46,15 @@ final class CoreImporter: @unchecked Sendable {
         var batch = ImportBatch()
         /// Signalled by nats.c's completion callback, once the last batch is posted.
         let completed = DispatchSemaphore(value: 0)
-        /// Routes by subject (FNV-1a of its bytes), touched only on this subscription's delivery
-        /// thread: a message on a known subject costs no String and no pattern matching.
-        private var routes: [UInt64: Route] = [:]
-        /// What `routes` holds of subjects, bounded by ``CoreImporter/routeBytesLimit``.
-        private var routeBytes = 0
-        /// The route used last: messages come in runs of one subject, and comparing its bytes
-        /// costs less than hashing them and looking the hash up.
-        private var last: Route?
-
-        func route(_ subject: UnsafePointer<CChar>, importer: CoreImporter) -> Route {
-            // strncmp, not memcmp: it stops at the end of a shorter subject instead of reading past it.
-            if let last, last.subject.withUnsafeBufferPointer({ known in
-                known.withMemoryRebound(to: CChar.self) { strncmp($0.baseAddress!, subject, $0.count) == 0 } && subject[known.count] == 0
-            }) {
-                return last
-            }
-            let route = lookUp(subject, importer: importer)
-            last = route
-            return route
-        }
-
-        private func lookUp(_ subject: UnsafePointer<CChar>, importer: CoreImporter) -> Route {
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            var length = 0
-            while subject[length] != 0 {
-                hash = (hash ^ UInt64(UInt8(bitPattern: subject[length]))) &* 0x100_0000_01b3
-                length += 1
-            }
-            if let known = routes[hash], known.subject.count == length,
-               known.subject.withUnsafeBytes({ memcmp($0.baseAddress!, subject, length) == 0 }) {
-                return known
-            }
-            let bytes = Array(UnsafeRawBufferPointer(start: subject, count: length))
-            let route = importer.makeRoute(bytes, index: index)
-            let cost = CoreImporter.routeBytes(subjectLength: length)
-            if routes.count >= 4_096 || routeBytes + cost > CoreImporter.routeBytesLimit {
-                routes.removeAll(keepingCapacity: true)
-                routeBytes = 0
-            }
-            routes[hash] = route
-            routeBytes += cost
-            return route
-        }
+        /// Routes by subject, touched only on this subscription's delivery thread: a message on
+        /// a known subject costs no String and no pattern matching.
+        let routes: ImportRoutes
 
         init(index: Int, filter: String, importer: CoreImporter) {
             self.index = index
             self.filter = filter
             self.importer = importer
+            self.routes = ImportRoutes(subjects: importer.subjects, patterns: importer.patterns, patternIndex: index)
         }
     }
 
@@ -151,32 +113,9 @@ final class CoreImporter: @unchecked Sendable {
         if client.state == .connected { _ = natsConnection_FlushTimeout(client.connection, 2_000) }
     }
 
-    /// What to do with messages on one subject, worked out once per subject.
-    struct Route {
-        enum Action { case post, echo, skip, refused }
-        let subject: [UInt8]
-        let action: Action
-        let host: String
-        let name: String
-        /// Why a refused route is refused, and its subject as it can be shown.
-        var refusal: ImportRules.Refusal?
-        /// The payload shape last seen on this subject (see ``WireFormat/ShapeCache``).
-        let shapes = WireFormat.ShapeCache()
-    }
-
-    /// What a route costs the routes table, counted against ``routeBytesLimit``: its subject three
-    /// times (the bytes, the host and the name) and the most its payload shape keeps
-    /// (``WireFormat/ShapeCache/keyBytesLimit``), rounded up.
-    static func routeBytes(subjectLength: Int) -> Int { 3 * subjectLength + WireFormat.ShapeCache.keyBytesLimit + 256 }
-
-    /// The routes of one subscription hold at most this (a subject may be 4 KiB, nats-server's
-    /// control line): 4 096 routes of short subjects fit, a flood of long distinct names clears
-    /// the table sooner instead of pinning tens of megabytes.
-    static let routeBytesLimit = 8 << 20
-
     /// nats.c's delivery thread of `subscription`: decodes a message into the batch.
     private func receive(_ message: OpaquePointer, on subscription: Subscription) {
-        let route = subscription.route(natsMsg_GetSubject(message), importer: self)
+        let route = subscription.routes.route(natsMsg_GetSubject(message))
         switch route.action {
         case .post: break
         case .echo:
@@ -221,24 +160,6 @@ final class CoreImporter: @unchecked Sendable {
         bus.post(contentsOf: subscription.batch.events)
         counters.imported.add(UInt64(subscription.batch.events.count), ordering: .relaxed)
         subscription.batch.removeAll()
-    }
-
-    /// The route for a subject not seen before (slow path).
-    fileprivate func makeRoute(_ subject: [UInt8], index: Int) -> Route {
-        let (host, nameText): (String, String)
-        switch subject.withUnsafeBytes({ ImportRules.split($0, subjects) }) {
-        case .success(let split): (host, nameText) = split
-        case .failure(let refusal): return Route(subject: subject, action: .refused, host: "", name: "", refusal: refusal)
-        }
-        let action: Route.Action
-        if host == subjects.host {
-            action = .echo
-        } else if patterns.count > 1, patterns.firstIndex(where: { $0.matches(nameText) }) != index {
-            action = .skip  // the subscription of the first matching pattern posts it
-        } else {
-            action = .post
-        }
-        return Route(subject: subject, action: action, host: host, name: nameText)
     }
 
     /// Monitor queue: announces new slow-consumer drops; returns the messages waiting in nats.c

@@ -44,6 +44,8 @@ final class DurableImporter: @unchecked Sendable {
     private let logger: Logger
     private let ledgerFile: StateFile
     private let filter: String
+    /// Routes by subject (this thread's): a subject's checks are made once, not per message.
+    private let routes: ImportRoutes
     /// What this run has taken in (posted, or dropped as an echo, a name no pattern wants…).
     private var ledger = ImportLedger()
     /// The origin sequences taken in lately: a copy stored twice is dropped, a late event posted.
@@ -59,6 +61,13 @@ final class DurableImporter: @unchecked Sendable {
     /// whatever its bus, mailboxes and tails held of them — and the next run posts them again:
     /// recording at once would let a SIGKILL skip events no subscriber had been handed yet.
     static let settleTime = Duration.milliseconds(250)
+    /// The least time between two position writes (each is three fsyncs on this thread): a
+    /// batch settles every few milliseconds at full speed, and writing each one cost more than
+    /// a tenth of the thread's time and its wait on the disk. So a SIGKILL re-posts at most
+    /// the imports of ``settleTime`` plus this.
+    static let writeGap = Duration.milliseconds(50)
+    /// When the position was last written (or a write was tried).
+    private var lastWrite = ContinuousClock.now - writeGap
     private var hasPosition = false
     /// Whether the last position write failed (logged once until one succeeds).
     private var writeFailing = false
@@ -114,6 +123,7 @@ final class DurableImporter: @unchecked Sendable {
         self.logger = logger
         self.ledgerFile = StateFile(directory: stateDirectory, name: "bridge-\(setup.durable.stream)-\(setup.consumer).position")
         self.filter = patterns.count == 1 ? subjects.filter(for: patterns[0]) : subjects.all
+        self.routes = ImportRoutes(subjects: subjects, patterns: patterns, patternIndex: nil)
         if let text = try ledgerFile.read() {
             ledger = try ImportLedger(text: text, file: ledgerFile.path)
             recorded = ledger
@@ -202,6 +212,7 @@ final class DurableImporter: @unchecked Sendable {
                 } else {
                     break
                 }
+                counters.consumersRemade.add(1, ordering: .relaxed)
                 recreate = true
                 needsRebind.store(true, ordering: .relaxed)
             case .tooLarge:
@@ -292,6 +303,9 @@ final class DurableImporter: @unchecked Sendable {
         let before = ledger
         var lag: UInt64 = 0
         var taken = messages.count  // what is acknowledged: up to a missed delivery, if any
+        // The message with the highest stream sequence among those taken: the consumer
+        // acknowledges everything up to it at once (ack policy "all", see `placeConsumer`).
+        var highest: (sequence: UInt64, message: OpaquePointer)?
         for (index, message) in messages.enumerated() {
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
             guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
@@ -316,31 +330,32 @@ final class DurableImporter: @unchecked Sendable {
                 }
                 nextDelivery = max(nextDelivery, delivery + 1)
             }
+            if streamSequence > highest?.sequence ?? 0 { highest = (streamSequence, message) }
             guard streamSequence > ledger.streamSequence else {
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
                 continue
             }
             ledger.streamSequence = streamSequence
-            let subject = natsMsg_GetSubject(message)!
-            let (host, nameText): (String, String)
-            switch ImportRules.split(UnsafeRawBufferPointer(start: subject, count: strlen(subject)), subjects) {
-            case .success(let split): (host, nameText) = split
-            case .failure(let refusal):
-                refuse(refusal.subject, refusal.reason)
-                continue
-            }
-            if host == subjects.host {
+            let route = routes.route(natsMsg_GetSubject(message)!)
+            switch route.action {
+            case .post: break
+            case .echo:
                 counters.echoesDropped.add(1, ordering: .relaxed)
                 continue
+            case .skip: continue
+            case .refused:
+                refuse(route.refusal?.subject ?? "?", route.refusal?.reason ?? "refused")
+                continue
             }
-            if patterns.count > 1, !patterns.contains(where: { $0.matches(nameText) }) { continue }
+            let host = route.host
             let length = Int(natsMsg_GetDataLength(message))
             let decoded: WireFormat.Decoded
             do {
                 guard let data = natsMsg_GetData(message) else { throw WireFormat.DecodeError(description: "no payload") }
-                decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: nameText, host: host)
+                decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: host,
+                                                shapes: route.shapes)
             } catch {
-                refuse(nameText, "payload from \(host): \(error)")
+                refuse(route.name, "payload from \(host): \(error)")
                 continue
             }
             let (instance, sequence) = (decoded.header.instance, decoded.header.sequence)
@@ -377,9 +392,10 @@ final class DurableImporter: @unchecked Sendable {
         }
         if ledger != before { settling.append((ledger, .now, UInt64(events.count))) }
         recordSettled()
-        // The acknowledgements only spare the server redeliveries: each bind re-creates the
-        // consumer from the recorded position.
-        messages.prefix(taken).forEach(pull.acknowledge)
+        // The acknowledgement only spares the server redeliveries: each bind re-creates the
+        // consumer from the recorded position. One for the batch, not one per message: each
+        // was a publish for this thread and an acknowledgement for the server to process.
+        if taken > 0, let highest { pull.acknowledge(highest.message) }
         counters.importLag.store(lag, ordering: .relaxed)
     }
 
@@ -388,13 +404,16 @@ final class DurableImporter: @unchecked Sendable {
     /// redeliveries out — and is retried at the next call; until one succeeds, a restart would
     /// post the difference again (never lose it).
     private func recordSettled(all: Bool = false) {
-        let cutoff = ContinuousClock.now - Self.settleTime
+        let now = ContinuousClock.now
+        guard all || lastWrite.duration(to: now) >= Self.writeGap else { return }
+        let cutoff = now - Self.settleTime
         guard let index = all ? settling.indices.last : settling.lastIndex(where: { $0.posted <= cutoff }) else { return }
         let target = settling[index].ledger
         guard target != recorded else {
             settling.removeFirst(index + 1)
             return
         }
+        lastWrite = now
         do {
             try ledgerFile.write(target.text)
             recorded = target

@@ -112,14 +112,45 @@ final class Exporter: @unchecked Sendable {
     /// its C copy for each event cost two allocations and frees on this thread.
     private struct LastSubject {
         var name = ""
+        /// The subject as a C string (core mode publishes it) and as a `String` (durable mode
+        /// keeps it with each unacknowledged export).
         var subject: [CChar] = [0]
+        var text = ""
         var exportable = false
 
         mutating func update(_ name: String, _ subjects: Subjects) {
             guard name != self.name else { return }
             self.name = name
             exportable = Exporter.isExportable(name)
-            subject = subjects.subject(for: name).utf8CString.map { $0 }
+            text = subjects.subject(for: name)
+            subject = text.utf8CString.map { $0 }
+        }
+    }
+
+    /// Durable: a publish's JetStream message id, `<host>:<instance>:<sequence>`, written as a C
+    /// string into one buffer (exporter thread): building it as a `String` per publish cost an
+    /// allocation and an integer formatting through the generic `description`.
+    struct MessageID {
+        private var buffer: [CChar]
+        private let prefixLength: Int
+
+        init(host: String, instance: UInt64) {
+            buffer = Array("\(host):\(instance):".utf8CString.dropLast())
+            prefixLength = buffer.count
+            buffer.append(contentsOf: repeatElement(0, count: 21))  // 20 digits at most, and the NUL
+        }
+
+        mutating func withCString<Result>(_ sequence: UInt64, _ body: (UnsafePointer<CChar>) -> Result) -> Result {
+            var digits = prefixLength
+            var rest = sequence
+            repeat {
+                buffer[digits] = CChar(UInt8(ascii: "0") + UInt8(rest % 10))
+                rest /= 10
+                digits += 1
+            } while rest > 0
+            buffer[prefixLength..<digits].reverse()
+            buffer[digits] = 0
+            return buffer.withUnsafeBufferPointer { body($0.baseAddress!) }
         }
     }
 
@@ -269,6 +300,7 @@ final class Exporter: @unchecked Sendable {
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
         options.MaxWait = Self.acknowledgementWait
+        var last = LastSubject()
         // Events are taken from the queue only while connected, so while NATS is away they wait
         // in the bounded queue (its overflow announced), not in this thread's hands.
         while waitUntilConnected(), queue.take(max: 256, into: &batch, sizes: &sizes) {
@@ -285,15 +317,16 @@ final class Exporter: @unchecked Sendable {
                     continue
                 }
                 let event = batch[index]
-                guard Self.isExportable(event.name) else {
+                last.update(event.name, subjects)
+                guard last.exportable else {
                     gaps.record(.publishFailed, count: 1, subject: event.name)
                     queue.release(sizes[index])
                     index += 1
                     continue
                 }
                 WireFormat.encode(event, instance: instance, into: &payload)
-                let export = OutstandingPublishes.Export(index: nextExport, subject: subjects.subject(for: event.name),
-                                                         payload: payload, id: messageID(event.sequence))
+                let export = OutstandingPublishes.Export(index: nextExport, subject: last.text, payload: payload,
+                                                         sequence: event.sequence)
                 // Swapped before publishing: the acknowledgement may come before the call returns.
                 let inFlight = Self.inFlightBytes(payload.count)
                 queue.exchange(released: sizes[index], held: inFlight)
@@ -411,7 +444,8 @@ final class Exporter: @unchecked Sendable {
         return !outstanding.isOutstanding(index)
     }
 
-    private func messageID(_ sequence: UInt64) -> String { "\(subjects.host):\(instance):\(sequence)" }
+    /// The message ids' buffer (exporter thread).
+    private lazy var messageID = MessageID(host: subjects.host, instance: instance)
 
     private enum Published {
         /// nats.c has it until the stream acknowledges it (or the acknowledgement fails).
@@ -437,7 +471,7 @@ final class Exporter: @unchecked Sendable {
             return .failed
         }
         outstanding.attach(export, attempt: attempt)
-        let status = export.id.withCString { idPointer in
+        let status = messageID.withCString(export.sequence) { idPointer in
             options.MsgId = idPointer
             defer { options.MsgId = nil }
             return js_PublishMsgAsync(jetStream, &message, &options)

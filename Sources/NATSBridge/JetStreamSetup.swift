@@ -112,7 +112,7 @@ struct JetStreamSetup {
         defer { jsConsumerInfo_Destroy(info) }
         let delivered = info.pointee.Delivered
         guard let config = info.pointee.Config?.pointee, let subject = config.FilterSubject,
-              String(cString: subject) == filter, config.DeliverPolicy == js_DeliverByStartSequence,
+              String(cString: subject) == filter, config.DeliverPolicy == js_DeliverByStartSequence, config.AckPolicy == js_AckAll,
               delivered.Stream <= taken, info.pointee.NumAckPending == 0 else { return nil }
         return (delivered.Consumer, info.pointee.NumPending)
     }
@@ -145,7 +145,11 @@ struct JetStreamSetup {
         config.Durable = UnsafePointer(durableName)
         config.DeliverPolicy = js_DeliverByStartSequence
         config.OptStartSeq = max(1, startSequence)
-        config.AckPolicy = js_AckExplicit
+        // One acknowledgement per fetched batch, for the last message taken: the host's ledger,
+        // not the server's acknowledgements, says what it has taken in (an acknowledgement only
+        // spares the server redeliveries), and one per message cost the importer a publish and
+        // the server an acknowledgement to process for every event.
+        config.AckPolicy = js_AckAll
         config.AckWait = durable.ackWait.clampedNanoseconds
         config.FilterSubject = UnsafePointer(filterSubject)
         config.MaxAckPending = 20_000

@@ -246,6 +246,7 @@ public final class NATSBridge: @unchecked Sendable {
             lastError: current.durable?.lastError.withLock { $0 } ?? current.exporter?.lastError.withLock { $0 })
         statistics.importUnrecorded = counters.importUnrecorded.load(ordering: .relaxed)
         statistics.exportRepublished = counters.republished.load(ordering: .relaxed)
+        statistics.consumersRemade = counters.consumersRemade.load(ordering: .relaxed)
         return statistics
     }
 }

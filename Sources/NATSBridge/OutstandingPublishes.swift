@@ -28,8 +28,9 @@ final class OutstandingPublishes: @unchecked Sendable {
         let index: UInt64
         let subject: String
         let payload: [UInt8]
-        /// The JetStream message id (`<host>:<instance>:<sequence>`), the same in every attempt.
-        let id: String
+        /// The event's bus sequence: its JetStream message id, the same in every attempt, is
+        /// `<host>:<instance>:<sequence>` (``Exporter``'s `MessageID`).
+        let sequence: UInt64
     }
 
     private struct State {

@@ -57,7 +57,8 @@ enum WireFormat {
     /// field per subject, thousands of subjects. A shape whose keys take more than
     /// ``keyBytesLimit`` is not kept (such payloads are decoded key by key).
     ///
-    /// Threads: one cache per subject of a core subscription, touched only on its delivery thread.
+    /// Threads: one cache per subject of a core subscription (touched only on its delivery
+    /// thread) or of the durable importer (its thread) — see ``ImportRoutes``.
     final class ShapeCache {
         /// UTF-8 bytes of keys a shape keeps at most.
         static let keyBytesLimit = 1_024

@@ -81,7 +81,12 @@ private final class Arrivals: @unchecked Sendable {
 }
 
 enum BridgeBenchmark {
-    static func run(events: Int, coreOnly: Bool = false) {
+    /// What a run measures: everything, or one part to profile.
+    enum Part: String {
+        case all, core, durable
+    }
+
+    static func run(events: Int, part: Part = .all) {
         guard let server = try? BenchNATSServer() else {
             print("bridge benchmark: cannot start nats-server (apt-get install nats-server)")
             exit(1)
@@ -89,17 +94,18 @@ enum BridgeBenchmark {
         defer { server.stop() }
         CPUTime.serverPID = server.pid
         print("Bridge benchmark: \(events) events, core NATS on loopback (\(server.url)); payload ~60 bytes")
+        if part == .durable {
+            // Only the durable bridge, to profile it (the nats-server's CPU then is its alone).
+            let (durableThroughput, durablePaced, _) = bridged(server.url, count: events, durable: true)
+            print("                                   throughput  CPU/event  p50 @10k/s  p99 @10k/s  p99.9")
+            print(row("bridge A → JetStream → B (durable)", durableThroughput, durablePaced, sent: events))
+            return
+        }
         let rawPaced = raw(server.url, count: 20_000, ratePerSecond: 10_000)
         let (bridgeThroughput, bridgePaced, anchor) = bridged(server.url, count: events, durable: false) {
             raw(server.url, count: events, ratePerSecond: nil)
         }
         let rawThroughput = anchor!
-        func row(_ label: String, _ throughput: BridgeRun, _ paced: BridgeRun, sent: Int) -> String {
-            label.padding(toLength: 34, withPad: " ", startingAt: 0)
-                + String(format: "%10.0f/s  %6.2f µs  %6.3f ms  %6.3f ms  %6.3f ms", throughput.perSecond, throughput.cpuMicrosecondsPerEvent,
-                         paced.percentile(0.5), paced.percentile(0.99), paced.percentile(0.999))
-                + (throughput.received < sent ? "  (\(sent - throughput.received) lost)" : "")
-        }
         print("                                   throughput  CPU/event  p50 @10k/s  p99 @10k/s  p99.9")
         print(row("raw nats.c publish → subscribe", rawThroughput, rawPaced, sent: events))
         print(row("bridge A → NATS → B (core)", bridgeThroughput, bridgePaced, sent: events))
@@ -108,7 +114,7 @@ enum BridgeBenchmark {
                          bridgeThroughput.perSecond / rawThroughput.perSecond, bridgePaced.percentile(0.99),
                          bridgeThroughput.cpuMicrosecondsPerEvent / rawThroughput.cpuMicrosecondsPerEvent))
         }
-        guard !coreOnly else { return summary() }
+        guard part == .all else { return summary() }
         let (asapThroughput, asapPaced, _) = bridged(server.url, count: events, durable: false, sendAsap: true)
         let (durableThroughput, durablePaced, _) = bridged(server.url, count: min(events, 100_000), durable: true)
         print(row("bridge, core, send_asap: true", asapThroughput, asapPaced, sent: events))
@@ -118,6 +124,13 @@ enum BridgeBenchmark {
                      asapThroughput.perSecond / rawThroughput.perSecond, asapPaced.percentile(0.99)))
         print(String(format: "durable bridge: %.2f× raw throughput, p99 %.3f ms at 10k/s",
                      durableThroughput.perSecond / rawThroughput.perSecond, durablePaced.percentile(0.99)))
+    }
+
+    private static func row(_ label: String, _ throughput: BridgeRun, _ paced: BridgeRun, sent: Int) -> String {
+        label.padding(toLength: 34, withPad: " ", startingAt: 0)
+            + String(format: "%10.0f/s  %6.2f µs  %6.3f ms  %6.3f ms  %6.3f ms", throughput.perSecond, throughput.cpuMicrosecondsPerEvent,
+                     paced.percentile(0.5), paced.percentile(0.99), paced.percentile(0.999))
+            + (throughput.received < sent ? "  (\(sent - throughput.received) lost)" : "")
     }
 
     /// The anchor: one nats.c connection publishes, another subscribes.

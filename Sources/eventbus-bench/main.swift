@@ -18,8 +18,9 @@ import Foundation
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
 //   journal [entries]               journal ingest vs a C loop and journalctl; follow latency
 //   isolation [events]              delivery into one module in-process vs in a worker process
-//   bridge [events] [core]          bus A → NATS → bus B vs a raw nats.c publish → subscribe
-//                                   (`core`: only the raw anchor and the core bridge, to profile)
+//   bridge [events] [core|durable]  bus A → NATS → bus B vs a raw nats.c publish → subscribe
+//                                   (`core`: only the raw anchor and the core bridge; `durable`:
+//                                   only the durable bridge — to profile)
 //   metrics [events]                10 modules' delivery with metrics on vs off
 //   units PID                       systemd unit events from a container's systemd (PID as seen
 //                                   here): start latency vs busctl monitor, a 200-restart burst,
@@ -99,7 +100,7 @@ case "isolation":
     await isolationBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
 case "bridge":
     BridgeBenchmark.run(events: arguments.dropFirst().first.flatMap(Int.init) ?? 500_000,
-                        coreOnly: arguments.dropFirst(2).first == "core")
+                        part: arguments.dropFirst(2).first.flatMap(BridgeBenchmark.Part.init(rawValue:)) ?? .all)
 case "wide":
     let counts = arguments.dropFirst().compactMap { Int($0) }
     await wideEventBenchmark(fieldCounts: counts.isEmpty ? [1, 100, 1_000, 10_000, 60_000] : counts)

@@ -263,6 +263,7 @@ final class HostMetrics: Sendable {
             ("eventbus_bridge_disconnects_total", "Disconnections from the NATS servers.", bridge.disconnects),
             ("eventbus_bridge_reconnects_total", "Reconnections to the NATS servers.", bridge.reconnects),
             ("eventbus_bridge_malformed_total", "Messages from NATS that were not events, dropped.", bridge.malformed),
+            ("eventbus_bridge_consumers_remade_total", "Durable consumers made again because they stalled (nothing delivered while messages waited).", bridge.consumersRemade),
         ]
         for (name, help, total) in counters { scrape.counter(name, help: help, total: total) }
         scrape.gauge("eventbus_bridge_export_queued", help: "Events waiting to be published to NATS.", value: Double(bridge.exportQueued))

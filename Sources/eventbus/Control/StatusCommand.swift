@@ -45,6 +45,9 @@ struct StatusCommand: ParsableCommand {
             "  exported \(n("exported")) (queued \(n("export_queued")), in flight \(n("export_in_flight")), \(n("export_queued_bytes") / 1024) KiB held)   imported \(n("imported")) (lag \(n("import_lag")))",
             "  lost \(n("lost")) in \(n("gaps")) gap(s)   echoes dropped \(n("echoes_dropped"))   redeliveries dropped \(n("redeliveries_dropped"))   disconnects \(n("disconnects")), reconnects \(n("reconnects"))",
         ]
+        if bridge["mode"]?.stringValue == "durable" {
+            lines.append("  consumers made again \(n("consumers_remade")) (stalled)   exports published again \(n("export_republished"))   imports unrecorded \(n("import_unrecorded"))")
+        }
         for origin in bridge["origins"]?.arrayValue ?? [] {
             lines.append("  from \(origin["host"]?.stringValue ?? "?"): up to #\(origin["seq"]?.intValue ?? 0) (instance \(origin["instance"]?.intValue ?? 0))")
         }

@@ -41,6 +41,12 @@ struct BridgeDurableTests {
         #expect(Set(keys) == Set((1...70).map { "alpha:\($0)" }))
         #expect(tailB.named("bridge.gap").isEmpty)
         #expect(a.count("lost") == 0 && b.count("lost") == 0)
+        // What `eventbus status` shows of durable mode: consumers made again (StalledConsumerTests
+        // makes one stall), exports published again, imports not yet recorded.
+        let remade = b.count("consumers_remade")
+        #expect(remade >= 0, "status has no consumers_remade: \(String(describing: b.bridgeStatus))")
+        let status = try await run(BuildProducts.directory + "/eventbus", ["status", "--socket", b.socket]).output
+        #expect(status.contains("consumers made again \(remade) (stalled)   exports published again \(b.count("export_republished"))"), "\(status)")
         await a.kill(SIGTERM)
         await b.kill(SIGTERM)
         server.stop()
