@@ -37,8 +37,8 @@ import Testing
 
         var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-        func waitFor(_ text: String) async -> Bool {
-            await eventually { output.contains(text) }
+        func waitFor(_ text: String, timeout: Duration = .seconds(60)) async -> Bool {
+            await eventually(timeout: timeout) { output.contains(text) }
         }
 
         func signal(_ signal: Int32) {

@@ -13,9 +13,10 @@ import Testing
     let isolation = IsolationTests()
 
     /// The crashing fixture with a restart delay far longer than the test's posts take, even on
-    /// a loaded machine (they go over one connection).
+    /// a machine so loaded that the test's task waits seconds for a thread (they go over one
+    /// connection).
     func daemon(_ directory: TemporaryDirectory, path: String = BuildProducts.fixture("FixtureCrashing"),
-                extra: String = "", worker: String = "restart_delay: 20s") async throws -> Daemon {
+                extra: String = "", worker: String = "restart_delay: 60s") async throws -> Daemon {
         try await Daemon.running(isolation.config(directory, modules: """
               crashing:
                 path: \(path)
@@ -61,8 +62,8 @@ import Testing
         _ = try postNumbered(300, directory)
         #expect(isolation.module("crashing", directory)?["state"]?.stringValue != "failed")
 
-        // All 300 were posted before the restart (20 s after the crash), and held for it.
-        #expect(await daemon.waitFor("module restarted (fixture-crashing 1.0.0"), "\(daemon.output)")
+        // All 300 were posted before the restart (60 s after the crash), and held for it.
+        #expect(await daemon.waitFor("module restarted (fixture-crashing 1.0.0", timeout: .seconds(240)), "\(daemon.output)")
         #expect(daemon.output.contains("300 event(s) held for it meanwhile follow"), "\(daemon.output)")
         let seen = try await report(directory)
         #expect(seen["numbered"]?.intValue == 300, "\(seen)")
@@ -82,7 +83,7 @@ import Testing
         let daemon = try await daemon(directory, extra: "\n    mailbox_capacity: 100")
         _ = try await crash(directory)
         let sequences = try postNumbered(300, directory)
-        #expect(await daemon.waitFor("module restarted (fixture-crashing 1.0.0"), "\(daemon.output)")
+        #expect(await daemon.waitFor("module restarted (fixture-crashing 1.0.0", timeout: .seconds(240)), "\(daemon.output)")
         #expect(daemon.output.contains("100 event(s) held for it meanwhile follow"), "\(daemon.output)")
 
         let seen = try await report(directory)
@@ -104,13 +105,14 @@ import Testing
         let directory = try TemporaryDirectory()
         let copy = directory.path + "/libcrashing.so"
         try FileManager.default.copyItem(atPath: BuildProducts.fixture("FixtureCrashing"), toPath: copy)
-        let daemon = try await daemon(directory, path: copy, worker: "restart_delay: 20s, start_limit_burst: 1, start_limit_interval: 10m")
+        let daemon = try await daemon(directory, path: copy, worker: "restart_delay: 60s, start_limit_burst: 1, start_limit_interval: 10m")
         let failures = try await isolation.tail(["module.failed"], count: 1, directory)
+        try FileManager.default.removeItem(atPath: copy)  // the running worker has it loaded
         _ = try await crash(directory, tailing: 2)
         _ = try postNumbered(50, directory)
-        try FileManager.default.removeItem(atPath: copy)
 
-        let failed = try #require(await failures.finish().jsonLines.first { $0["type"]?.stringValue == "event" }, "\(daemon.output)")
+        let failed = try #require(await failures.finish(timeout: .seconds(240)).jsonLines.first { $0["type"]?.stringValue == "event" },
+                                  "\(daemon.output)")
         #expect(failed["fields"]?["module"]?.stringValue == "crashing")
         #expect(failed["fields"]?["lost"]?.intValue == 50, "\(failed) \(daemon.output)")
         #expect(daemon.output.contains("the 50 event(s) held for it are lost"), "\(daemon.output)")
@@ -142,7 +144,7 @@ import Testing
             isolation.config(directory, modules: """
                   counter:
                     path: \(BuildProducts.fixture("FixtureCounter"))
-                    worker: {restart_delay: 20s}
+                    worker: {restart_delay: 60s}
                     config: {pattern: "\(pattern)"}
                 """)
         }
@@ -155,8 +157,8 @@ import Testing
         try post(isolation.socket(directory), "test.b.x", 1...20)
         try directory.write("eventbus.yaml", config("test.b.>"))
         daemon.signal(SIGHUP)
-        #expect(await daemon.waitFor("module restarted (fixture-counter 1.0.0"), "\(daemon.output)")
-        #expect(await daemon.waitFor("20 event(s) held for 1 subscription(s) the restarted module did not make again were discarded"),
+        #expect(await daemon.waitFor("module restarted (fixture-counter 1.0.0", timeout: .seconds(240)), "\(daemon.output)")
+        #expect(await daemon.waitFor("20 event(s) held for 1 subscription(s) the restarted module did not make again were discarded", timeout: .seconds(240)),
                 "\(daemon.output)")
 
         _ = try ask(isolation.socket(directory), ["op": "post", "name": "test.b.x"])

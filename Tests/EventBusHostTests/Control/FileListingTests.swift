@@ -106,9 +106,10 @@ import Testing
         let seen = try await eventbus(["tail", "--socket", socket, "--json", "--no-follow", "--since", "\(first)", "fs.>", "test.*"], in: directory)
         #expect(seen.status == 0, "\(seen.stderr)")
         let names = seen.jsonLines.compactMap { $0["name"]?.stringValue }
-        #expect(names.first == "test.start" && names.last == "test.end", "\(names)")
+        // The configured watch's events of a.txt may still be arriving (fs.closed after test.end).
+        #expect(names.first == "test.start" && names.contains("test.end"), "\(names)")
         #expect(!names.contains("fs.error"), "a listing's own watch posted: \(seen.stdout)")
-        #expect(seen.jsonLines.last?["seq"]?.intValue == last)
+        #expect(seen.jsonLines.first { $0["name"]?.stringValue == "test.end" }?["seq"]?.intValue == last)
         #expect(await eventually { listedFileSources(socket) == 1 }, "only the configured watch runs")
     }
 }

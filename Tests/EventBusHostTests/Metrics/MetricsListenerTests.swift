@@ -112,8 +112,8 @@ import TestSupport
         let scrapes = 20
         for _ in 0..<scrapes {
             let start = ContinuousClock.now
-            var answer = try await blocking { try http(port, "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n") }
-            if answer.isEmpty {
+            var answer = ""
+            for _ in 0..<3 where answer.isEmpty {
                 // Closed unanswered: evicted as a connection without a head, which on a starved
                 // machine this client can be between its connect and its send — as slowloris
                 // looks. A scraper asks again (Prometheus at its next interval); a 503 would
