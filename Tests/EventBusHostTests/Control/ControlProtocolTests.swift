@@ -1,6 +1,7 @@
 import ControlProtocol
 @_spi(EventBusHost) import EventBusKit
 import Foundation
+import Logging
 import Testing
 @testable import EventBusHost
 
@@ -92,6 +93,42 @@ import Testing
         #expect(try JSON.parse(line)["fields"]?.objectValue?.count == keys.count)
     }
 
+    /// The event encoder writes through a pointer, not through ``JSONWriter``: its text must be
+    /// what the writer writes for the same values — escapes, integer extremes, doubles, non-finite
+    /// numbers, non-ASCII — and a line longer than any before (its buffer grows) must come out whole.
+    @Test func encodesFieldValuesExactlyAsTheJSONWriterDoes() throws {
+        let awkward = ["quote \" backslash \\ newline \n tab \t cr \r bell \u{07} nul \u{0} unit \u{1F}", "é 😀 日本", "",
+                       String(repeating: "\"", count: 3000), String(repeating: "long text ", count: 500)]
+        var fields: [String: FieldValue] = ["min": .int(.min), "max": .int(.max), "zero": .int(0), "neg": .int(-42),
+                                            "pi": .double(.pi), "tiny": .double(-2.2250738585072014e-308), "one": .double(1),
+                                            "inf": .double(.infinity), "nan": .double(.nan), "yes": true, "no": false]
+        for (index, text) in awkward.enumerated() { fields["s\(index) \u{1}\"key\""] = .string(text) }
+        let event = postedEvents(1, fields: fields)[0]
+        var expected = JSONWriter()
+        for (index, key) in fields.keys.sorted().enumerated() {
+            if index > 0 { expected.byte(UInt8(ascii: ",")) }
+            expected.string(key)
+            expected.byte(UInt8(ascii: ":"))
+            switch fields[key]! {
+            case .string(let text): expected.string(text)
+            case .int(let number): expected.int(number)
+            case .double(let number): expected.double(number)
+            case .bool(let flag): expected.bool(flag)
+            case .date: Issue.record("no dates here")
+            }
+        }
+        var encoder = EventJSON()
+        var writer = JSONWriter()
+        encoder.event(postedEvents(1, fields: ["a": 1])[0], into: &writer)  // a short line first
+        writer.bytes.removeAll()
+        encoder.event(event, into: &writer)
+        let line = String(decoding: writer.bytes, as: UTF8.self)
+        let fieldsText = String(decoding: expected.bytes, as: UTF8.self)
+        #expect(line.hasSuffix(#""fields":{"# + fieldsText + "}}\n"), "\(line)")
+        #expect(line.hasPrefix(#"{"type":"event","seq":\#(event.sequence),"name":"test.e1","source":"user","time":""#))
+        #expect(try JSON.parse(line)["fields"]?.objectValue?.count == fields.count)
+    }
+
     // MARK: Replay ring
 
     @Test func theRingKeepsTheNewestAndKnowsWhatItLost() {
@@ -153,6 +190,43 @@ import Testing
         }
         #expect(kept.sequence == 3)
         #expect(feed.statistics.dropped == 2)
+    }
+
+    /// The fan-out matches a name against the clients' patterns once per run of that name: a
+    /// client that joins or leaves during the run must be seen at the next event all the same.
+    @Test func theFanOutOffersEachEventToTheFeedsAttachedWhenItArrives() {
+        let bus = Bus()
+        let server = ControlServer(bus: bus, logger: Logger(label: "test"), snapshot: { ControlServer.HostSnapshot(configFile: "", modules: []) })
+        func feed(_ pattern: String, id: Int) -> TailFeed {
+            TailFeed(patterns: [try! EventPattern(pattern)], fromSequence: 0, capacity: 100, client: (id: id, userID: 0, processID: 0), wake: {})
+        }
+        func sequences(_ feed: TailFeed) -> [UInt64] {
+            var items: [TailFeed.Item] = []
+            feed.take(upTo: 100, bytes: .max, into: &items)
+            return items.compactMap { if case .event(let event, _) = $0 { event.sequence } else { nil } }
+        }
+        let posted = Collected<[Event]>([])
+        let subscription = bus.publisher(for: EventPattern.all).sink { event in posted.update { $0.append(event) } }
+        for name in ["a.one", "a.one", "a.one", "a.one", "b.two", "a.one"] { bus.post(name) }
+        subscription.cancel()
+        let events = posted.value
+        #expect(events.map(\.sequence) == [1, 2, 3, 4, 5, 6])
+        let first = feed("a.>", id: 1)
+        let second = feed("a.one", id: 2)
+        let other = feed("b.>", id: 3)
+        _ = server.attach(first, since: nil, last: nil)
+        _ = server.attach(other, since: nil, last: nil)
+        server.deliver(events[0])
+        server.deliver(events[1])
+        _ = server.attach(second, since: nil, last: nil)  // joins while "a.one" is the cached name
+        server.deliver(events[2])
+        server.detach(first)  // leaves while it is still cached
+        server.deliver(events[3])
+        server.deliver(events[4])
+        server.deliver(events[5])
+        #expect(sequences(first) == [1, 2, 3])
+        #expect(sequences(second) == [3, 4, 6])
+        #expect(sequences(other) == [5])
     }
 
     @Test func aFullFeedDropsTheNewestIntoOneGapAndWakesOncePerIdleSpell() {

@@ -50,7 +50,8 @@ extension ControlServer {
         fannedOut = max(fannedOut, event.sequence)
         let bytes = event.estimatedBytes
         let evicted = ring.append(event, bytes: bytes)
-        for feed in feeds where feed.wants(event) {
+        feedRoute.route(event.name, among: feeds)
+        for feed in feedRoute.feeds where feed.wantsMatched(event) {
             feed.offer(event, bytes: bytes)
         }
         let checkTrim = evicted > 0 && heapTrim.release(evicted)

@@ -96,7 +96,11 @@ final class ControlServer: @unchecked Sendable {
     var ring: ReplayRing
     /// What the ring and closed sessions let go of, for giving it back to the kernel.
     var heapTrim = HeapTrim()
-    var feeds: [TailFeed] = []
+    var feeds: [TailFeed] = [] {
+        didSet { feedRoute = FeedRoute() }
+    }
+    /// The feeds that want the last name fanned out (see ``deliver(_:)``).
+    var feedRoute = FeedRoute()
     var roster = ClientRoster<ControlSession>()
     var stopped = false
     /// The newest sequence the fan-out has seen: how far the bus's delivery loop has come.

@@ -34,6 +34,13 @@ extension ControlSession {
             var delivered = 0
             var countReached = false
             var windowOver = false
+            // The batch is encoded into locals moved out of the session and back (no copy): each
+            // access to a member of this class is checked for exclusivity at run time, per event.
+            var lines = out
+            out = JSONWriter(capacity: 0)
+            var encoder = self.encoder
+            self.encoder = EventJSON()  // so the local's line buffer is not shared (and copied on write)
+            let filtersPaths = self.filtersPaths
             for item in batch {
                 switch item {
                 case .event(let event, _):
@@ -45,14 +52,16 @@ extension ControlSession {
                        !PeerAccess.mayReach(path, by: peer) {
                         continue
                     }
-                    encoder.event(event, into: &out)
+                    encoder.event(event, into: &lines)
                     delivered += 1
                     if state.takeEvent() == .sendLast { countReached = true }
                 case .gap(let dropped, let first, let last, let reason):
-                    out.gapLine(dropped: dropped, first: first, last: last, reason: reason)
+                    lines.gapLine(dropped: dropped, first: first, last: last, reason: reason)
                 }
                 if countReached || windowOver { break }
             }
+            out = lines
+            self.encoder = encoder
             batch.removeAll(keepingCapacity: true)  // encoded: the events need not stay pinned here
             eventsInOutput += delivered
             feed.didDeliver(delivered)

@@ -12,111 +12,162 @@ import Glibc
 /// Fields are written in sorted key order so equal events are equal lines. Field values keep
 /// their type: strings, integers, doubles, booleans; a date field becomes an RFC 3339 string.
 ///
+/// Each line is written through a ``LineCursor`` into a buffer the encoder keeps, bounded
+/// first from the event's string lengths, and then appended to the writer in one copy: the
+/// control loop encodes every tailed event, and appending byte by byte to the writer's array
+/// cost it more than the rest of its work per event.
+///
 /// One encoder per client session (it caches the formatted second of the last timestamp, which
-/// most events of a burst share); used only on that session's queue.
+/// most events of a burst share, and keeps its line buffer); used only on that session's queue.
 struct EventJSON {
     private var cachedSecond = Int.min
     private var cachedPrefix: [UInt8] = []  // "2025-03-05T14:02:11"
+    /// Where a line is written before it is appended; as long as the longest bound so far.
+    private var line: [UInt8] = []
 
     /// The most fields sorted by insertion (quadratic, but the cheapest for a few); more are
     /// sorted in n log n.
     static let insertionSortLimit = 16
 
+    /// The line's fixed members, with the largest sequence and monotonic time, the quoted time
+    /// and the newline.
+    private static let fixedBound = 160
+    /// A field's colon and comma, besides its key and value.
+    private static let fieldPunctuation = 2
+    /// The largest line buffer kept between events.
+    private static let keptLineBytes = 256 * 1024
+
     mutating func event(_ event: Event, into writer: inout JSONWriter) {
-        writer.raw(EventLine.start)
-        writer.unsigned(event.sequence)
-        writer.raw(EventLine.name)
-        writer.string(event.name)
-        writer.raw(EventLine.source)
-        writer.string(event.source)
-        writer.raw(EventLine.time)
-        time(event.wallTime, into: &writer)
-        writer.raw(EventLine.mono)
-        writer.unsigned(event.monotonicNanoseconds)
-        writer.raw(EventLine.fields)
         let fields = event.fields
-        if fields.count == 1, let (key, value) = fields.first {
-            field(key, value, into: &writer)
-        } else if fields.count > 1 {
-            // Sorted in a buffer of their own (on the stack when it fits): no array of keys to
-            // allocate and no hashing to look each one up again. By insertion for a handful of
-            // fields (most events: fewest comparisons, no merge buffer), by Swift's sort beyond:
-            // an insertion sort is quadratic, and a 60 000-field post (under the 1 MiB line
-            // limit) held the control loop — every client's — for two seconds per tail.
-            withUnsafeTemporaryAllocation(of: (key: String, value: FieldValue).self, capacity: fields.count) { sorted in
-                var count = 0
-                if fields.count <= Self.insertionSortLimit {
-                    for member in fields {
-                        var slot = count
-                        while slot > 0, member.key < sorted[slot - 1].key { slot -= 1 }
-                        if slot < count {
-                            (sorted.baseAddress! + slot + 1).moveInitialize(from: sorted.baseAddress! + slot, count: count - slot)
-                        }
-                        (sorted.baseAddress! + slot).initialize(to: member)
-                        count += 1
-                    }
-                } else {
-                    for member in fields {
-                        (sorted.baseAddress! + count).initialize(to: member)
-                        count += 1
-                    }
-                    var all = UnsafeMutableBufferPointer(rebasing: sorted[0..<count])
-                    all.sort { $0.key < $1.key }
-                }
-                for index in 0..<count {
-                    if index > 0 { writer.byte(UInt8(ascii: ",")) }
-                    field(sorted[index].key, sorted[index].value, into: &writer)
-                }
-                _ = sorted.baseAddress!.deinitialize(count: count)
-            }
+        var bound = Self.fixedBound + LineCursor.stringBound(event.name) + LineCursor.stringBound(event.source)
+        for (key, value) in fields {
+            bound += Self.fieldPunctuation + LineCursor.stringBound(key)
+            if case .string(let text) = value { bound += LineCursor.stringBound(text) } else { bound += LineCursor.scalarBound }
         }
-        writer.raw(EventLine.end)
+        if line.count < bound { line = [UInt8](repeating: 0, count: max(bound, 2 * line.count, 1024)) }
+        var dates = DateFormatting(cachedSecond: cachedSecond, cachedPrefix: cachedPrefix)
+        let time = dates.parts(event.wallTime)
+        let timePrefix = dates.cachedPrefix
+        let length = line.withUnsafeMutableBufferPointer { buffer -> Int in
+            var out = LineCursor(buffer.baseAddress!)
+            out.raw(EventLine.start)
+            out.unsigned(event.sequence)
+            out.raw(EventLine.name)
+            out.string(event.name)
+            out.raw(EventLine.source)
+            out.string(event.source)
+            out.raw(EventLine.time)
+            Self.write(time, prefix: timePrefix, into: &out)
+            out.raw(EventLine.mono)
+            out.unsigned(event.monotonicNanoseconds)
+            out.raw(EventLine.fields)
+            if fields.count == 1, let (key, value) = fields.first {
+                Self.field(key, value, dates: &dates, into: &out)
+            } else if fields.count > 1 {
+                // Sorted in a buffer of their own (on the stack when it fits): no array of keys to
+                // allocate and no hashing to look each one up again. By insertion for a handful of
+                // fields (most events: fewest comparisons, no merge buffer), by Swift's sort beyond:
+                // an insertion sort is quadratic, and a 60 000-field post (under the 1 MiB line
+                // limit) held the control loop — every client's — for two seconds per tail.
+                withUnsafeTemporaryAllocation(of: (key: String, value: FieldValue).self, capacity: fields.count) { sorted in
+                    var count = 0
+                    if fields.count <= Self.insertionSortLimit {
+                        for member in fields {
+                            var slot = count
+                            while slot > 0, member.key < sorted[slot - 1].key { slot -= 1 }
+                            if slot < count {
+                                (sorted.baseAddress! + slot + 1).moveInitialize(from: sorted.baseAddress! + slot, count: count - slot)
+                            }
+                            (sorted.baseAddress! + slot).initialize(to: member)
+                            count += 1
+                        }
+                    } else {
+                        for member in fields {
+                            (sorted.baseAddress! + count).initialize(to: member)
+                            count += 1
+                        }
+                        var all = UnsafeMutableBufferPointer(rebasing: sorted[0..<count])
+                        all.sort { $0.key < $1.key }
+                    }
+                    for index in 0..<count {
+                        if index > 0 { out.byte(UInt8(ascii: ",")) }
+                        Self.field(sorted[index].key, sorted[index].value, dates: &dates, into: &out)
+                    }
+                    _ = sorted.baseAddress!.deinitialize(count: count)
+                }
+            }
+            out.raw(EventLine.end)
+            return out.count
+        }
+        cachedSecond = dates.cachedSecond
+        cachedPrefix = dates.cachedPrefix
+        line.withUnsafeBufferPointer { writer.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[0..<length])) }
+        // A huge event's buffer is not kept for the small ones that follow (as the session's
+        // output buffer is not).
+        if line.count > Self.keptLineBytes { line = [] }
     }
 
-    private mutating func field(_ key: String, _ value: FieldValue, into writer: inout JSONWriter) {
-        writer.string(key)
-        writer.byte(UInt8(ascii: ":"))
+    private static func field(_ key: String, _ value: FieldValue, dates: inout DateFormatting, into out: inout LineCursor) {
+        out.string(key)
+        out.byte(UInt8(ascii: ":"))
         switch value {
-        case .string(let text): writer.string(text)
-        case .int(let number): writer.int(number)
-        case .double(let number): writer.double(number)
-        case .bool(let flag): writer.bool(flag)
-        case .date(let date): time(date, into: &writer)
+        case .string(let text): out.string(text)
+        case .int(let number): out.int(number)
+        case .double(let number): out.double(number)
+        case .bool(let flag): out.bool(flag)
+        case .date(let date):
+            let time = dates.parts(date)
+            write(time, prefix: dates.cachedPrefix, into: &out)
+        }
+    }
+
+    /// A time as its whole second (formatted once per second) and its microseconds.
+    private struct DateFormatting {
+        var cachedSecond: Int
+        var cachedPrefix: [UInt8]
+
+        mutating func parts(_ date: Date) -> (second: Int, micros: Int) {
+            let interval = date.timeIntervalSince1970
+            let second = Int(interval.rounded(.down))
+            let micros = min(999_999, max(0, Int((interval - Double(second)) * 1_000_000)))
+            if second != cachedSecond {
+                cachedSecond = second
+                cachedPrefix = EventJSON.formatSecond(second)
+            }
+            return (second, micros)
         }
     }
 
     /// `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` in UTC, microseconds.
-    private mutating func time(_ date: Date, into writer: inout JSONWriter) {
-        let interval = date.timeIntervalSince1970
-        let second = Int(interval.rounded(.down))
-        let micros = min(999_999, max(0, Int((interval - Double(second)) * 1_000_000)))
-        if second != cachedSecond {
-            cachedSecond = second
-            var time = time_t(second)
-            var parts = tm()
-            gmtime_r(&time, &parts)
-            var prefix = JSONWriter(capacity: 20)
-            digits(Int(parts.tm_year) + 1900, 4, &prefix)
-            prefix.byte(UInt8(ascii: "-"))
-            digits(Int(parts.tm_mon) + 1, 2, &prefix)
-            prefix.byte(UInt8(ascii: "-"))
-            digits(Int(parts.tm_mday), 2, &prefix)
-            prefix.byte(UInt8(ascii: "T"))
-            digits(Int(parts.tm_hour), 2, &prefix)
-            prefix.byte(UInt8(ascii: ":"))
-            digits(Int(parts.tm_min), 2, &prefix)
-            prefix.byte(UInt8(ascii: ":"))
-            digits(Int(parts.tm_sec), 2, &prefix)
-            cachedPrefix = prefix.bytes
-        }
-        writer.byte(UInt8(ascii: "\""))
-        writer.bytes.append(contentsOf: cachedPrefix)
-        writer.byte(UInt8(ascii: "."))
-        digits(micros, 6, &writer)
-        writer.raw("Z\"")
+    private static func write(_ time: (second: Int, micros: Int), prefix: [UInt8], into out: inout LineCursor) {
+        out.byte(UInt8(ascii: "\""))
+        prefix.withUnsafeBufferPointer { out.bytes($0) }
+        out.byte(UInt8(ascii: "."))
+        out.digits(UInt64(time.micros), 6)
+        out.raw("Z\"")
     }
 
-    private func digits(_ value: Int, _ width: Int, _ writer: inout JSONWriter) {
+    /// `YYYY-MM-DDTHH:MM:SS` of a second since 1970, in UTC.
+    private static func formatSecond(_ second: Int) -> [UInt8] {
+        var time = time_t(second)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        var prefix = JSONWriter(capacity: 20)
+        digits(Int(parts.tm_year) + 1900, 4, &prefix)
+        prefix.byte(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2, &prefix)
+        prefix.byte(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2, &prefix)
+        prefix.byte(UInt8(ascii: "T"))
+        digits(Int(parts.tm_hour), 2, &prefix)
+        prefix.byte(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2, &prefix)
+        prefix.byte(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2, &prefix)
+        return prefix.bytes
+    }
+
+    private static func digits(_ value: Int, _ width: Int, _ writer: inout JSONWriter) {
         var divisor = 1
         for _ in 1..<width { divisor *= 10 }
         var value = value

@@ -64,8 +64,9 @@ struct ReplayRing {
     private mutating func evict(_ evicted: Int) -> Int {
         let before = bytes
         for _ in 0..<evicted {
-            let oldest = slots[head]!
-            slots[head] = nil
+            // Moved out, not copied: a copy would retain and release the event's storage once
+            // more, on the bus's delivery loop, for every event posted once the ring is full.
+            let oldest = slots[head].take()!
             newestEvictedTime = oldest.event.wallTime
             bytes -= oldest.bytes
             head = (head + 1) % slots.count

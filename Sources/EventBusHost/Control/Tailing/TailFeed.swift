@@ -91,7 +91,18 @@ final class TailFeed: @unchecked Sendable {
     /// the filter).
     @inline(__always)
     func wants(_ event: Event) -> Bool {
-        event.sequence >= fromSequence && patterns.contains { $0.matches(event.name) }
+        matches(name: event.name) && wantsMatched(event)
+    }
+
+    /// Whether the client's patterns take `name`.
+    func matches(name: String) -> Bool {
+        patterns.contains { $0.matches(name) }
+    }
+
+    /// ``wants(_:)`` for an event whose name is known to match (the fan-out's ``FeedRoute``).
+    @inline(__always)
+    func wantsMatched(_ event: Event) -> Bool {
+        event.sequence >= fromSequence
             && (filter.isEmpty || filter.accepts(event))
             && (hosts.isEmpty || hosts.contains(event.fields[EventOrigin.hostField]?.stringValue ?? "local"))
     }
@@ -153,8 +164,9 @@ final class TailFeed: @unchecked Sendable {
             var taken = 0
             func hasRoom() -> Bool { items.count < limit && (items.isEmpty || taken < byteLimit) }
             while hasRoom(), state.replayIndex < state.replay.count {
-                let item = state.replay[state.replayIndex]
-                state.replay[state.replayIndex] = .gap(dropped: 0, first: 0, last: 0, reason: .replay)  // not pinned here once taken
+                // Swapped out, not copied (a copy retains the event once more): not pinned here once taken.
+                var item = Item.gap(dropped: 0, first: 0, last: 0, reason: .replay)
+                swap(&item, &state.replay[state.replayIndex])
                 taken += item.bytes
                 items.append(item)
                 state.replayIndex += 1
@@ -164,8 +176,8 @@ final class TailFeed: @unchecked Sendable {
                 state.replayIndex = 0
             }
             while hasRoom(), state.liveIndex < state.live.count {
-                let item = state.live[state.liveIndex]
-                state.live[state.liveIndex] = .gap(dropped: 0, first: 0, last: 0, reason: .slowClient)  // not pinned here once taken
+                var item = Item.gap(dropped: 0, first: 0, last: 0, reason: .slowClient)
+                swap(&item, &state.live[state.liveIndex])
                 state.liveIndex += 1
                 if case .event(_, let bytes) = item {
                     state.liveEvents -= 1

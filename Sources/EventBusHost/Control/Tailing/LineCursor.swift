@@ -1,0 +1,125 @@
+import ControlProtocol
+
+/// Writes JSON text through a pointer into memory the caller has already made large enough.
+///
+/// Why: ``EventJSON`` encodes every event a tail receives on the control loop, the busiest
+/// thread of a tail. Appending to a ``JSONWriter``'s array checks its uniqueness and capacity
+/// at each byte and calls across the module boundary at each piece; this checks nothing, so the
+/// caller bounds the text first (``stringBound(_:)``, ``scalarBound``) and reserves that much.
+///
+/// The text is exactly what ``JSONWriter`` writes for the same values (the same escapes, the
+/// same digits, `Double.description`), so an event line reads the same whoever wrote it.
+struct LineCursor {
+    let base: UnsafeMutablePointer<UInt8>
+    private(set) var count = 0
+
+    init(_ base: UnsafeMutablePointer<UInt8>) {
+        self.base = base
+    }
+
+    /// The most bytes ``string(_:)`` writes for `text`: quotes, and six bytes (`\u00XX`) for
+    /// every byte at worst.
+    @inline(__always)
+    static func stringBound(_ text: String) -> Int { 2 + 6 * text.utf8.count }
+
+    /// The most bytes an integer, a double (`-2.2250738585072014e-308` is 24), a boolean or a
+    /// quoted date takes.
+    static let scalarBound = 32
+
+    @inline(__always)
+    mutating func byte(_ byte: UInt8) {
+        base[count] = byte
+        count += 1
+    }
+
+    @inline(__always)
+    mutating func raw(_ text: StaticString) {
+        (base + count).update(from: text.utf8Start, count: text.utf8CodeUnitCount)
+        count += text.utf8CodeUnitCount
+    }
+
+    @inline(__always)
+    mutating func bytes(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let start = bytes.baseAddress else { return }
+        (base + count).update(from: start, count: bytes.count)
+        count += bytes.count
+    }
+
+    mutating func string(_ text: String) {
+        var text = text
+        text.withUTF8 { string($0) }
+    }
+
+    /// A JSON string: quotes, and escapes for `"`, `\` and control characters (as
+    /// ``JSONWriter/string(_:)-(UnsafeBufferPointer<UInt8>)`` writes them).
+    mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
+        byte(UInt8(ascii: "\""))
+        var clean = 0  // start of the run of bytes that need no escape
+        for index in 0..<utf8.count {
+            let byte = utf8[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            if clean < index { bytes(UnsafeBufferPointer(rebasing: utf8[clean..<index])) }
+            clean = index + 1
+            self.byte(UInt8(ascii: "\\"))
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"): self.byte(byte)
+            case 0x0A: self.byte(UInt8(ascii: "n"))
+            case 0x0D: self.byte(UInt8(ascii: "r"))
+            case 0x09: self.byte(UInt8(ascii: "t"))
+            default:
+                let hex: StaticString = "0123456789abcdef"
+                raw("u00")
+                self.byte(hex.utf8Start[Int(byte >> 4)])
+                self.byte(hex.utf8Start[Int(byte & 0xF)])
+            }
+        }
+        if clean < utf8.count { bytes(UnsafeBufferPointer(rebasing: utf8[clean...])) }
+        byte(UInt8(ascii: "\""))
+    }
+
+    /// Decimal digits, written back to front in place once their number is known.
+    mutating func unsigned(_ value: UInt64) {
+        var digitCount = 1
+        var rest = value / 10
+        while rest > 0 {
+            digitCount += 1
+            rest /= 10
+        }
+        digits(value, digitCount)
+    }
+
+    @inline(__always)
+    mutating func int(_ value: Int64) {
+        if value < 0 { byte(UInt8(ascii: "-")) }
+        unsigned(value.magnitude)
+    }
+
+    /// Exactly `width` decimal digits of `value` (zero-padded; higher digits are cut).
+    @inline(__always)
+    mutating func digits(_ value: UInt64, _ width: Int) {
+        var value = value
+        var index = count + width
+        while index > count {
+            index -= 1
+            base[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value % 10)
+            value /= 10
+        }
+        count += width
+    }
+
+    /// Swift's shortest text that reads back as `value`; `null` for infinities and NaN (JSON has
+    /// neither), as ``JSONWriter/double(_:)``.
+    mutating func double(_ value: Double) {
+        guard value.isFinite else {
+            raw("null")
+            return
+        }
+        var text = value.description
+        text.withUTF8 { bytes($0) }
+    }
+
+    @inline(__always)
+    mutating func bool(_ value: Bool) {
+        if value { raw("true") } else { raw("false") }
+    }
+}
