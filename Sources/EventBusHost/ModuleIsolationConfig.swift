@@ -29,7 +29,11 @@ extension HostConfig {
             case "heartbeat_timeout":
                 settings.heartbeatTimeout = try value.duration()
                 guard settings.heartbeatTimeout >= .milliseconds(100) else { throw value.error("must be at least 100ms") }
-            case "restart_delay": settings.restartDelay = try value.duration()
+            case "restart_delay":
+                settings.restartDelay = try value.duration()
+                guard settings.restartDelay <= WorkerSettings.maximumRestartDelay else {
+                    throw value.error("must be at most \(WorkerSettings.maximumRestartDelay) (the longest wait between restarts)")
+                }
             case "start_limit_burst": settings.startLimitBurst = try value.int(atLeast: 0)
             case "start_limit_interval": settings.startLimitInterval = try value.duration()
             case "memory_limit":

@@ -317,6 +317,7 @@ import Testing
             ("modules:\n  a:\n    path: /x.so\n    isolation: thread\n", "modules.a.isolation", "expected one of: process, none, found \"thread\""),
             ("modules:\n  a:\n    path: /x.so\n    worker: {memory_limit: lots}\n", "modules.a.worker.memory_limit", "expected a size such as 64MiB, 16 MB or 1048576 (bytes), found \"lots\""),
             ("modules:\n  a:\n    path: /x.so\n    worker: {restarts: 3}\n", "modules.a.worker.restarts", "unknown key"),
+            ("modules:\n  a:\n    path: /x.so\n    worker: {restart_delay: 1m}\n", "modules.a.worker.restart_delay", "must be at most 30.0 seconds"),
         ] {
             do {
                 let directory = try TemporaryDirectory()

@@ -16,7 +16,7 @@ import Testing
     /// a machine so loaded that the test's task waits seconds for a thread (they go over one
     /// connection).
     func daemon(_ directory: TemporaryDirectory, path: String = BuildProducts.fixture("FixtureCrashing"),
-                extra: String = "", worker: String = "restart_delay: 60s") async throws -> Daemon {
+                extra: String = "", worker: String = "restart_delay: 30s") async throws -> Daemon {
         try await Daemon.running(isolation.config(directory, modules: """
               crashing:
                 path: \(path)
@@ -62,7 +62,7 @@ import Testing
         _ = try postNumbered(300, directory)
         #expect(isolation.module("crashing", directory)?["state"]?.stringValue != "failed")
 
-        // All 300 were posted before the restart (60 s after the crash), and held for it.
+        // All 300 were posted before the restart (30 s after the crash), and held for it.
         #expect(await daemon.waitFor("module restarted (fixture-crashing 1.0.0", timeout: .seconds(240)), "\(daemon.output)")
         #expect(daemon.output.contains("300 event(s) held for it meanwhile follow"), "\(daemon.output)")
         let seen = try await report(directory)
@@ -105,7 +105,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let copy = directory.path + "/libcrashing.so"
         try FileManager.default.copyItem(atPath: BuildProducts.fixture("FixtureCrashing"), toPath: copy)
-        let daemon = try await daemon(directory, path: copy, worker: "restart_delay: 60s, start_limit_burst: 1, start_limit_interval: 10m")
+        let daemon = try await daemon(directory, path: copy, worker: "restart_delay: 30s, start_limit_burst: 1, start_limit_interval: 10m")
         let failures = try await isolation.tail(["module.failed"], count: 1, directory)
         try FileManager.default.removeItem(atPath: copy)  // the running worker has it loaded
         _ = try await crash(directory, tailing: 2)
@@ -144,7 +144,7 @@ import Testing
             isolation.config(directory, modules: """
                   counter:
                     path: \(BuildProducts.fixture("FixtureCounter"))
-                    worker: {restart_delay: 60s}
+                    worker: {restart_delay: 30s}
                     config: {pattern: "\(pattern)"}
                 """)
         }
