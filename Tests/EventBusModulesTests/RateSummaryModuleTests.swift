@@ -57,9 +57,12 @@ import Testing
         try harness.activate()
         defer { harness.deactivate() }
 
-        // Stall the module's queue so its mailbox overflows.
-        let gate = DispatchSemaphore(value: 0)
-        harness.mailbox.queue.async { gate.wait() }
+        // Stall the module's mailbox so it overflows: a job in the mailbox itself, which the events
+        // queue behind (a block on its queue would wait behind a run of the mailbox already
+        // taking them, as while the module's timer ticks).
+        let gate = DispatchSemaphore(value: 0), stalled = DispatchSemaphore(value: 0)
+        harness.mailbox.perform { stalled.signal(); gate.wait() }
+        stalled.wait()
         for _ in 0..<20 { harness.bus.post("app.x") }
         gate.signal()
 
