@@ -34,36 +34,14 @@ public struct JSONWriter {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    /// A JSON string: quotes, and escapes for `"`, `\` and control characters. Other UTF-8 is
-    /// copied as is (JSON text is UTF-8).
+    /// A JSON string (``writeJSONString(_:byte:run:)``).
     public mutating func string(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in string(utf8) }
     }
 
     public mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
-        bytes.append(UInt8(ascii: "\""))
-        var clean = 0  // start of the run of bytes that need no escape
-        for index in 0..<utf8.count {
-            let byte = utf8[index]
-            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-            if clean < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[clean..<index])) }
-            clean = index + 1
-            bytes.append(UInt8(ascii: "\\"))
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
-            case 0x0A: bytes.append(UInt8(ascii: "n"))
-            case 0x0D: bytes.append(UInt8(ascii: "r"))
-            case 0x09: bytes.append(UInt8(ascii: "t"))
-            default:
-                let hex: StaticString = "0123456789abcdef"
-                raw("u00")
-                bytes.append(hex.utf8Start[Int(byte >> 4)])
-                bytes.append(hex.utf8Start[Int(byte & 0xF)])
-            }
-        }
-        if clean < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[clean...])) }
-        bytes.append(UInt8(ascii: "\""))
+        writeJSONString(utf8, byte: { bytes.append($0) }, run: { bytes.append(contentsOf: $0) })
     }
 
     public mutating func int<T: BinaryInteger>(_ value: T) {

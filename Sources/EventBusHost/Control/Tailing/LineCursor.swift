@@ -50,31 +50,9 @@ struct LineCursor {
         text.withUTF8 { string($0) }
     }
 
-    /// A JSON string: quotes, and escapes for `"`, `\` and control characters (as
-    /// ``JSONWriter/string(_:)-(UnsafeBufferPointer<UInt8>)`` writes them).
+    /// A JSON string, by the rule ``JSONWriter`` writes too (``writeJSONString(_:byte:run:)``).
     mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
-        byte(UInt8(ascii: "\""))
-        var clean = 0  // start of the run of bytes that need no escape
-        for index in 0..<utf8.count {
-            let byte = utf8[index]
-            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-            if clean < index { bytes(UnsafeBufferPointer(rebasing: utf8[clean..<index])) }
-            clean = index + 1
-            self.byte(UInt8(ascii: "\\"))
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"): self.byte(byte)
-            case 0x0A: self.byte(UInt8(ascii: "n"))
-            case 0x0D: self.byte(UInt8(ascii: "r"))
-            case 0x09: self.byte(UInt8(ascii: "t"))
-            default:
-                let hex: StaticString = "0123456789abcdef"
-                raw("u00")
-                self.byte(hex.utf8Start[Int(byte >> 4)])
-                self.byte(hex.utf8Start[Int(byte & 0xF)])
-            }
-        }
-        if clean < utf8.count { bytes(UnsafeBufferPointer(rebasing: utf8[clean...])) }
-        byte(UInt8(ascii: "\""))
+        writeJSONString(utf8, byte: { byte($0) }, run: { bytes($0) })
     }
 
     /// Decimal digits, written back to front in place once their number is known.
