@@ -15,10 +15,7 @@ struct BridgeBytesInProcessTests {
         let directory = try TemporaryDirectory("bridge-bytes")
         let server = try NATSServer(storage: directory.path)
         let busA = Bus(), busB = Bus()
-        var exporting = BridgeConfig(servers: [server.url], host: "alpha")
-        exporting.export = [try EventPattern("app.>")]
-        var importing = BridgeConfig(servers: [server.url], host: "beta")
-        importing.import = [try EventPattern("app.>")]
+        var (exporting, importing) = try appPair(server, durable: false)
         importing.pendingBytes = 1 << 20
         let a = try startBridge(exporting, busA, directory)
         let b = try startBridge(importing, busB, directory)
@@ -62,15 +59,10 @@ struct BridgeBytesInProcessTests {
         let server = try NATSServer(storage: directory.path)
         defer { server.stop() }
         let busA = Bus(), busB = Bus()
-        var exporting = BridgeConfig(servers: [server.url], host: "alpha")
-        exporting.export = [try EventPattern("app.>")]
+        var (exporting, importing) = try appPair(server, durable: true)
         exporting.exportBufferBytes = 256 << 10
-        exporting.durable = BridgeConfig.Durable()
         exporting.pingInterval = .milliseconds(500)
         exporting.maxReconnectWait = .milliseconds(500)
-        var importing = BridgeConfig(servers: [server.url], host: "beta")
-        importing.import = [try EventPattern("app.>")]
-        importing.durable = BridgeConfig.Durable()
         let a = try startBridge(exporting, busA, directory)
         let b = try startBridge(importing, busB, directory)
         defer { a.stop(); b.stop() }
@@ -117,12 +109,7 @@ struct BridgeBytesInProcessTests {
         let directory = try TemporaryDirectory("bridge-bytes")
         let server = try NATSServer(storage: directory.path, configuration: "max_payload: 8MB\n")
         let busA = Bus(), busB = Bus()
-        var exporting = BridgeConfig(servers: [server.url], host: "alpha")
-        exporting.export = [try EventPattern("app.>")]
-        exporting.durable = BridgeConfig.Durable()
-        var importing = BridgeConfig(servers: [server.url], host: "beta")
-        importing.import = [try EventPattern("app.>")]
-        importing.durable = BridgeConfig.Durable()
+        let (exporting, importing) = try appPair(server, durable: true)
         let a = try startBridge(exporting, busA, directory)
         let b = try startBridge(importing, busB, directory)
         defer { a.stop(); b.stop() }

@@ -13,6 +13,20 @@ func startBridge(_ config: BridgeConfig, _ bus: Bus, _ directory: TemporaryDirec
     return bridge
 }
 
+/// The pair most bridge tests start from: `alpha` exports `app.>` and `beta` imports it, both
+/// through `server`, in durable mode when asked; a test sets what it varies on the copies.
+func appPair(_ server: NATSServer, durable: Bool) throws -> (exporting: BridgeConfig, importing: BridgeConfig) {
+    var exporting = BridgeConfig(servers: [server.url], host: "alpha")
+    exporting.export = [try EventPattern("app.>")]
+    var importing = BridgeConfig(servers: [server.url], host: "beta")
+    importing.import = [try EventPattern("app.>")]
+    if durable {
+        exporting.durable = BridgeConfig.Durable()
+        importing.durable = BridgeConfig.Durable()
+    }
+    return (exporting, importing)
+}
+
 /// The events of `pattern` on `bus` as they come (each also handed to `each`), until the
 /// subscription is cancelled.
 func collect(_ bus: Bus, _ pattern: String, each: @escaping @Sendable (Event) -> Void = { _ in }) throws

@@ -26,12 +26,7 @@ struct StalledConsumerTests {
         let busA = Bus(), busB = Bus()
         // The default ping interval (20 s): the frozen server must not be found dead, so that
         // what makes the consumer again is the stall check, not a reconnect.
-        var exporting = BridgeConfig(servers: [server.url], host: "alpha")
-        exporting.export = [try EventPattern("app.>")]
-        exporting.durable = BridgeConfig.Durable()
-        var importing = BridgeConfig(servers: [server.url], host: "beta")
-        importing.import = [try EventPattern("app.>")]
-        importing.durable = BridgeConfig.Durable()
+        let (exporting, importing) = try appPair(server, durable: true)
         let a = try startBridge(exporting, busA, directory)
         let b = try startBridge(importing, busB, directory)
         defer { a.stop(); b.stop() }
