@@ -302,11 +302,11 @@ final class DurableImporter: @unchecked Sendable {
         var events: [Event] = []
         let before = ledger
         var lag: UInt64 = 0
-        var taken = messages.count  // what is acknowledged: up to a missed delivery, if any
-        // The message with the highest stream sequence among those taken: the consumer
-        // acknowledges everything up to it at once (ack policy "all", see `placeConsumer`).
+        // The message with the highest stream sequence among those taken (up to a missed
+        // delivery, if any): the consumer acknowledges everything up to it at once (ack policy
+        // "all", see `placeConsumer`).
         var highest: (sequence: UInt64, message: OpaquePointer)?
-        for (index, message) in messages.enumerated() {
+        for message in messages {
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
             guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
                 counters.malformed.add(1, ordering: .relaxed)
@@ -325,7 +325,6 @@ final class DurableImporter: @unchecked Sendable {
                 guard delivery <= nextDelivery else {
                     logger.notice("bridge: the consumer delivered \(delivery - nextDelivery) message(s) this host did not receive (a fetch answered while the link was down); reading them again after stream sequence \(ledger.streamSequence)")
                     needsRebind.store(true, ordering: .relaxed)
-                    taken = index
                     break
                 }
                 nextDelivery = max(nextDelivery, delivery + 1)
@@ -395,7 +394,7 @@ final class DurableImporter: @unchecked Sendable {
         // The acknowledgement only spares the server redeliveries: each bind re-creates the
         // consumer from the recorded position. One for the batch, not one per message: each
         // was a publish for this thread and an acknowledgement for the server to process.
-        if taken > 0, let highest { pull.acknowledge(highest.message) }
+        if let highest { pull.acknowledge(highest.message) }
         counters.importLag.store(lag, ordering: .relaxed)
     }
 
