@@ -59,8 +59,10 @@ import Testing
         let start = ContinuousClock.now
         let check = try Daemon(arguments: ["--check-config", "--config", config, "--check-timeout", "2"], in: directory)
         #expect(await check.exitStatus() == 1, "\(check.output)")
-        let elapsed = ContinuousClock.now - start
-        #expect(elapsed >= .seconds(2) && elapsed < .seconds(30), "\(elapsed)")
+        // It waited out the timeout; that it did not wait for the hanging load beyond it is what
+        // the output says (the check process killed), not a wall-clock bound: a loaded runner
+        // took 79 s to get this far.
+        #expect(ContinuousClock.now - start >= .seconds(2))
         let output = check.output
         #expect(output.contains("module hanging: \(config):3: did not finish loading \(hanging) within 2.0 seconds; its check process was killed"),
                 "\(output)")
