@@ -37,7 +37,7 @@ import Testing
 
         var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-        func waitFor(_ text: String, timeout: Duration = .seconds(60)) async -> Bool {
+        func waitFor(_ text: String, timeout: Duration = patience) async -> Bool {
             await eventually(timeout: timeout) { output.contains(text) }
         }
 

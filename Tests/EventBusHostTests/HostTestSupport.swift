@@ -59,7 +59,7 @@ final class EventCollector: @unchecked Sendable {
         subscription = try bus.publisher(for: pattern).sink { event in events.update { $0.append(event) } }
     }
 
-    func first(timeout: Duration = .seconds(60)) async -> Event? {
+    func first(timeout: Duration = patience) async -> Event? {
         _ = await eventually(timeout: timeout) { !events.value.isEmpty }
         return events.value.first
     }

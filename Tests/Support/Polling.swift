@@ -1,9 +1,13 @@
 import Foundation
 
-/// Polls `condition` until it holds or `timeout` passes. The timeout only bounds a broken test:
-/// it is generous on purpose, so a slow machine (or TSan) never fails a correct one — tests
-/// never assert how long something took.
-public func eventually(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
+/// How long a test waits for something that must happen. It only bounds a broken test, so it is
+/// generous on purpose: CI runs every suite at once on two cores, where a check that takes a
+/// second alone has taken over 60 s to start, load two modules in child processes and exit.
+/// Tests never assert how long something took.
+public let patience: Duration = .seconds(180)
+
+/// Polls `condition` until it holds or `timeout` passes.
+public func eventually(timeout: Duration = patience, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if condition() { return true }

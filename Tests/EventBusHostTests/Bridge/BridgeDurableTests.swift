@@ -75,7 +75,7 @@ struct BridgeDurableTests {
                 try connection.send(bytes)
                 for _ in 0..<1_000 { guard try connection.readJSON()?["type"] == "posted" else { throw POSIXError(.EPROTO) } }
             }
-            #expect(await eventually(timeout: .seconds(60)) { a.count("exported") >= Int64(6_000 * round) && a.count("export_in_flight") == 0 },
+            #expect(await eventually { a.count("exported") >= Int64(6_000 * round) && a.count("export_in_flight") == 0 },
                     "status: \(String(describing: a.bridgeStatus))")
             return try #require(ProcessProbe(pid: a.daemon!.process.processIdentifier)).residentKiB
         }

@@ -98,7 +98,7 @@ final class CLIProcess: @unchecked Sendable {
     var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
 
     /// Waits for it to exit — at most `timeout`, a bound for broken tests only; then kills it.
-    func finish(timeout: Duration = .seconds(90)) async -> CLIResult {
+    func finish(timeout: Duration = patience) async -> CLIResult {
         let exited = await eventually(timeout: timeout) { !process.isRunning }
         if !exited {
             kill(process.processIdentifier, SIGKILL)

@@ -111,7 +111,7 @@ import Testing
         let patient = try CLIProcess(["post", "--socket", socket, "--wait", "60", "--print-seq", "user.later"], in: directory)
         try await Task.sleep(for: .milliseconds(500))
         let daemon = try await DaemonProcessTests.Daemon.running("control: {socket: \(socket)}\n", in: directory)
-        let posted = await patient.finish(timeout: .seconds(60))
+        let posted = await patient.finish()
         #expect(posted.status == 0, "\(posted.stderr)")
         #expect(posted.stdout == "1\n", "posted once, as the new host's first event: \(posted.stdout)")
         withExtendedLifetime(daemon) {}

@@ -96,7 +96,7 @@ import Testing
                      priority: 6, message: "large")
         #expect(writer.flush(timeout: .seconds(60)))
         var entry: [String: Any]?
-        _ = await eventually(timeout: .seconds(60)) {
+        _ = await eventually {
             entry = try? journald.entries().first { $0["SYSLOG_IDENTIFIER"] as? String == "eventbus-large-test" }
             return entry != nil
         }

@@ -112,7 +112,7 @@ final class SpawnedProcess: @unchecked Sendable {
     func signal(_ signal: Int32) { kill(pid, signal) }
 
     /// The exit status (or 128 + signal), once it has exited; nil if it did not within the bound.
-    func exitStatus(timeout: Duration = .seconds(60)) async -> Int32? {
+    func exitStatus(timeout: Duration = patience) async -> Int32? {
         let pid = pid
         _ = await eventually(timeout: timeout) {
             exit.withLock { status in

@@ -130,7 +130,7 @@ import Glibc
         for number in madeWhileBlind + [blocker] { try LoopControl.remove(number) }
         let sentinel = try LoopControl.make()
         try LoopControl.remove(sentinel)
-        #expect(await eventually(timeout: .seconds(60)) {
+        #expect(await eventually {
             !recorder.changes(.removed, of: LoopControl.syspath(sentinel)).isEmpty || recorder.count(.rescanned) > 1
         })
         // A second overflow (the tiny buffer on a busy machine) rescans too; either way each

@@ -62,7 +62,7 @@ func journalWait(_ pid: pid_t) -> Int32 {
 
 /// Waits for the child `pid` to end without blocking a thread of the (small: one per core)
 /// cooperative pool that the other tests need; nil if it is still running after `timeout`.
-func journalWaitAsync(_ pid: pid_t, timeout: Duration = .seconds(60)) async -> Int32? {
+func journalWaitAsync(_ pid: pid_t, timeout: Duration = patience) async -> Int32? {
     let deadline = ContinuousClock.now + timeout
     var status: Int32 = 0
     while true {
