@@ -287,7 +287,9 @@ extension HostConfig {
                 var config = ModuleConfig()
                 var lines: [String: Int] = [:]
                 if let section = fields["config"] {
-                    for (key, item) in try section.mapping() { config.values[key] = try item.configValue() }
+                    var budget = ConfigExpansionBudget(section: section)
+                    for (key, item) in try section.mapping() { config.values[key] = try item.configValue(within: &budget) }
+                    // Walks no more than the budget just allowed.
                     lines = section.keyLines()
                 }
                 var entry = ModuleEntry(

@@ -146,9 +146,12 @@ struct ConfigNode {
     }
 
     /// The node as a module config value: scalars by their YAML type, lists and mappings nested.
-    func configValue() throws(ConfigError) -> ConfigValue {
+    /// `budget` bounds what it may grow to: a few lines of YAML aliases can stand for billions of
+    /// values (the "billion laughs"), which the host must refuse rather than build.
+    func configValue(within budget: inout ConfigExpansionBudget) throws(ConfigError) -> ConfigValue {
         switch node {
         case .scalar(let scalar):
+            try budget.take(bytes: scalar.string.utf8.count)
             switch node.tagName {
             case .int:
                 guard let value = node.int else { throw error("integer out of range: \(scalar.string)") }
@@ -166,15 +169,44 @@ struct ConfigNode {
                 return .string(scalar.string)
             }
         case .sequence:
+            try budget.take(bytes: 0)
             var items: [ConfigValue] = []
-            for item in try sequence() { items.append(try item.configValue()) }
+            for item in try sequence() { items.append(try item.configValue(within: &budget)) }
             return .array(items)
         case .mapping:
+            try budget.take(bytes: 0)
             var table: [String: ConfigValue] = [:]
-            for (name, value) in try mapping() { table[name] = try value.configValue() }
+            for (name, value) in try mapping() {
+                try budget.take(bytes: name.utf8.count)
+                table[name] = try value.configValue(within: &budget)
+            }
             return .table(table)
         case .alias:
             throw error("YAML aliases are not supported here; write the value out")
+        }
+    }
+}
+
+/// How large one module's config may be once YAML aliases are expanded — far above any real
+/// config (a module's config travels to its worker in one message), far below what would
+/// exhaust the host.
+struct ConfigExpansionBudget {
+    static let maximumValues = 100_000
+    static let maximumBytes = 16 << 20
+
+    /// The node the error names: the section being expanded.
+    let section: ConfigNode
+    private var values = 0
+    private var bytes = 0
+
+    init(section: ConfigNode) { self.section = section }
+
+    /// Counts one more value of `bytes` bytes of text.
+    mutating func take(bytes more: Int) throws(ConfigError) {
+        values += 1
+        bytes += more
+        guard values <= Self.maximumValues, bytes <= Self.maximumBytes else {
+            throw section.error("expands to more than \(Self.maximumValues) values or \(ByteSizeText.describe(Self.maximumBytes)) of text (YAML aliases are expanded); a module's config must stay within that")
         }
     }
 }

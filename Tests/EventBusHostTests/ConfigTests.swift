@@ -183,6 +183,35 @@ import Testing
         #expect(topLevel.message.contains("expected a mapping, found a list"))
     }
 
+    /// YAML aliases can make a few lines stand for billions of values: a module's config is
+    /// refused once it expands past its bound, quickly, instead of being built. Aliases within the
+    /// bound are expanded as the values they name.
+    @Test func aModuleConfigThatAliasesExpandPastItsBoundIsRefused() throws {
+        var yaml = "modules:\n  m:\n    path: /x.so\n    config:\n      l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n"
+        for level in 1...8 {
+            yaml += "      l\(level): &l\(level) [" + Array(repeating: "*l\(level - 1)", count: 10).joined(separator: ", ") + "]\n"
+        }
+        let error = try error(in: yaml)
+        #expect(error.key == "modules.m.config")
+        #expect(error.message == "expands to more than 100000 values or 16MiB of text (YAML aliases are expanded); a module's config must stay within that")
+
+        // Text counts too: 64 aliases of a 1 MiB string.
+        let long = String(repeating: "y", count: 1 << 20)
+        let wide = "modules:\n  m:\n    path: /x.so\n    config:\n      s: &s \(long)\n      many: [" + Array(repeating: "*s", count: 64).joined(separator: ", ") + "]\n"
+        #expect(try self.error(in: wide).key == "modules.m.config")
+
+        let directory = try TemporaryDirectory()
+        let shared = try HostConfig.load(from: directory.write("eventbus.yaml", """
+            modules:
+              m:
+                path: /x.so
+                config:
+                  base: &base {retries: 3, hosts: [a, b]}
+                  copy: *base
+            """))
+        #expect(shared.modules[0].config.values["copy"] == .table(["retries": .int(3), "hosts": .array([.string("a"), .string("b")])]))
+    }
+
     @Test func aMissingFileSaysSo() {
         #expect(throws: ConfigError.self) { try HostConfig.load(from: "/nonexistent/eventbus.yaml") }
         do {
