@@ -141,7 +141,7 @@ struct BridgeChaosTests {
                     lives.map { $0.last("alpha") }.max()! >= startedAt.alpha
                         && lives.map { $0.last("gamma") }.max()! >= startedAt.gamma
                 }
-                #expect(caughtUp, "life \(lives.count) of beta never caught up\n\(beta.health)\n\(beta.daemon?.output.suffix(4000) ?? "")\n\(servers.output)")
+                #expect(caughtUp, "life \(lives.count) of beta never caught up to alpha \(startedAt.alpha), gamma \(startedAt.gamma): its tail has \(lives.last!.count("alpha")) of alpha up to \(lives.last!.last("alpha")), \(lives.last!.count("gamma")) of gamma up to \(lives.last!.last("gamma")), gaps \(lives.last!.gaps.value)\n\(beta.health)\n\(beta.daemon?.output.suffix(4000) ?? "")\n\(servers.output)")
                 try await Task.sleep(for: .milliseconds(Int.random(in: 0...300)))
                 await beta.kill()
                 startedAt = (alphaPoster.acknowledged, gammaPoster.acknowledged)

@@ -38,7 +38,7 @@ final class BridgedHost: @unchecked Sendable {
         let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", configPath], wrapper: wrapper, in: directory)
         self.daemon = daemon
         guard await daemon.waitFor("ready; SIGHUP reloads") else { throw POSIXError(.ETIMEDOUT) }
-        guard await eventually(timeout: .seconds(30), { bridgeStatus?["state"]?.stringValue == "connected" }) else {
+        guard await eventually({ bridgeStatus?["state"]?.stringValue == "connected" }) else {
             throw POSIXError(.ENOTCONN)
         }
     }
@@ -56,7 +56,9 @@ final class BridgedHost: @unchecked Sendable {
     /// failure's message needs when a host stopped answering.
     var health: String {
         guard let daemon else { return "\(name): not started" }
-        if daemon.process.isRunning { return "\(name): running (pid \(daemon.process.processIdentifier))" }
+        if daemon.process.isRunning {
+            return "\(name): running (pid \(daemon.process.processIdentifier)); bridge status: \(bridgeStatus.map { String(describing: $0) } ?? "no answer")"
+        }
         let how = daemon.process.terminationReason == .uncaughtSignal ? "killed by signal" : "exited with"
         return "\(name): \(how) \(daemon.process.terminationStatus); its output ends:\n\(daemon.output.suffix(4000))"
     }
