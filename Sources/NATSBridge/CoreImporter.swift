@@ -131,10 +131,11 @@ final class CoreImporter: @unchecked Sendable {
             refuse(route.name, "no payload")
             return
         }
+        var header = WireFormat.Header(instance: 0, sequence: 0)
         do {
-            let decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host,
-                                                shapes: route.shapes)
-            subscription.batch.append(decoded.event, bytes: length)
+            subscription.batch.append(try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name,
+                                                            host: route.host, shapes: route.shapes, header: &header),
+                                      bytes: length)
         } catch {
             refuse(route.name, "payload from \(route.host): \(error.description)")
         }

@@ -1,5 +1,6 @@
 import CNATS
 @_spi(EventBusHost) import EventBusKit
+import EventFieldCoding
 import Foundation
 import Synchronization
 
@@ -163,8 +164,7 @@ final class Exporter: @unchecked Sendable {
     private func runCore() {
         var batch: [Event] = []
         var sizes: [Int] = []
-        var payload: [UInt8] = []
-        payload.reserveCapacity(512)
+        var payload = FieldWriter()
         var last = LastSubject()
         var lastSent: UInt64 = 0
         var failed = false
@@ -296,7 +296,7 @@ final class Exporter: @unchecked Sendable {
     private func runDurable() {
         var batch: [Event] = []
         var sizes: [Int] = []
-        var payload: [UInt8] = []
+        var payload = FieldWriter()
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
         options.MaxWait = Self.acknowledgementWait
@@ -325,7 +325,7 @@ final class Exporter: @unchecked Sendable {
                     continue
                 }
                 WireFormat.encode(event, instance: instance, into: &payload)
-                let export = OutstandingPublishes.Export(index: nextExport, subject: last.text, payload: payload,
+                let export = OutstandingPublishes.Export(index: nextExport, subject: last.text, payload: payload.bytes,
                                                          sequence: event.sequence)
                 // Swapped before publishing: the acknowledgement may come before the call returns.
                 let inFlight = Self.inFlightBytes(payload.count)
