@@ -42,8 +42,9 @@ final class CoreImporter: @unchecked Sendable {
         var handle: OpaquePointer?
         var dropped: Int64 = 0
         /// Decoded events not posted yet, in arrival order: touched only on this subscription's
-        /// delivery thread (nats.c runs the completion callback there too, after the last message).
-        var batch = ImportBatch()
+        /// delivery thread (nats.c runs the completion callback there too, after the last message),
+        /// so the run-time exclusivity check of each access is left out.
+        @exclusivity(unchecked) var batch = ImportBatch()
         /// Signalled by nats.c's completion callback, once the last batch is posted.
         let completed = DispatchSemaphore(value: 0)
         /// Routes by subject, touched only on this subscription's delivery thread: a message on

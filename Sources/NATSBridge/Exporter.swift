@@ -73,6 +73,22 @@ final class Exporter: @unchecked Sendable {
         finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds))) == .success
     }
 
+    /// Whether an event the bus delivers to the bridge goes out: not an import (an event with an
+    /// origin is never exported again: no loops) and not one of the bridge's own reports
+    /// (`bridge.*`). On the bus's delivery loop, for every event posted, so the origin is looked
+    /// for without hashing its key: an import carries three origin fields, so an event with
+    /// fewer is local, and among a few fields comparing the keys (one starting with `@` first)
+    /// costs less than the SipHash run of a lookup.
+    static func isExported(_ event: Event) -> Bool {
+        let name = event.name.utf8
+        if name.first == UInt8(ascii: "b"), name.starts(with: "bridge.".utf8) { return false }
+        let fields = event.fields
+        guard fields.count >= 3 else { return true }
+        guard fields.count <= 8 else { return fields[EventOrigin.hostField] == nil }
+        for key in fields.keys where key.utf8.first == UInt8(ascii: "@") && key == EventOrigin.hostField { return false }
+        return true
+    }
+
     /// Whether `name` can be a subject's tail: NATS tokens, no wildcards. The bus accepts any
     /// name at post; a name NATS cannot carry is not exported, and announced as a failed publish.
     static func isExportable(_ name: String) -> Bool {
