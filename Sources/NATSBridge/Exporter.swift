@@ -185,6 +185,12 @@ final class Exporter: @unchecked Sendable {
     /// and at acknowledgement alike, so what is added is exactly what is released.
     static func inFlightBytes(_ payload: Int) -> Int { 2 * payload + 256 }
 
+    /// Core mode: the most events taken at once. A batch shorter than this emptied the queue
+    /// (``sendNow(_:)`` follows). Large enough that a queue filled faster than the thread
+    /// publishes is usually handed over whole (``ExportQueue/take(max:into:sizes:)`` then moves
+    /// its array instead of copying events); its bytes are released once it is published.
+    static let coreBatchLimit = 4_096
+
     private func runCore() {
         var batch: [Event] = []
         var sizes: [Int] = []
@@ -192,7 +198,8 @@ final class Exporter: @unchecked Sendable {
         var last = LastSubject()
         var lastSent: UInt64 = 0
         var failed = false
-        while queue.take(max: 256, into: &batch, sizes: &sizes) {
+        let connection = client.connection
+        while queue.take(max: Self.coreBatchLimit, into: &batch, sizes: &sizes) {
             for event in batch {
                 last.update(event.name, subjects)
                 guard last.exportable else {
@@ -202,7 +209,7 @@ final class Exporter: @unchecked Sendable {
                 WireFormat.encode(event, instance: instance, into: &payload)
                 let status = last.subject.withUnsafeBufferPointer { subject in
                     payload.withUnsafeBytes { bytes in
-                        natsConnection_Publish(client.connection, subject.baseAddress, bytes.baseAddress, Int32(bytes.count))
+                        natsConnection_Publish(connection, subject.baseAddress, bytes.baseAddress, Int32(bytes.count))
                     }
                 }
                 switch status {
@@ -223,7 +230,7 @@ final class Exporter: @unchecked Sendable {
                 // flush in between could pass for a confirmation (see `sendNow`).
                 recordUnconfirmed()
                 failed = false
-            } else if batch.count < 256 {
+            } else if batch.count < Self.coreBatchLimit {
                 sendNow(&lastSent)
             }
             batch.removeAll(keepingCapacity: true)
