@@ -49,7 +49,7 @@ let package = Package(
         .executableTarget(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
-                           "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "CNATS",
+                           "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "EventFieldCoding", "CNATS",
                            "EventBusMetrics", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")]
         ),
@@ -266,7 +266,7 @@ let package = Package(
         // EventBusHostTests.)
         .testTarget(
             name: "NATSBridgeTests",
-            dependencies: ["TestSupport", "NATSBridge", "CNATS", .product(name: "EventBusKit", package: "EventBusKit"),
+            dependencies: ["TestSupport", "NATSBridge", "EventFieldCoding", "CNATS", .product(name: "EventBusKit", package: "EventBusKit"),
                            .product(name: "Logging", package: "swift-log")]
         ),
         // The built-in sources against the real OS: a private journald, real inotify.

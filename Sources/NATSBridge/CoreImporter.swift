@@ -42,8 +42,9 @@ final class CoreImporter: @unchecked Sendable {
         var handle: OpaquePointer?
         var dropped: Int64 = 0
         /// Decoded events not posted yet, in arrival order: touched only on this subscription's
-        /// delivery thread (nats.c runs the completion callback there too, after the last message).
-        var batch = ImportBatch()
+        /// delivery thread (nats.c runs the completion callback there too, after the last message),
+        /// so the run-time exclusivity check of each access is left out.
+        @exclusivity(unchecked) var batch = ImportBatch()
         /// Signalled by nats.c's completion callback, once the last batch is posted.
         let completed = DispatchSemaphore(value: 0)
         /// Routes by subject, touched only on this subscription's delivery thread: a message on
@@ -131,10 +132,11 @@ final class CoreImporter: @unchecked Sendable {
             refuse(route.name, "no payload")
             return
         }
+        var header = WireFormat.Header(instance: 0, sequence: 0)
         do {
-            let decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: route.host,
-                                                shapes: route.shapes)
-            subscription.batch.append(decoded.event, bytes: length)
+            subscription.batch.append(try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name,
+                                                            host: route.host, shapes: route.shapes, header: &header),
+                                      bytes: length)
         } catch {
             refuse(route.name, "payload from \(route.host): \(error.description)")
         }

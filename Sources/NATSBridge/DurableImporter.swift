@@ -348,16 +348,17 @@ final class DurableImporter: @unchecked Sendable {
             }
             let host = route.host
             let length = Int(natsMsg_GetDataLength(message))
-            let decoded: WireFormat.Decoded
+            var header = WireFormat.Header(instance: 0, sequence: 0)
+            let event: Event
             do {
                 guard let data = natsMsg_GetData(message) else { throw WireFormat.DecodeError(description: "no payload") }
-                decoded = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: host,
-                                                shapes: route.shapes)
+                event = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: host,
+                                              shapes: route.shapes, header: &header)
             } catch {
                 refuse(route.name, "payload from \(host): \(error)")
                 continue
             }
-            let (instance, sequence) = (decoded.header.instance, decoded.header.sequence)
+            let (instance, sequence) = (header.instance, header.sequence)
             switch window.judge(host: host, instance: instance, sequence: sequence, last: ledger.origins[host]) {
             case .inOrder:
                 ledger.record(host: host, instance: instance, sequence: sequence)
@@ -369,7 +370,7 @@ final class DurableImporter: @unchecked Sendable {
                 continue
             }
             window.taken(host: host, instance: instance, sequence: sequence)
-            events.append(decoded.event)
+            events.append(event)
         }
         // Post first, then record: the position file never names an event the bus has not
         // been given, so a SIGKILL at any instant loses nothing — what was posted and not yet

@@ -1,5 +1,6 @@
 import CNATS
 @_spi(EventBusHost) import EventBusKit
+import EventFieldCoding
 import Foundation
 import Synchronization
 
@@ -70,6 +71,30 @@ final class Exporter: @unchecked Sendable {
     /// Waits until the thread has drained the (stopped) queue, at most `timeout`.
     func join(timeout: Duration) -> Bool {
         finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds))) == .success
+    }
+
+    /// Whether an event the bus delivers to the bridge goes out: not an import (an event with an
+    /// origin is never exported again: no loops) and not one of the bridge's own reports
+    /// (`bridge.*`). On the bus's delivery loop, for every event posted, so the origin is looked
+    /// for without hashing its key: an import carries three origin fields, so an event with
+    /// fewer is local, and among a few fields comparing the keys (one starting with `@` first)
+    /// costs less than the SipHash run of a lookup.
+    static func isExported(_ event: Event) -> Bool {
+        if isReport(event.name) { return false }
+        let fields = event.fields
+        guard fields.count >= 3 else { return true }
+        guard fields.count <= 8 else { return fields[EventOrigin.hostField] == nil }
+        for key in fields.keys where key.utf8.first == UInt8(ascii: "@") && key == EventOrigin.hostField { return false }
+        return true
+    }
+
+    /// Whether `name` is under `bridge.`: compared as bytes (`starts(with:)` ran unspecialized,
+    /// element by element, for every event posted).
+    private static func isReport(_ name: String) -> Bool {
+        let prefix: StaticString = "bridge."
+        return name.utf8.withContiguousStorageIfAvailable { utf8 in
+            utf8.count >= prefix.utf8CodeUnitCount && memcmp(utf8.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
+        } ?? name.hasPrefix("bridge.")
     }
 
     /// Whether `name` can be a subject's tail: NATS tokens, no wildcards. The bus accepts any
@@ -160,15 +185,21 @@ final class Exporter: @unchecked Sendable {
     /// and at acknowledgement alike, so what is added is exactly what is released.
     static func inFlightBytes(_ payload: Int) -> Int { 2 * payload + 256 }
 
+    /// Core mode: the most events taken at once. A batch shorter than this emptied the queue
+    /// (``sendNow(_:)`` follows). Large enough that a queue filled faster than the thread
+    /// publishes is usually handed over whole (``ExportQueue/take(max:into:sizes:)`` then moves
+    /// its array instead of copying events); its bytes are released once it is published.
+    static let coreBatchLimit = 4_096
+
     private func runCore() {
         var batch: [Event] = []
         var sizes: [Int] = []
-        var payload: [UInt8] = []
-        payload.reserveCapacity(512)
+        var payload = FieldWriter()
         var last = LastSubject()
         var lastSent: UInt64 = 0
         var failed = false
-        while queue.take(max: 256, into: &batch, sizes: &sizes) {
+        let connection = client.connection
+        while queue.take(max: Self.coreBatchLimit, into: &batch, sizes: &sizes) {
             for event in batch {
                 last.update(event.name, subjects)
                 guard last.exportable else {
@@ -178,7 +209,7 @@ final class Exporter: @unchecked Sendable {
                 WireFormat.encode(event, instance: instance, into: &payload)
                 let status = last.subject.withUnsafeBufferPointer { subject in
                     payload.withUnsafeBytes { bytes in
-                        natsConnection_Publish(client.connection, subject.baseAddress, bytes.baseAddress, Int32(bytes.count))
+                        natsConnection_Publish(connection, subject.baseAddress, bytes.baseAddress, Int32(bytes.count))
                     }
                 }
                 switch status {
@@ -199,7 +230,7 @@ final class Exporter: @unchecked Sendable {
                 // flush in between could pass for a confirmation (see `sendNow`).
                 recordUnconfirmed()
                 failed = false
-            } else if batch.count < 256 {
+            } else if batch.count < Self.coreBatchLimit {
                 sendNow(&lastSent)
             }
             batch.removeAll(keepingCapacity: true)
@@ -296,7 +327,7 @@ final class Exporter: @unchecked Sendable {
     private func runDurable() {
         var batch: [Event] = []
         var sizes: [Int] = []
-        var payload: [UInt8] = []
+        var payload = FieldWriter()
         var options = jsPubOptions()
         jsPubOptions_Init(&options)
         options.MaxWait = Self.acknowledgementWait
@@ -325,7 +356,7 @@ final class Exporter: @unchecked Sendable {
                     continue
                 }
                 WireFormat.encode(event, instance: instance, into: &payload)
-                let export = OutstandingPublishes.Export(index: nextExport, subject: last.text, payload: payload,
+                let export = OutstandingPublishes.Export(index: nextExport, subject: last.text, payload: payload.bytes,
                                                          sequence: event.sequence)
                 // Swapped before publishing: the acknowledgement may come before the call returns.
                 let inFlight = Self.inFlightBytes(payload.count)

@@ -10,17 +10,26 @@ import Foundation
 /// Threads: one table per core subscription (its delivery thread) and one for the durable
 /// importer (its thread); never shared.
 final class ImportRoutes {
-    /// What to do with messages on one subject.
-    struct Route {
+    /// What to do with messages on one subject. A class: a route is handed out per message, and
+    /// a struct of five references cost five retains and releases each time.
+    final class Route {
         enum Action { case post, echo, skip, refused }
         let subject: [UInt8]
         let action: Action
         let host: String
         let name: String
         /// Why a refused route is refused, and its subject as it can be shown.
-        var refusal: ImportRules.Refusal?
+        let refusal: ImportRules.Refusal?
         /// The payload shape last seen on this subject (see ``WireFormat/ShapeCache``).
         let shapes = WireFormat.ShapeCache()
+
+        init(subject: [UInt8], action: Action, host: String, name: String, refusal: ImportRules.Refusal? = nil) {
+            self.subject = subject
+            self.action = action
+            self.host = host
+            self.name = name
+            self.refusal = refusal
+        }
     }
 
     private let subjects: Subjects

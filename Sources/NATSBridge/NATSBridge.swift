@@ -139,7 +139,7 @@ public final class NATSBridge: @unchecked Sendable {
         if !config.export.isEmpty {
             exportSubscription = bus.publisher(for: config.export).sink { event in
                 // On the bus's delivery loop: never re-export, never block.
-                guard event.fields[EventOrigin.hostField] == nil, !event.name.hasPrefix("bridge.") else { return }
+                guard Exporter.isExported(event) else { return }
                 queue.offer(event)
             }
         }

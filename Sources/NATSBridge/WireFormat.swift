@@ -24,25 +24,19 @@ enum WireFormat {
         var sequence: UInt64
     }
 
-    static func encode(_ event: Event, instance: UInt64, into buffer: inout [UInt8]) {
-        buffer.removeAll(keepingCapacity: true)
-        buffer.append(version)
-        EventFieldCoding.appendFixed(instance, to: &buffer)
-        EventFieldCoding.appendFixed(event.sequence, to: &buffer)
-        EventFieldCoding.appendFixed(event.wallTime.timeIntervalSinceReferenceDate.bitPattern, to: &buffer)
-        EventFieldCoding.appendString(event.source, to: &buffer)
-        EventFieldCoding.append(event.fields, to: &buffer)
+    /// The payload of `event`, in place of what `buffer` held.
+    static func encode(_ event: Event, instance: UInt64, into buffer: inout FieldWriter) {
+        buffer.removeAll()
+        buffer.byte(version)
+        buffer.fixed(instance)
+        buffer.fixed(event.sequence)
+        buffer.fixed(event.wallTime.timeIntervalSinceReferenceDate.bitPattern)
+        buffer.string(event.source)
+        buffer.fields(event.fields)
     }
 
     struct DecodeError: Error, CustomStringConvertible {
         var description: String
-    }
-
-    /// What ``decode(_:name:host:shapes:)`` makes of a payload. A struct, not a tuple: a tuple result
-    /// of this throwing function had its metadata looked up at run time on every call.
-    struct Decoded {
-        var event: Event
-        var header: Header
     }
 
     /// The field keys of the last payload decoded on one subject, and its fields dictionary (the
@@ -62,14 +56,46 @@ enum WireFormat {
     final class ShapeCache {
         /// UTF-8 bytes of keys a shape keeps at most.
         static let keyBytesLimit = 1_024
+        /// Keys a shape keeps at most: which of them a payload has named is a bit of a word.
+        static let keyLimit = 64
 
-        fileprivate struct Shape {
-            /// UTF-8 of each key other than the origin fields, with its index in `template`.
-            var keys: [[UInt8]]
-            var indices: [Dictionary<String, FieldValue>.Index]
-            var template: [String: FieldValue]
-            var sequenceIndex: Dictionary<String, FieldValue>.Index
-            var instanceIndex: Dictionary<String, FieldValue>.Index
+        /// A class, so that reading it per payload is one reference, not a copy of its arrays.
+        fileprivate final class Shape {
+            /// The UTF-8 of each key other than the origin fields, one after another: key `i`
+            /// is `keyBytes[keyStarts[i]..<keyStarts[i + 1]]`.
+            let keyBytes: [UInt8]
+            let keyStarts: [Int]
+            /// Where key `i`'s value is in `template`.
+            let indices: [Dictionary<String, FieldValue>.Index]
+            let template: [String: FieldValue]
+            let sequenceIndex: Dictionary<String, FieldValue>.Index
+            let instanceIndex: Dictionary<String, FieldValue>.Index
+
+            init(keyBytes: [UInt8], keyStarts: [Int], indices: [Dictionary<String, FieldValue>.Index], template: [String: FieldValue],
+                 sequenceIndex: Dictionary<String, FieldValue>.Index, instanceIndex: Dictionary<String, FieldValue>.Index) {
+                self.keyBytes = keyBytes
+                self.keyStarts = keyStarts
+                self.indices = indices
+                self.template = template
+                self.sequenceIndex = sequenceIndex
+                self.instanceIndex = instanceIndex
+            }
+
+            var keyCount: Int { indices.count }
+
+            /// The key equal to `key` among those not in `named` (a bit per key), or nil.
+            func slot(of key: UnsafeRawBufferPointer, notIn named: UInt64) -> Int? {
+                keyBytes.withUnsafeBytes { known in
+                    keyStarts.withUnsafeBufferPointer { starts in
+                        for slot in 0..<indices.count where named & (1 << slot) == 0 {
+                            let start = starts[slot]
+                            guard starts[slot + 1] - start == key.count else { continue }
+                            if key.isEmpty || memcmp(known.baseAddress! + start, key.baseAddress!, key.count) == 0 { return slot }
+                        }
+                        return nil
+                    }
+                }
+            }
         }
 
         fileprivate var shape: Shape?
@@ -80,16 +106,19 @@ enum WireFormat {
         /// values in its template (the host's alone, as values are placeholders).
         var pinnedBytes: Int {
             guard let shape else { return 0 }
-            return shape.keys.reduce(0) { $0 + $1.count } + shape.template.reduce(0) { total, field in
+            return shape.keyBytes.count + shape.template.reduce(0) { total, field in
                 if case .string(let text) = field.value { total + field.key.utf8.count + text.utf8.count } else { total + field.key.utf8.count }
             }
         }
     }
 
-    /// The event a payload describes, named `name`, with its origin fields added; the header.
-    /// With `shapes`, a payload shaped like the previous one on its subject skips hashing keys.
-    static func decode(_ bytes: UnsafeRawBufferPointer, name: String, host: String,
-                       shapes: ShapeCache? = nil) throws(DecodeError) -> Decoded {
+    /// The event a payload describes, named `name`, with its origin fields added; its header
+    /// into `header`. With `shapes`, a payload shaped like the previous one on its subject skips
+    /// hashing keys. (The event is the result and the header an argument, not both a result:
+    /// a struct holding the event, copied into the importer's batch and destroyed, cost a
+    /// retain and a release of the fields per event.)
+    static func decode(_ bytes: UnsafeRawBufferPointer, name: String, host: String, shapes: ShapeCache? = nil,
+                       header: inout Header) throws(DecodeError) -> Event {
         var reader = FieldReader(bytes)
         guard let version = reader.byte(), version == Self.version else {
             throw DecodeError(description: "unknown payload version (expected \(Self.version))")
@@ -112,9 +141,8 @@ enum WireFormat {
         } catch {
             throw DecodeError(description: error.description)
         }
-        let event = Event(name: name, source: source, fields: fields,
-                          wallTime: Date(timeIntervalSinceReferenceDate: Double(bitPattern: wall)))
-        return Decoded(event: event, header: Header(instance: instance, sequence: sequence))
+        header = Header(instance: instance, sequence: sequence)
+        return Event(name: name, source: source, fields: fields, wallTime: Date(timeIntervalSinceReferenceDate: Double(bitPattern: wall)))
     }
 
     /// The fields key by key, origin fields added.
@@ -132,17 +160,14 @@ enum WireFormat {
     /// was — unless the payload has exactly the shape's keys (each once) and is well formed.
     private static func decodeFields(_ reader: inout FieldReader, count: Int, like shape: ShapeCache.Shape,
                                      sequence: UInt64, instance: UInt64) -> [String: FieldValue]? {
-        guard count == shape.keys.count, count <= 64 else { return nil }
+        guard count == shape.keyCount else { return nil }
         var fast = reader
         var fields = shape.template
-        var seen: UInt64 = 0
+        var named: UInt64 = 0
         for _ in 0..<count {
-            guard let key = fast.utf8(), let tag = fast.byte() else { return nil }
-            guard let slot = shape.keys.indices.first(where: { slot in
-                seen & (1 << slot) == 0 && shape.keys[slot].withUnsafeBytes { $0.count == key.count && memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }
-            }) else { return nil }
-            guard let value = try? fast.value(tag: tag, key: "") else { return nil }
-            seen |= 1 << slot
+            guard let key = fast.utf8(), let tag = fast.byte(), let slot = shape.slot(of: key, notIn: named),
+                  let value = try? fast.value(tag: tag, key: "") else { return nil }
+            named |= 1 << slot
             fields.values[shape.indices[slot]] = value
         }
         guard fast.isAtEnd else { return nil }
@@ -159,21 +184,22 @@ extension WireFormat.ShapeCache {
         shape = nil
         guard let sequenceIndex = fields.index(forKey: EventOrigin.sequenceField),
               let instanceIndex = fields.index(forKey: EventOrigin.instanceField) else { return }
-        var keys: [[UInt8]] = []
+        var keyBytes: [UInt8] = []
+        var keyStarts: [Int] = [0]
         var indices: [Dictionary<String, FieldValue>.Index] = []
-        var keyBytes = 0
         for index in fields.indices {
             let key = fields.keys[index]
             guard key != EventOrigin.hostField, key != EventOrigin.sequenceField, key != EventOrigin.instanceField else { continue }
-            keyBytes += key.utf8.count
-            guard keyBytes <= Self.keyBytesLimit, keys.count < 64 else { return }  // 64: the most the fast path takes
-            keys.append(Array(key.utf8))
+            guard keyBytes.count + key.utf8.count <= Self.keyBytesLimit, indices.count < Self.keyLimit else { return }
+            keyBytes.append(contentsOf: key.utf8)
+            keyStarts.append(keyBytes.count)
             indices.append(index)
         }
         // A copy keeps the storage's layout, so the indices hold; only the values are replaced.
         var template = fields
         for index in indices { template.values[index] = .bool(false) }
-        shape = Shape(keys: keys, indices: indices, template: template, sequenceIndex: sequenceIndex, instanceIndex: instanceIndex)
+        shape = Shape(keyBytes: keyBytes, keyStarts: keyStarts, indices: indices, template: template,
+                      sequenceIndex: sequenceIndex, instanceIndex: instanceIndex)
     }
 }
 
@@ -217,12 +243,13 @@ struct Subjects: Sendable {
 
 /// The payload codec, for `eventbus-bench wide` (its cost per field): not an API.
 @_spi(Benchmarks) public enum WireFormatBenchmark {
-    public static func encode(_ event: Event, into buffer: inout [UInt8]) {
+    public static func encode(_ event: Event, into buffer: inout FieldWriter) {
         WireFormat.encode(event, instance: 1, into: &buffer)
     }
 
     /// The fields of the event `payload` decodes to (origin fields included); 0 when it does not.
     public static func decodedFieldCount(_ payload: UnsafeRawBufferPointer, name: String) -> Int {
-        (try? WireFormat.decode(payload, name: name, host: "bench").event.fields.count) ?? 0
+        var header = WireFormat.Header(instance: 0, sequence: 0)
+        return (try? WireFormat.decode(payload, name: name, host: "bench", header: &header).fields.count) ?? 0
     }
 }

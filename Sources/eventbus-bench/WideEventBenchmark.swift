@@ -1,5 +1,6 @@
 import ControlProtocol
 import EventBusHost
+import EventFieldCoding
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 import Logging
@@ -113,7 +114,7 @@ private func tailingCount(_ socket: String) -> Int? {
 
 /// The bridge's payload encode and decode of `event`, `events` times each: CPU seconds per event.
 private func wireRun(event: Event, events: Int) -> (encode: Double, decode: Double) {
-    var buffer: [UInt8] = []
+    var buffer = FieldWriter()
     let start = cpu().host
     for _ in 0..<events { WireFormatBenchmark.encode(event, into: &buffer) }
     let encoded = cpu().host

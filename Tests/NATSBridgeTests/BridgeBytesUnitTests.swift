@@ -111,18 +111,18 @@ import Testing
         let cache = WireFormat.ShapeCache()
         let big = String(repeating: "v", count: 1 << 20)
         let payload = WireFormatShapeTests.payload(sequence: 1, [("n", .int(1)), ("pad", .string(big))])
-        let event = try payload.withUnsafeBytes { try WireFormat.decode($0, name: "app.big", host: "alpha", shapes: cache).event }
+        let event = try payload.withUnsafeBytes { try WireFormat.decodeEvent($0, name: "app.big", host: "alpha", shapes: cache) }
         #expect(event["pad"]?.stringValue == big)
         #expect(cache.pinnedBytes > 0 && cache.pinnedBytes < 1_024, "pins \(cache.pinnedBytes) bytes")
         // The shape is used: the next payload of the same keys decodes through it, values its own.
         let next = WireFormatShapeTests.payload(sequence: 2, [("pad", .string("small")), ("n", .int(2))])
-        let second = try next.withUnsafeBytes { try WireFormat.decode($0, name: "app.big", host: "alpha", shapes: cache).event }
+        let second = try next.withUnsafeBytes { try WireFormat.decodeEvent($0, name: "app.big", host: "alpha", shapes: cache) }
         #expect(second["pad"] == "small" && second["n"] == 2 && second.origin?.sequence == 2 && second.origin?.host == "alpha")
 
         // Keys too large are not kept at all; such payloads still decode.
         let longKey = String(repeating: "k", count: 100_000)
         let keyed = WireFormatShapeTests.payload(sequence: 3, [(longKey, .int(3))])
-        let third = try keyed.withUnsafeBytes { try WireFormat.decode($0, name: "app.big", host: "alpha", shapes: cache).event }
+        let third = try keyed.withUnsafeBytes { try WireFormat.decodeEvent($0, name: "app.big", host: "alpha", shapes: cache) }
         #expect(third[longKey] == 3)
         #expect(cache.pinnedBytes == 0)
     }

@@ -1,4 +1,5 @@
 import EventBusKit
+import EventFieldCoding
 import Foundation
 import Glibc
 @testable import NATSBridge
@@ -23,9 +24,9 @@ struct BridgeRefusedImportTests {
         defer { subscription.cancel() }
 
         func payload(_ fields: [String: FieldValue]) -> [UInt8] {
-            var bytes: [UInt8] = []
-            WireFormat.encode(Event(name: "unused", source: "remote-source", fields: fields), instance: 9, into: &bytes)
-            return bytes
+            var writer = FieldWriter()
+            WireFormat.encode(Event(name: "unused", source: "remote-source", fields: fields), instance: 9, into: &writer)
+            return writer.bytes
         }
         let good = payload(["n": .int(1)])
         /// A payload whose one string field has `key` and `value` as raw bytes.

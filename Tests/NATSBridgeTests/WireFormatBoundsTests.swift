@@ -1,4 +1,5 @@
 @_spi(EventBusHost) import EventBusKit
+import EventFieldCoding
 import Foundation
 @testable import NATSBridge
 import Testing
@@ -32,7 +33,7 @@ import Testing
 
     static func decode(_ bytes: [UInt8]) -> Result<Event, WireFormat.DecodeError> {
         bytes.withUnsafeBytes { raw in
-            Result { () throws(WireFormat.DecodeError) -> Event in try WireFormat.decode(raw, name: "app.wide", host: "alpha").event }
+            Result { () throws(WireFormat.DecodeError) -> Event in try WireFormat.decodeEvent(raw, name: "app.wide", host: "alpha") }
         }
     }
 
@@ -41,9 +42,9 @@ import Testing
     @Test func theEncoderWritesVersionOneByteForByte() {
         let event = Event(name: "app.wide", source: "tester", fields: ["k": "v"],
                           wallTime: Date(timeIntervalSinceReferenceDate: 786_000_000.5)).withSequence(1)
-        var encoded: [UInt8] = []
+        var encoded = FieldWriter()
         WireFormat.encode(event, instance: 7, into: &encoded)
-        #expect(encoded == Self.payload(claimed: 1, [("k", "v")]))
+        #expect(encoded.bytes == Self.payload(claimed: 1, [("k", "v")]))
     }
 
     @Test func aCountThePayloadCannotHoldIsRefusedBeforeAnythingIsReserved() {

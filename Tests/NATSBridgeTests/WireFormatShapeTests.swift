@@ -42,7 +42,7 @@ import Testing
         func decode(_ shapes: WireFormat.ShapeCache?) -> Result<Event, WireFormat.DecodeError> {
             bytes.withUnsafeBytes { raw in
                 Result { () throws(WireFormat.DecodeError) -> Event in
-                    try WireFormat.decode(raw, name: "app.shape", host: "alpha", shapes: shapes).event
+                    try WireFormat.decodeEvent(raw, name: "app.shape", host: "alpha", shapes: shapes)
                 }
             }
         }
