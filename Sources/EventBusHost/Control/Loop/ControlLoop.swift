@@ -72,10 +72,7 @@ final class ControlLoop: @unchecked Sendable {
     /// Starts the loop's thread.
     func start() {
         let thread = Thread { [self] in
-            // The OS thread's name, what `top -H`, perf and /proc show: set from the thread itself
-            // (Foundation does not pass on a name given before the start) and at most 15 bytes
-            // (the kernel refuses longer), or it keeps its creator's, a Dispatch worker's.
-            Thread.current.name = "eventbus.ctrl"
+            System.nameCurrentThread("eventbus.ctrl")  // what `top -H`, perf and /proc show
             run()
         }
         thread.start()
