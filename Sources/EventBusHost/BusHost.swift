@@ -98,7 +98,10 @@ public final class BusHost: @unchecked Sendable {
                     StatsReport.Histogram(bounds: HandlerDurations.boundsInSeconds, counts: counts.map { Int64(clamping: $0) })
                 }
             })
-            metrics?.attach(clients: { [weak server] in server?.clientFigures() })
+            // Held strongly: a weak reference gives the server a side table, and every retain
+            // and release of it — one pair per posted event in the fan-out — then takes the
+            // runtime's slow path. No cycle: the server holds the metrics weakly.
+            metrics?.attach(clients: { server.clientFigures() })
             controlServer = server
             if case .inherited(let fd, let path) = control { inheritedControlSocket = (fd, path) } else { inheritedControlSocket = nil }
         }

@@ -11,6 +11,11 @@ import Logging
 // the socket instead, as `eventbus post` and scripts do, to show the ingest path too.
 //
 // Each event is a realistic small one: name, source, three fields (int, string, double).
+// The in-process poster stands for a module or source posting into the host: building the event
+// (its fields dictionary, its two clock reads) and the pacing's `stats` round trips are the
+// poster's work, timed on its thread and reported apart ("bench"); what the host does — the post,
+// the fan-out on the posting thread, the control loop's encoding and writing, freeing the events
+// the replay ring lets go — is the process's CPU time less that, split by thread.
 // Posting is paced so the tail's buffer never overflows: the benchmark reads the tail's
 // delivered count from the host's `stats` and stays within `window` events of it, and the
 // client's buffer holds twice that (in events and in bytes). A run that drops anything is
@@ -22,9 +27,15 @@ private struct TailRun {
     var events: Int
     var seconds: Double
     var dropped: Int64
-    /// CPU time of this process (the host, and the in-process poster) and of the CLI child, per
-    /// event: what the run costs, which a loaded machine stretches less than the wall time.
-    var cpu: (host: Double, cli: Double)
+    /// CPU seconds of the host (this process less the benchmark's own work), of the benchmark's
+    /// poster (building events, pacing; over the socket: the whole client) and of the CLI child:
+    /// what the run costs, which a loaded machine stretches less than the wall time.
+    var cpu: (host: Double, bench: Double, cli: Double)
+    /// The host's CPU seconds by thread: the posting thread (the post and the fan-out run on the
+    /// poster's thread when the bus is idle), the control loop, and the rest.
+    var hostThreads: (posting: Double, control: Double, other: Double)
+    /// The pacing's `stats` requests (each one is work for the control loop).
+    var pacingRequests: Int
 }
 
 /// CPU seconds (user + system) of this process and of its waited-for children so far.
@@ -79,11 +90,13 @@ func tailBenchmark(events: Int) async {
     _ = await host.shutdown()
 
     print("")
-    print("| run | events | seconds | events/s | MB/s of JSON lines | dropped | CPU µs/event: host, CLI |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | events | seconds | events/s | MB/s of JSON lines | dropped | CPU µs/event: host (posting thread, control loop, other), bench's poster, CLI | pacing requests |")
+    print("|---|---|---|---|---|---|---|---|")
     for run in runs {
         let rate = Double(run.events) / run.seconds
-        print("| \(run.label) | \(run.events) | \(String(format: "%.3f", run.seconds)) | \(String(format: "%.0f", rate)) | \(String(format: "%.1f", rate * Double(lineBytes + 1) / 1e6)) | \(run.dropped) | \(String(format: "%.2f, %.2f", run.cpu.host * 1e6 / Double(run.events), run.cpu.cli * 1e6 / Double(run.events))) |")
+        func perEvent(_ seconds: Double) -> String { String(format: "%.2f", seconds * 1e6 / Double(run.events)) }
+        let threads = run.hostThreads
+        print("| \(run.label) | \(run.events) | \(String(format: "%.3f", run.seconds)) | \(String(format: "%.0f", rate)) | \(String(format: "%.1f", rate * Double(lineBytes + 1) / 1e6)) | \(run.dropped) | \(perEvent(run.cpu.host)) (\(perEvent(threads.posting)), \(perEvent(threads.control)), \(perEvent(threads.other))), \(perEvent(run.cpu.bench)), \(perEvent(run.cpu.cli)) | \(run.pacingRequests) |")
     }
     print("(an event line is \(lineBytes + 1) bytes)")
 }
@@ -104,6 +117,7 @@ private func postStdinRun(cli: String, socket: String, directory: String, events
     poster.standardInput = handle
     let start = ContinuousClock.now
     let cpuBefore = cpuSeconds()
+    let threadsBefore = ThreadTimes.now()
     do { try poster.run() } catch {
         print("cannot run \(cli): \(error)")
         return nil
@@ -116,8 +130,10 @@ private func postStdinRun(cli: String, socket: String, directory: String, events
     }
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     let cpuAfter = cpuSeconds()
+    let host = cpuAfter.host - cpuBefore.host
+    let control = ThreadTimes.now().since(threadsBefore).values.filter { $0.name == "eventbus.ctrl" }.reduce(0) { $0 + $1.seconds }
     return TailRun(label: "eventbus post --stdin (JSON lines, no tail)", events: events, seconds: seconds, dropped: 0,
-                   cpu: (cpuAfter.host - cpuBefore.host, cpuAfter.cli - cpuBefore.cli))
+                   cpu: (host, 0, cpuAfter.cli - cpuBefore.cli), hostThreads: (0, control, host - control), pacingRequests: 0)
 }
 
 /// The protocol line of the newest event, as a tail receives it.
@@ -148,48 +164,74 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
     // adds little to the loop it measures.
     guard let statistics = try? ControlConnection(path: socket) else { return nil }
     _ = try? statistics.readLine()  // hello
+    var pacingRequests = 0
     func tailing(_ name: String) -> Int64? {
+        pacingRequests += 1
         try? statistics.send(["op": "stats"])
         return (try? statistics.readJSON())??["tailing"]?.arrayValue?.first?[name]?.intValue
     }
+    /// The benchmark's own CPU seconds on the posting thread, apart from the host's work there.
+    var benchSeconds = 0.0
+    func benchWork<Result>(_ work: () -> Result) -> Result {
+        let before = ThreadTimes.currentThread()
+        defer { benchSeconds += ThreadTimes.currentThread() - before }
+        return work()
+    }
+    let postingThread = ThreadTimes.currentThreadID()
     let start = ContinuousClock.now
     let cpuBefore = cpuSeconds()
+    let threadsBefore = ThreadTimes.now()
     let poster: ControlConnection? = viaSocket ? try? ControlConnection(path: socket) : nil
     if viaSocket { _ = try? poster?.readLine() }  // hello
+    // Events are built a few hundred at a time, then posted — moved into the bus, as a poster
+    // that builds and posts one at a time does — so the building is timed apart cheaply.
+    let buildBatch = 256
+    let built = UnsafeMutablePointer<Event>.allocate(capacity: buildBatch)
+    defer { built.deallocate() }
     var posted = 0
     while posted < events {
-        let delivered = Int(tailing("delivered") ?? 0)
+        let delivered = benchWork { Int(tailing("delivered") ?? 0) }
         let chunk = min(events - posted, max(0, delivered + window - posted), 20_000)
         if chunk == 0 {
-            usleep(200)
+            // Not more often: each look is a request the control loop answers, counted as the host's.
+            usleep(1_000)
             continue
         }
         if let poster {
-            // Windows of requests whose answers are read before the next: the host stops
-            // reading a client whose answers it cannot write, so unread answers would stall both.
-            for windowStart in stride(from: posted, to: posted + chunk, by: 1_000) {
-                let windowEnd = min(windowStart + 1_000, posted + chunk)
-                var bytes: [UInt8] = []
-                for index in windowStart..<windowEnd {
-                    bytes += JSONWriter.line(["op": "post", "name": "bench.tail", "fields": [
-                        "n": .int(Int64(firstValue + index)), "host": "web-1", "latency_ms": .double(12.5)]])
+            // All of it is the client's work (the host's runs on the control loop).
+            benchWork {
+                // Windows of requests whose answers are read before the next: the host stops
+                // reading a client whose answers it cannot write, so unread answers would stall both.
+                for windowStart in stride(from: posted, to: posted + chunk, by: 1_000) {
+                    let windowEnd = min(windowStart + 1_000, posted + chunk)
+                    var bytes: [UInt8] = []
+                    for index in windowStart..<windowEnd {
+                        bytes += JSONWriter.line(["op": "post", "name": "bench.tail", "fields": [
+                            "n": .int(Int64(firstValue + index)), "host": "web-1", "latency_ms": .double(12.5)]])
+                    }
+                    try? poster.send(bytes)
+                    for _ in windowStart..<windowEnd { _ = try? poster.readLine() }
                 }
-                try? poster.send(bytes)
-                for _ in windowStart..<windowEnd { _ = try? poster.readLine() }
             }
         } else {
-            for index in posted..<(posted + chunk) {
-                host.bus.post(Event(name: "bench.tail", source: "bench", fields: [
-                    "n": .int(Int64(firstValue + index)), "host": "web-1", "latency_ms": .double(12.5)]))
+            for batchStart in stride(from: posted, to: posted + chunk, by: buildBatch) {
+                let count = min(buildBatch, posted + chunk - batchStart)
+                benchWork {
+                    for offset in 0..<count {
+                        (built + offset).initialize(to: Event(name: "bench.tail", source: "bench", fields: [
+                            "n": .int(Int64(firstValue + batchStart + offset)), "host": "web-1", "latency_ms": .double(12.5)]))
+                    }
+                }
+                for offset in 0..<count { host.bus.post((built + offset).move()) }
             }
         }
         posted += chunk
     }
     // A tail that lost events never reaches its `--count`: stopped, and the run reported with
     // its drops rather than waited for.
-    var dropped = tailing("dropped") ?? 0
+    var dropped = benchWork { tailing("dropped") ?? 0 }
     while tail.isRunning {
-        dropped = tailing("dropped") ?? dropped
+        dropped = benchWork { tailing("dropped") ?? dropped }
         if dropped > 0 {
             tail.terminate()
             break
@@ -204,8 +246,13 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
         return nil
     }
     let cpuAfter = cpuSeconds()
+    let threads = ThreadTimes.now().since(threadsBefore)
+    let hostSeconds = cpuAfter.host - cpuBefore.host - benchSeconds
+    let posting = (postingThread.flatMap { threads[$0]?.seconds } ?? 0) - benchSeconds
+    let control = threads.values.filter { $0.name == "eventbus.ctrl" }.reduce(0) { $0 + $1.seconds }
     return TailRun(label: label, events: events, seconds: seconds, dropped: dropped,
-                   cpu: (cpuAfter.host - cpuBefore.host, cpuAfter.cli - cpuBefore.cli))
+                   cpu: (hostSeconds, benchSeconds, cpuAfter.cli - cpuBefore.cli),
+                   hostThreads: (posting, control, hostSeconds - posting - control), pacingRequests: pacingRequests)
 }
 
 private func stats(_ socket: String) -> JSON? {

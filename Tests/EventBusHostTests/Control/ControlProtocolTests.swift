@@ -129,6 +129,55 @@ import Testing
         #expect(try JSON.parse(line)["fields"]?.objectValue?.count == fields.count)
     }
 
+    /// The encoder writes short decimals (12.5, 0.25) itself rather than through
+    /// `Double.description`: every double — short decimals of every width and sign, the edges of
+    /// the plain notation, arbitrary bit patterns — must come out as `description` writes it.
+    @Test func writesEveryDoubleExactlyAsItsDescription() {
+        var random = SplitMix(seed: 33)
+        var values: [Double] = [0, -0.0, 1, -1, 0.1, 0.3, 1.0 / 3, 12.5, -12.5, 1200, 0.05, 1e-4, 9.99e-5, 1.5e-4, 0.00015,
+                                1e11, 99_999_999_999.9999, 1e15 - 1, 1e15, 1e15 + 2, 123_456_789_012_345.6, 9_007_199_254_740_992,
+                                1e16, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -2.2250738585072014e-308, .pi]
+        for places in 0...6 {
+            for _ in 0..<3_000 {
+                let digits = Int(random.next() % 17)
+                var whole: UInt64 = 1
+                for _ in 0..<digits { whole *= 10 }
+                let units = Double(random.next() % whole)
+                var scale = 1.0
+                for _ in 0..<places { scale *= 10 }
+                values.append((random.next() & 1 == 0 ? 1 : -1) * units / scale)
+            }
+        }
+        for _ in 0..<20_000 {
+            let value = Double(bitPattern: random.next())
+            if value.isFinite { values.append(value) }
+        }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        var mismatches: [String] = []
+        for value in values {
+            let text = buffer.withUnsafeMutableBufferPointer { bytes in
+                var cursor = LineCursor(bytes.baseAddress!)
+                cursor.double(value)
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<cursor.count]), as: UTF8.self)
+            }
+            if text != value.description { mismatches.append("\(value.description) written as \(text)") }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(10))")
+    }
+
+    /// A fixed-seed generator (SplitMix64): the same values on every run.
+    private struct SplitMix {
+        var state: UInt64
+        init(seed: UInt64) { state = seed }
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var mixed = state
+            mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+            return mixed ^ (mixed >> 31)
+        }
+    }
+
     // MARK: Replay ring
 
     @Test func theRingKeepsTheNewestAndKnowsWhatItLost() {

@@ -35,4 +35,13 @@ import TestSupport
         #expect(notices["units.gap"] == 1 && notices["devices.gap"] == 1 && notices["fs.overflow"] == 1 && notices["journal.gap"] == 1)
         #expect(Dictionary(uniqueKeysWithValues: counts.importedNoticesByName.map { ($0.name, $0.count) })["units.gap"] == 1)
     }
+
+    /// The notice lookup tells names apart by their last byte before comparing: each notice is
+    /// still found, and names that end like one but are not are not counted.
+    @Test func noticesAreFoundByNameAndNothingElseIs() {
+        for (index, name) in PostCounts.notices.enumerated() { #expect(PostCounts.notice(named: name) == index, "\(name)") }
+        for name in ["", "p", "user.hello", "bench.tail", "a.gap", "journal.gapp", "fs.errorr", "module.crashe", "units.ga"] {
+            #expect(PostCounts.notice(named: name) == nil, "\(name)")
+        }
+    }
 }

@@ -71,8 +71,10 @@ final class ControlLoop: @unchecked Sendable {
 
     /// Starts the loop's thread.
     func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "eventbus.control"
+        let thread = Thread { [self] in
+            System.nameCurrentThread("eventbus.ctrl")  // what `top -H`, perf and /proc show
+            run()
+        }
         thread.start()
     }
 

@@ -39,11 +39,44 @@ struct EventJSON {
 
     mutating func event(_ event: Event, into writer: inout JSONWriter) {
         let fields = event.fields
-        var bound = Self.fixedBound + LineCursor.stringBound(event.name) + LineCursor.stringBound(event.source)
-        for (key, value) in fields {
-            bound += Self.fieldPunctuation + LineCursor.stringBound(key)
-            if case .string(let text) = value { bound += LineCursor.stringBound(text) } else { bound += LineCursor.scalarBound }
+        // The fields are taken out of the dictionary once, into a buffer of their own (on the
+        // stack when it fits), sorted as they come and bounded on the way: no array of keys to
+        // allocate, no hashing to look each one up again, and one copy of each member (each copy
+        // is a retain and a release). By insertion for a handful of fields (most events: fewest
+        // comparisons, no merge buffer), by Swift's sort beyond: an insertion sort is quadratic,
+        // and a 60 000-field post (under the 1 MiB line limit) held the control loop — every
+        // client's — for two seconds per tail.
+        withUnsafeTemporaryAllocation(of: (key: String, value: FieldValue).self, capacity: fields.count) { sorted in
+            let members = sorted.baseAddress!
+            var count = 0
+            var bound = Self.fixedBound + LineCursor.stringBound(event.name) + LineCursor.stringBound(event.source)
+            let insert = fields.count <= Self.insertionSortLimit
+            for member in fields {
+                bound += Self.fieldPunctuation + LineCursor.stringBound(member.key)
+                if case .string(let text) = member.value { bound += LineCursor.stringBound(text) } else { bound += LineCursor.scalarBound }
+                var slot = count
+                if insert {
+                    while slot > 0, member.key < members[slot - 1].key { slot -= 1 }
+                    if slot < count { (members + slot + 1).moveInitialize(from: members + slot, count: count - slot) }
+                }
+                (members + slot).initialize(to: member)
+                count += 1
+            }
+            if !insert {
+                var all = UnsafeMutableBufferPointer(rebasing: sorted[0..<count])
+                all.sort { $0.key < $1.key }
+            }
+            write(event, sorted: UnsafeBufferPointer(rebasing: sorted[0..<count]), bound: bound, into: &writer)
+            _ = members.deinitialize(count: count)
         }
+        // A huge event's buffer is not kept for the small ones that follow (as the session's
+        // output buffer is not).
+        if line.count > Self.keptLineBytes { line = [] }
+    }
+
+    /// Writes the line of `event`, whose fields are `sorted`, in at most `bound` bytes.
+    private mutating func write(_ event: Event, sorted: UnsafeBufferPointer<(key: String, value: FieldValue)>, bound: Int,
+                                into writer: inout JSONWriter) {
         if line.count < bound { line = [UInt8](repeating: 0, count: max(bound, 2 * line.count, 1024)) }
         var dates = DateFormatting(cachedSecond: cachedSecond, cachedPrefix: cachedPrefix)
         let time = dates.parts(event.wallTime)
@@ -61,40 +94,9 @@ struct EventJSON {
             out.raw(EventLine.mono)
             out.unsigned(event.monotonicNanoseconds)
             out.raw(EventLine.fields)
-            if fields.count == 1, let (key, value) = fields.first {
-                Self.field(key, value, dates: &dates, into: &out)
-            } else if fields.count > 1 {
-                // Sorted in a buffer of their own (on the stack when it fits): no array of keys to
-                // allocate and no hashing to look each one up again. By insertion for a handful of
-                // fields (most events: fewest comparisons, no merge buffer), by Swift's sort beyond:
-                // an insertion sort is quadratic, and a 60 000-field post (under the 1 MiB line
-                // limit) held the control loop — every client's — for two seconds per tail.
-                withUnsafeTemporaryAllocation(of: (key: String, value: FieldValue).self, capacity: fields.count) { sorted in
-                    var count = 0
-                    if fields.count <= Self.insertionSortLimit {
-                        for member in fields {
-                            var slot = count
-                            while slot > 0, member.key < sorted[slot - 1].key { slot -= 1 }
-                            if slot < count {
-                                (sorted.baseAddress! + slot + 1).moveInitialize(from: sorted.baseAddress! + slot, count: count - slot)
-                            }
-                            (sorted.baseAddress! + slot).initialize(to: member)
-                            count += 1
-                        }
-                    } else {
-                        for member in fields {
-                            (sorted.baseAddress! + count).initialize(to: member)
-                            count += 1
-                        }
-                        var all = UnsafeMutableBufferPointer(rebasing: sorted[0..<count])
-                        all.sort { $0.key < $1.key }
-                    }
-                    for index in 0..<count {
-                        if index > 0 { out.byte(UInt8(ascii: ",")) }
-                        Self.field(sorted[index].key, sorted[index].value, dates: &dates, into: &out)
-                    }
-                    _ = sorted.baseAddress!.deinitialize(count: count)
-                }
+            for index in sorted.indices {
+                if index > 0 { out.byte(UInt8(ascii: ",")) }
+                Self.field(sorted[index].key, sorted[index].value, dates: &dates, into: &out)
             }
             out.raw(EventLine.end)
             return out.count
@@ -102,9 +104,6 @@ struct EventJSON {
         cachedSecond = dates.cachedSecond
         cachedPrefix = dates.cachedPrefix
         line.withUnsafeBufferPointer { writer.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[0..<length])) }
-        // A huge event's buffer is not kept for the small ones that follow (as the session's
-        // output buffer is not).
-        if line.count > Self.keptLineBytes { line = [] }
     }
 
     private static func field(_ key: String, _ value: FieldValue, dates: inout DateFormatting, into out: inout LineCursor) {

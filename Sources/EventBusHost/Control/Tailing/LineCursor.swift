@@ -46,6 +46,9 @@ struct LineCursor {
     }
 
     mutating func string(_ text: String) {
+        // In place when the string's bytes are contiguous (native strings, small ones too);
+        // `withUTF8` would need a mutable copy of it.
+        if text.utf8.withContiguousStorageIfAvailable({ string($0) }) != nil { return }
         var text = text
         text.withUTF8 { string($0) }
     }
@@ -92,8 +95,50 @@ struct LineCursor {
             raw("null")
             return
         }
+        if shortDecimal(value) { return }
         var text = value.description
         text.withUTF8 { bytes($0) }
+    }
+
+    /// Powers of ten a ``shortDecimal(_:)`` may scale by.
+    private static let decimalScales: [Double] = [1, 10, 100, 1_000, 10_000]
+
+    /// Writes `value` as `Double.description` does when it is a decimal of at most four places
+    /// and fifteen significant digits (12.5, 0.25, 3.0, 1200.0 — what most measurements are);
+    /// returns false, having written nothing, for any other. Formatting the shortest digits in
+    /// general is the bulk of a double's cost.
+    ///
+    /// Why the text is the same: if `m / 10^k`, correctly rounded, is `value`, the decimal
+    /// `m·10^-k` reads back as `value`; with at most 15 significant digits no other decimal of
+    /// 15 digits or fewer does (a double tells apart every 15-digit decimal), so it is the
+    /// shortest, and the smallest `k` gives it without trailing zeros. `description` prints
+    /// plain (not exponent) notation for magnitudes in [1e-4, 2^53), which holds these.
+    private mutating func shortDecimal(_ value: Double) -> Bool {
+        let magnitude = value.magnitude
+        if magnitude == 0 {
+            if value.sign == .minus { raw("-0.0") } else { raw("0.0") }
+            return true
+        }
+        for places in 0..<Self.decimalScales.count {
+            let scale = Self.decimalScales[places]
+            let scaled = magnitude * scale
+            guard scaled < 1e15 else { return false }
+            let units = scaled.rounded()
+            guard units / scale == magnitude, units >= 1 else { continue }
+            let digits = UInt64(units)
+            if value.sign == .minus { byte(UInt8(ascii: "-")) }
+            if places == 0 {
+                unsigned(digits)
+                raw(".0")
+            } else {
+                let divisor = UInt64(scale)
+                unsigned(digits / divisor)
+                byte(UInt8(ascii: "."))
+                self.digits(digits % divisor, places)
+            }
+            return true
+        }
+        return false
     }
 
     @inline(__always)

@@ -73,7 +73,9 @@ final class TailFeed: @unchecked Sendable {
     }
 
     private let lock = NSLock()
-    private var state = State()
+    /// Not checked for exclusive access at run time: every access is under `lock`, which makes
+    /// it exclusive, and ``offer(_:bytes:)`` — once per event — touches it about ten times.
+    @exclusivity(unchecked) private var state = State()
 
     init(patterns: [EventPattern], fromSequence: UInt64, filter: TailFilter = TailFilter(), capacity: Int,
          byteCapacity: Int = ControlSettings.defaultClientBufferBytes, hosts: [String] = [], client: (id: Int, userID: UInt32, processID: Int32), wake: @escaping @Sendable () -> Void) {
