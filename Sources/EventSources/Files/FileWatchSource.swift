@@ -37,7 +37,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// Kernel watch → the directory (or the root file) it stands for in this tree, hashed once
     /// here: an event's path is its watch's directory and a name, and the directory is its
     /// folder in the snapshot's index.
-    @exclusivity(unchecked) private var directories: [Int32: HashedPath] = [:]
+    @exclusivity(unchecked) private var directories = WatchTable<HashedPath>()
     private var watchOf: [HashedPath: Int32] = [:]
     @exclusivity(unchecked) private var snapshot = Snapshot()
     /// The root's watch while armed.
