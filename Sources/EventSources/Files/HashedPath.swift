@@ -28,7 +28,9 @@ struct HashedPath: Hashable {
             var start = 1  // after the leading `/`
             while start < bytes.count {
                 let end = bytes[start...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.count
-                if end > start { hash = Self.hash(folder: hash, name: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<end]))) }
+                if end > start {
+                    hash = Self.hash(folder: hash, name: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<end])))
+                }
                 start = end + 1
             }
         }
@@ -58,7 +60,9 @@ struct HashedPath: Hashable {
         }
         // The name as the string holds it (repaired, if it was not valid UTF-8), so that the same
         // path made from a String has the same hash.
-        hash = joined.withUTF8 { Self.hash(folder: directory.hash, name: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0[prefix...]))) }
+        hash = joined.withUTF8 { bytes in
+            Self.hash(folder: directory.hash, name: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[prefix...])))
+        }
         path = joined
     }
 
@@ -81,8 +85,9 @@ struct HashedPath: Hashable {
     /// `Hasher` (SipHash-1-3 of one word, ~20 ns). Why it matters: a table that grows rehashes
     /// every key it holds, and a folder's entry set grows with the folder — 100k names in one
     /// folder were a multi-millisecond stall on the reader thread, during which events wait. The
-    /// kept hash is already a keyed SipHash (of the path's folder and name, chained); the mix spreads it and the seed over
-    /// every bit, so tables of different sizes and seeds still see unrelated bucket orders.
+    /// kept hash is already a keyed SipHash (of the path's folder and name, chained); the mix
+    /// spreads it and the seed over every bit, so tables of different sizes and seeds still see
+    /// unrelated bucket orders.
     func _rawHashValue(seed: Int) -> Int {
         var x = UInt64(bitPattern: Int64(hash)) ^ UInt64(bitPattern: Int64(seed)) &* 0x9E37_79B9_7F4A_7C15
         x ^= x >> 33
