@@ -37,7 +37,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private var reader: InotifyReader?
     private var readerPaused = false
     /// Kernel watch → the sources holding it, in the order they took it.
-    @exclusivity(unchecked) private var holders: [Int32: [FileWatchSource]] = [:]
+    @exclusivity(unchecked) private var holders = WatchTable<[FileWatchSource]>()
     private var sources: [ObjectIdentifier: FileWatchSource] = [:]
     private var overflows = 0
     private var rescans = 0

@@ -90,12 +90,6 @@ enum FilePath {
         return String(path[..<slash])
     }
 
-    /// `path` with its leading `old` replaced by `new` (the caller checked that `path` is `old` or below it).
-    /// Only moved entries are rebased, and `/` cannot move, so `old` is never `/`.
-    static func rebase(_ path: String, from old: String, to new: String) -> String {
-        new + String(Substring(path.utf8.dropFirst(old.utf8.count)))
-    }
-
     /// Names in `directory`, without `.` and `..`; empty if it cannot be read.
     static func entries(of directory: String) -> [String] {
         guard let handle = opendir(directory) else { return [] }

@@ -37,7 +37,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// Kernel watch → the directory (or the root file) it stands for in this tree, hashed once
     /// here: an event's path is its watch's directory and a name, and the directory is its
     /// folder in the snapshot's index.
-    @exclusivity(unchecked) private var directories: [Int32: HashedPath] = [:]
+    @exclusivity(unchecked) private var directories = WatchTable<HashedPath>()
     private var watchOf: [HashedPath: Int32] = [:]
     @exclusivity(unchecked) private var snapshot = Snapshot()
     /// The root's watch while armed.
@@ -172,7 +172,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
                 // its inode was never taken.
                 let reported = known.map { $0.identity == nil ? $0.isDirectory == state.isDirectory : $0.isSameFile(as: state) }
                 if report, reported != true {
-                    post(FileChange(kind: .created, path: path.path, isDirectory: state.isDirectory, origin: .scan))
+                    post(.created, path, isDirectory: state.isDirectory, origin: .scan, stamps: NoStageStamps())
                 }
                 if isOverLimit { return }  // the caller stops the watch
                 if options.recursive && state.isDirectory { pending.append(path) }
@@ -310,7 +310,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
                 return
             }
         }
-        post(FileChange(kind: .created, path: path.path, isDirectory: isDirectory, origin: origin), stamps: stamps)
+        post(.created, path, isDirectory: isDirectory, origin: origin, stamps: stamps)
         if isDirectory, options.recursive {
             var failures: [(String, Int32)] = []
             addTree(path, report: true, failures: &failures)
@@ -330,7 +330,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
             // A root file is stat'ed at once: its identity is how a rescan tells a replaced root.
             snapshot.update(state, at: rootPath)
         }
-        post(FileChange(kind: kind, path: path.path, isDirectory: isDirectory), stamps: stamps)
+        post(kind, path, isDirectory: isDirectory, stamps: stamps)
     }
 
     /// `folder`: the path's folder (its watch's directory).
@@ -338,7 +338,7 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
                                                 origin: FileChange.Origin, stamps: Stamps) {
         let known = snapshot.removeValue(forPath: path, in: folder) != nil
         if isDirectory { forget(below: path) }
-        if known { post(FileChange(kind: .deleted, path: path.path, isDirectory: isDirectory, origin: origin), stamps: stamps) }
+        if known { post(.deleted, path, isDirectory: isDirectory, origin: origin, stamps: stamps) }
     }
 
     /// Drops what is known below `directory` (itself included, for watches) and releases its
@@ -558,7 +558,23 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     private func post<Stamps: StageStamping>(_ change: FileChange, stamps: Stamps) {
         guard let bus, !stopped.load(ordering: .acquiring) else { return }
         stamps.resolved()
-        lastSequence = bus.post(Event(name: change.kind.eventName, source: id, fields: change.fields))
+        send(Event(name: change.kind.eventName, source: id, fields: change.fields), on: bus, stamps: stamps)
+    }
+
+    /// Posts a change with none of `FileChange`'s optional properties — nearly every event — as
+    /// ``post(_:stamps:)`` does, without making a `FileChange` (see
+    /// `FileChange.fields(path:isDirectory:origin:)`).
+    private func post<Stamps: StageStamping>(_ kind: FileChange.Kind, _ path: HashedPath, isDirectory: Bool,
+                                             origin: FileChange.Origin = .event, stamps: Stamps) {
+        guard let bus, !stopped.load(ordering: .acquiring) else { return }
+        stamps.resolved()
+        send(Event(name: kind.eventName, source: id,
+                   fields: FileChange.fields(path: path.path, isDirectory: isDirectory, origin: origin)),
+             on: bus, stamps: stamps)
+    }
+
+    private func send<Stamps: StageStamping>(_ event: consuming Event, on bus: Bus, stamps: Stamps) {
+        lastSequence = bus.post(event)
         stamps.posted(sequence: lastSequence)
     }
 

@@ -108,7 +108,7 @@ struct Snapshot: Sequence {
             guard let entries = folders[from.shard].removeValue(forKey: from) else { continue }
             var moved = Set<HashedPath>(minimumCapacity: entries.count)
             for entry in entries {
-                let destination = HashedPath(FilePath.rebase(entry.path, from: old.path, to: new.path))
+                let destination = entry.named(in: to)
                 let state = shards[entry.shard].removeValue(forKey: entry)
                 if let state { shards[destination.shard][destination] = state }
                 moved.insert(destination)

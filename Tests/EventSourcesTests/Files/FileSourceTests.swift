@@ -412,6 +412,8 @@ import Glibc
                 let change = FileChange(kind: .created, path: "/p/\(origin)/\(isDirectory)", isDirectory: isDirectory, origin: origin)
                 let fields = change.fields
                 #expect(fields == ["path": .string(change.path), "is_dir": .bool(isDirectory), "origin": .string(origin.rawValue)])
+                // What the source posts for a kernel event, made without a FileChange: the same.
+                #expect(FileChange.fields(path: change.path, isDirectory: isDirectory, origin: origin) == fields)
                 let moved = FileChange(kind: .moved, path: "/q", oldPath: "/p", isDirectory: isDirectory, origin: origin)
                 #expect(Event(name: moved.kind.eventName, fields: moved.fields).fileChange == moved)
                 earlier.append(fields)

@@ -25,7 +25,27 @@ import Testing
     @Test func invalidUTF8InANameIsRepairedAsStringDecodingDoes() {
         let bytes: [UInt8] = [0x61, 0xFF, 0x62]
         let path = bytes.withUnsafeBytes { HashedPath(HashedPath("/tmp"), $0) }
-        #expect(path == HashedPath("/tmp/" + String(decoding: bytes, as: UTF8.self)))
+        let decoded = HashedPath("/tmp/" + String(decoding: bytes, as: UTF8.self))
+        #expect(path == decoded)
+        // Hashed from the repaired name, as the same path made from a String is.
+        #expect(path.hash == decoded.hash)
+    }
+
+    /// A path's hash is its folder's and its name's: the same however the path was made — joined
+    /// a name at a time, from a String, or moved to another folder by name.
+    @Test func aPathsHashIsTheSameHoweverItWasMade() {
+        let joined = ["srv", "data", "deep", "dir", "file-1.txt"].reduce(HashedPath("/")) { HashedPath($0, $1) }
+        let whole = HashedPath("/srv/data/deep/dir/file-1.txt")
+        #expect(joined == whole && joined.hash == whole.hash)
+        #expect(HashedPath(HashedPath("/"), "etc").hash == HashedPath("/etc").hash)
+        // Different paths, different hashes (the same name in two folders, names split differently).
+        let hashes = Set(["/a/bc", "/ab/c", "/abc", "/x/bc", "/a/bc/d"].map { HashedPath($0).hash })
+        #expect(hashes.count == 5)
+
+        let moved = whole.named(in: HashedPath("/elsewhere"))
+        #expect(moved.path == "/elsewhere/file-1.txt")
+        #expect(moved.hash == HashedPath("/elsewhere/file-1.txt").hash)
+        #expect(HashedPath("/a/x").named(in: HashedPath("/")) == HashedPath("/x"))
     }
 
     @Test func changesThatNameTheirFolderIndexLikeThoseThatDoNot() {

@@ -113,17 +113,10 @@ public struct FileChange: Sendable, Hashable {
         self.errorNumber = errorNumber
     }
 
-    /// The event's fields. Only what is set is written, so the common change costs four entries.
-    ///
-    /// Made from a copy of a prebuilt dictionary that holds `is_dir` and `origin` already, whose
-    /// `path` is written through an index kept with it (a copy keeps its original's indices).
-    /// Why: building the dictionary from a literal hashed its three keys for every event, ~2 000
-    /// instructions of the ~10 000 a file event cost from the kernel's queue to its subscriber
-    /// (callgrind, files-reader benchmark); the copy and the write cost a fraction of that.
+    /// The event's fields. Only what is set is written, so the common change costs three entries
+    /// (``fields(path:isDirectory:origin:)``, then those of the optional properties set).
     public var fields: [String: FieldValue] {
-        let template = FieldsTemplate.all[origin.templateIndex * 2 + (isDirectory ? 1 : 0)]
-        var fields = template.fields
-        fields.values[template.pathIndex] = .string(path)
+        var fields = Self.fields(path: path, isDirectory: isDirectory, origin: origin)
         if let oldPath { fields["old_path"] = .string(oldPath) }
         if let message { fields["message"] = .string(message) }
         if let limit {
@@ -131,6 +124,23 @@ public struct FileChange: Sendable, Hashable {
             fields["sysctl"] = .string(limit.sysctl)
         }
         if let errorNumber { fields["errno"] = .int(Int64(errorNumber)) }
+        return fields
+    }
+
+    /// The fields of a change with no optional property set — what a source posts for nearly
+    /// every kernel event — made without a `FileChange`.
+    ///
+    /// Why a builder of its own: a source that made a `FileChange` only to ask it for its fields
+    /// copied and destroyed it twice on the way (~300 instructions per event, callgrind), for
+    /// what the three values here say. Made from a copy of a prebuilt dictionary that holds
+    /// `is_dir` and `origin` already, whose `path` is written through an index kept with it (a
+    /// copy keeps its original's indices): a dictionary built from a literal hashed its three
+    /// keys for every event, ~2 000 instructions of the ~10 000 a file event cost from the
+    /// kernel's queue to its subscriber (files-reader benchmark).
+    public static func fields(path: String, isDirectory: Bool, origin: Origin) -> [String: FieldValue] {
+        let template = FieldsTemplate.all[origin.templateIndex * 2 + (isDirectory ? 1 : 0)]
+        var fields = template.fields
+        fields.values[template.pathIndex] = .string(path)
         return fields
     }
 }
@@ -143,8 +153,9 @@ private struct FieldsTemplate: Sendable {
     let pathIndex: Dictionary<String, FieldValue>.Index
 
     init(origin: FileChange.Origin, isDirectory: Bool) {
-        // Room for every field a change can have, so that adding the optional ones never regrows.
-        var fields = [String: FieldValue](minimumCapacity: 8)
+        // Room for these three only: every copy is allocated, copied and freed at this size, and
+        // the changes with optional fields (moves, notices) are few enough to regrow theirs.
+        var fields = [String: FieldValue](minimumCapacity: 3)
         fields["path"] = .string("")
         fields["is_dir"] = .bool(isDirectory)
         fields["origin"] = .string(origin.rawValue)
