@@ -30,6 +30,9 @@ public struct BridgeStatistics: Sendable {
     /// Durable: events the stream stored behind a later event of the same origin and not taken
     /// in before (posted).
     public var outOfOrder: UInt64
+    /// Durable: events the stream stored ahead of an earlier event of the same origin, held
+    /// until that one came and posted in the origin's order (``OriginOrder``).
+    public var reordered: UInt64 = 0
     /// Events known lost (counted in announced `bridge.gap` events, refused imports aside),
     /// and gap announcements.
     public var lost: UInt64
@@ -63,6 +66,7 @@ final class BridgeCounters: Sendable {
     let redeliveriesDropped = Atomic<UInt64>(0)
     let duplicatesDroppedByServer = Atomic<UInt64>(0)
     let outOfOrder = Atomic<UInt64>(0)
+    let reordered = Atomic<UInt64>(0)
     let lost = Atomic<UInt64>(0)
     let gaps = Atomic<UInt64>(0)
     let disconnects = Atomic<UInt64>(0)

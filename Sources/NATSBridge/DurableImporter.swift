@@ -50,13 +50,27 @@ final class DurableImporter: @unchecked Sendable {
     private var ledger = ImportLedger()
     /// The origin sequences taken in lately: a copy stored twice is dropped, a late event posted.
     private var window = OriginWindow()
+    /// Events the stream stored ahead of an earlier one of their origin, held until it comes —
+    /// when this consumer reads the whole stream (``keepsOrder``).
+    private var order: OriginOrder<Event?>
+    /// Whether this consumer sees every origin's every event, so that a missing predecessor is
+    /// one the stream stored late, not one the filter leaves out (see ``OriginOrder``).
+    private let keepsOrder: Bool
+    /// Per origin holding events: the ledger just before its first held event (and
+    /// ``postedCount`` there). The position file is not written past the earliest, so a restart
+    /// fetches the held events again.
+    private var holdStarts: [String: (ledger: ImportLedger, total: UInt64)] = [:]
     /// What the position file holds: behind `ledger` while posted batches settle (below), or
     /// after a failed write (retried), when the next run would post the difference again.
     private var recorded = ImportLedger()
-    /// Batches posted and not yet recorded, oldest first: each with the ledger after it, when it
-    /// was posted and how many events it posted. A batch is recorded once it has been on the
-    /// bus ``settleTime`` (or at a stop).
-    private var settling: [(ledger: ImportLedger, posted: ContinuousClock.Instant, events: UInt64)] = []
+    /// Batches posted and not yet recorded, oldest first: each with the ledger that may be
+    /// recorded after it, when it was posted and ``postedCount`` at that ledger. A batch is
+    /// recorded once it has been on the bus ``settleTime`` (or at a stop).
+    private var settling: [(ledger: ImportLedger, posted: ContinuousClock.Instant, total: UInt64)] = []
+    /// Events this run posted, and how many of them the position file covers: the difference
+    /// is `import_unrecorded`.
+    private var postedCount: UInt64 = 0
+    private var recordedCount: UInt64 = 0
     /// How long posted events stay unrecorded. A host killed within it takes them along — with
     /// whatever its bus, mailboxes and tails held of them — and the next run posts them again:
     /// recording at once would let a SIGKILL skip events no subscriber had been handed yet.
@@ -123,12 +137,15 @@ final class DurableImporter: @unchecked Sendable {
         self.logger = logger
         self.ledgerFile = StateFile(directory: stateDirectory, name: "bridge-\(setup.durable.stream)-\(setup.consumer).position")
         self.filter = patterns.count == 1 ? subjects.filter(for: patterns[0]) : subjects.all
+        self.keepsOrder = patterns.count != 1 || patterns[0].description == ">"
         self.routes = ImportRoutes(subjects: subjects, patterns: patterns, patternIndex: nil)
+        self.order = OriginOrder(last: [:])
         if let text = try ledgerFile.read() {
             ledger = try ImportLedger(text: text, file: ledgerFile.path)
             recorded = ledger
             hasPosition = true
         }
+        order = OriginOrder(last: ledger.origins)
         let initial = ledger.origins
         origins.withLock { $0 = initial }
     }
@@ -185,6 +202,7 @@ final class DurableImporter: @unchecked Sendable {
                 }
             }
             recordSettled()
+            takeExpiredHolds()
             guard let pull else { continue }
             // Up to 256 messages and ``batchBytes``, waiting at most 250 ms; `alone`: the next
             // message, of any size.
@@ -306,6 +324,7 @@ final class DurableImporter: @unchecked Sendable {
         // delivery, if any): the consumer acknowledges everything up to it at once (ack policy
         // "all", see `placeConsumer`).
         var highest: (sequence: UInt64, message: OpaquePointer)?
+        let now = ContinuousClock.now
         for message in messages {
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
             guard natsMsg_GetMetaData(&metadata, message) == NATS_OK, let metadata else {
@@ -334,69 +353,125 @@ final class DurableImporter: @unchecked Sendable {
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
                 continue
             }
+            let takenBefore = ledger
             ledger.streamSequence = streamSequence
             let route = routes.route(natsMsg_GetSubject(message)!)
             switch route.action {
-            case .post: break
+            case .post, .skip: break
             case .echo:
                 counters.echoesDropped.add(1, ordering: .relaxed)
                 continue
-            case .skip: continue
             case .refused:
                 refuse(route.refusal?.subject ?? "?", route.refusal?.reason ?? "refused")
                 continue
             }
-            let host = route.host
-            let length = Int(natsMsg_GetDataLength(message))
+            let payload = UnsafeRawBufferPointer(start: natsMsg_GetData(message), count: Int(natsMsg_GetDataLength(message)))
             var header = WireFormat.Header(instance: 0, sequence: 0)
-            let event: Event
-            do {
-                guard let data = natsMsg_GetData(message) else { throw WireFormat.DecodeError(description: "no payload") }
-                event = try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name, host: host,
-                                              shapes: route.shapes, header: &header)
-            } catch {
-                refuse(route.name, "payload from \(host): \(error)")
+            var event: Event?
+            if route.action == .post {
+                do {
+                    guard payload.baseAddress != nil else { throw WireFormat.DecodeError(description: "no payload") }
+                    event = try WireFormat.decode(payload, name: route.name, host: route.host, shapes: route.shapes, header: &header)
+                } catch {
+                    refuse(route.name, "payload from \(route.host): \(error)")
+                }
+            }
+            if event == nil {
+                // Not posted (a name no pattern wants, or refused): its place in its origin's
+                // order still counts, or the next event would wait for it.
+                guard keepsOrder, payload.baseAddress != nil, let origin = try? WireFormat.header(payload) else { continue }
+                header = origin
+            }
+            let link = OriginOrder<Event?>.Link(host: route.host, instance: header.instance, sequence: header.sequence,
+                                                previous: header.previous)
+            guard keepsOrder else {
+                accept(OriginOrder.Entry(link: link, item: event), into: &events)
                 continue
             }
-            let (instance, sequence) = (header.instance, header.sequence)
-            switch window.judge(host: host, instance: instance, sequence: sequence, last: ledger.origins[host]) {
-            case .inOrder:
-                ledger.record(host: host, instance: instance, sequence: sequence)
-            case .late:
-                counters.outOfOrder.add(1, ordering: .relaxed)
-            case .duplicate:
-                // Stored twice (see OriginWindow): its first copy was taken in.
+            let held = order.heldCount
+            switch order.admit(link, event, now: now) {
+            case .ready(let entries):
+                for entry in entries { accept(entry, into: &events) }
+            case .held:
+                if holdStarts[route.host] == nil { holdStarts[route.host] = (takenBefore, postedCount + UInt64(events.count)) }
+            case .heldAlready:
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
-                continue
             }
-            window.taken(host: host, instance: instance, sequence: sequence)
-            events.append(event)
+            if order.heldCount < held { counters.reordered.add(UInt64(held - order.heldCount), ordering: .relaxed) }
         }
-        // Post first, then record: the position file never names an event the bus has not
-        // been given, so a SIGKILL at any instant loses nothing — what was posted and not yet
-        // recorded is fetched and posted again by the next run (a new bus, which never saw it).
-        // Within this run, the in-memory ledger (advanced above) drops every redelivery.
-        if !events.isEmpty, bus.post(contentsOf: events).isEmpty {
-            // The bus has finished (the host is stopping): nothing was posted, so nothing is
-            // recorded or acknowledged; the next run fetches the batch again.
-            ledger = before
-            logger.notice("bridge: the bus has finished; leaving \(events.count) fetched event(s) for the next start")
-            stopping.store(true, ordering: .relaxed)
-            return
-        }
-        counters.imported.add(UInt64(events.count), ordering: .relaxed)
-        counters.importUnrecorded.add(UInt64(events.count), ordering: .relaxed)
-        if ledger != before {
-            let snapshot = ledger.origins
-            origins.withLock { $0 = snapshot }
-        }
-        if ledger != before { settling.append((ledger, .now, UInt64(events.count))) }
-        recordSettled()
+        guard post(events, before: before) else { return }
         // The acknowledgement only spares the server redeliveries: each bind re-creates the
         // consumer from the recorded position. One for the batch, not one per message: each
         // was a publish for this thread and an acknowledgement for the server to process.
         if let highest { pull.acknowledge(highest.message) }
         counters.importLag.store(lag, ordering: .relaxed)
+    }
+
+    /// Takes in one event in its origin's order (or only its place in that order, without an
+    /// event): judged against what was taken before (``OriginWindow``), recorded, added to `events`.
+    private func accept(_ entry: OriginOrder<Event?>.Entry, into events: inout [Event]) {
+        let link = entry.link
+        guard let event = entry.item else {
+            ledger.record(host: link.host, instance: link.instance, sequence: link.sequence)
+            return
+        }
+        switch window.judge(host: link.host, instance: link.instance, sequence: link.sequence, last: ledger.origins[link.host]) {
+        case .inOrder:
+            ledger.record(host: link.host, instance: link.instance, sequence: link.sequence)
+        case .late:
+            counters.outOfOrder.add(1, ordering: .relaxed)
+        case .duplicate:
+            // Stored twice (see OriginWindow): its first copy was taken in.
+            counters.redeliveriesDropped.add(1, ordering: .relaxed)
+            return
+        }
+        window.taken(host: link.host, instance: link.instance, sequence: link.sequence)
+        events.append(event)
+    }
+
+    /// Held events whose predecessor did not come within ``OriginOrder/patience``: taken in as
+    /// they are (the predecessor, if it comes after all, is posted late).
+    private func takeExpiredHolds() {
+        guard !holdStarts.isEmpty else { return }
+        let entries = order.expired(now: .now)
+        guard !entries.isEmpty else { return }
+        for host in Set(entries.map(\.link.host)) {
+            logger.notice("bridge: \(host)'s event after its sequence \(ledger.origins[host]?.sequence ?? 0) did not come within \(OriginOrder<Event?>.patience); taking in the \(entries.count { $0.link.host == host }) event(s) held behind it")
+        }
+        counters.reordered.add(UInt64(entries.count), ordering: .relaxed)
+        let before = ledger
+        var events: [Event] = []
+        for entry in entries { accept(entry, into: &events) }
+        _ = post(events, before: before)
+    }
+
+    /// Posts what a batch took in, then queues its ledger to be recorded (see `recordSettled`);
+    /// false if the bus has finished (the host is stopping): nothing was posted, nothing is
+    /// recorded, the next run fetches the batch again.
+    private func post(_ events: [Event], before: ImportLedger) -> Bool {
+        // Post first, then record: the position file never names an event the bus has not
+        // been given, so a SIGKILL at any instant loses nothing — what was posted and not yet
+        // recorded is fetched and posted again by the next run (a new bus, which never saw it).
+        // Within this run, the in-memory ledger (advanced above) drops every redelivery.
+        if !events.isEmpty, bus.post(contentsOf: events).isEmpty {
+            ledger = before
+            logger.notice("bridge: the bus has finished; leaving \(events.count) fetched event(s) for the next start")
+            stopping.store(true, ordering: .relaxed)
+            return false
+        }
+        counters.imported.add(UInt64(events.count), ordering: .relaxed)
+        postedCount += UInt64(events.count)
+        counters.importUnrecorded.store(postedCount - recordedCount, ordering: .relaxed)
+        if ledger != before {
+            let snapshot = ledger.origins
+            origins.withLock { $0 = snapshot }
+        }
+        // While events are held, what may be recorded ends before the earliest of them.
+        holdStarts = holdStarts.filter { order.isHolding($0.key) }
+        let recordable = holdStarts.values.min { $0.ledger.streamSequence < $1.ledger.streamSequence } ?? (ledger, postedCount)
+        if recordable.ledger != settling.last?.ledger ?? recorded { settling.append((recordable.ledger, .now, recordable.total)) }
+        recordSettled()
+        return true
     }
 
     /// Writes the newest settled ledger (every one, `all`: at a stop) to the position file. A
@@ -417,9 +492,9 @@ final class DurableImporter: @unchecked Sendable {
         do {
             try ledgerFile.write(target.text)
             recorded = target
-            let written = settling[...index].reduce(0) { $0 + $1.events }
+            recordedCount = settling[index].total
             settling.removeFirst(index + 1)
-            counters.importUnrecorded.subtract(min(written, counters.importUnrecorded.load(ordering: .relaxed)), ordering: .relaxed)
+            counters.importUnrecorded.store(postedCount - recordedCount, ordering: .relaxed)
             if writeFailing {
                 writeFailing = false
                 lastError.withLock { $0 = nil }

@@ -355,7 +355,7 @@ final class Exporter: @unchecked Sendable {
                     index += 1
                     continue
                 }
-                WireFormat.encode(event, instance: instance, into: &payload)
+                WireFormat.encode(event, instance: instance, previous: lastPublished, into: &payload)
                 let export = OutstandingPublishes.Export(index: nextExport, subject: last.text, payload: payload.bytes,
                                                          sequence: event.sequence)
                 // Swapped before publishing: the acknowledgement may come before the call returns.
@@ -365,6 +365,7 @@ final class Exporter: @unchecked Sendable {
                 switch publish(export, &options, new: true) {
                 case .inFlight:
                     nextExport += 1
+                    lastPublished = event.sequence
                     index += 1
                     // A failed probe has everything outstanding published again (the handler
                     // asked for it), starting with another probe.
@@ -399,6 +400,10 @@ final class Exporter: @unchecked Sendable {
     private let outstanding = OutstandingPublishes()
     /// The next export's index in ``outstanding`` (exporter thread).
     private var nextExport: UInt64 = 1
+    /// The sequence of the last event handed to nats.c (exporter thread): each payload names the
+    /// one before it, so importers can put events the stream stored out of order back in order
+    /// (``OriginOrder``). One nats.c refused outright is not named: it never reaches the stream.
+    private var lastPublished: UInt64 = 0
     /// Set when the connection broke or an acknowledgement failed: everything outstanding is to
     /// be published again, in order, before anything new.
     private let republishNeeded = Atomic<Bool>(false)

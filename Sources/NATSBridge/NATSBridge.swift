@@ -247,6 +247,7 @@ public final class NATSBridge: @unchecked Sendable {
         statistics.importUnrecorded = counters.importUnrecorded.load(ordering: .relaxed)
         statistics.exportRepublished = counters.republished.load(ordering: .relaxed)
         statistics.consumersRemade = counters.consumersRemade.load(ordering: .relaxed)
+        statistics.reordered = counters.reordered.load(ordering: .relaxed)
         return statistics
     }
 }

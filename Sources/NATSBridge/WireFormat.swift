@@ -11,25 +11,33 @@ import Foundation
 /// typical event (3 fields) is ~80 bytes.
 ///
 /// ```
-/// u8 version (1) · u64 instance · u64 sequence · f64 wall time (seconds since 2001, bits)
-/// string source · fields (EventFieldCoding)
+/// u8 version (2) · u64 instance · u64 sequence · u64 previous
+/// f64 wall time (seconds since 2001, bits) · string source · fields (EventFieldCoding)
 /// string = varint length + UTF-8
 /// ```
+///
+/// `previous` is the sequence of the export its origin published before this one in the same
+/// instance (durable mode), 0 for none or unknown (its first export; core mode): it lets an
+/// importer tell that an event was stored ahead of an earlier one (``OriginOrder``). Version 1
+/// payloads (without it) are read as `previous` 0, so a fleet can be upgraded host by host,
+/// importers first.
 enum WireFormat {
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
 
-    /// The origin and time the payload carries besides the event itself.
+    /// The origin and order the payload carries besides the event itself.
     struct Header: Equatable {
         var instance: UInt64
         var sequence: UInt64
+        var previous: UInt64 = 0
     }
 
-    /// The payload of `event`, in place of what `buffer` held.
-    static func encode(_ event: Event, instance: UInt64, into buffer: inout FieldWriter) {
+    /// The payload of `event`, in place of what `buffer` held; `previous` as above.
+    static func encode(_ event: Event, instance: UInt64, previous: UInt64 = 0, into buffer: inout FieldWriter) {
         buffer.removeAll()
         buffer.byte(version)
         buffer.fixed(instance)
         buffer.fixed(event.sequence)
+        buffer.fixed(previous)
         buffer.fixed(event.wallTime.timeIntervalSinceReferenceDate.bitPattern)
         buffer.string(event.source)
         buffer.fields(event.fields)
@@ -120,15 +128,11 @@ enum WireFormat {
     static func decode(_ bytes: UnsafeRawBufferPointer, name: String, host: String, shapes: ShapeCache? = nil,
                        header: inout Header) throws(DecodeError) -> Event {
         var reader = FieldReader(bytes)
-        guard let version = reader.byte(), version == Self.version else {
-            throw DecodeError(description: "unknown payload version (expected \(Self.version))")
-        }
-        let fields: [String: FieldValue], instance: UInt64, sequence: UInt64, wall: UInt64, source: String
+        let fields: [String: FieldValue], wall: UInt64, source: String
+        let (instance, sequence, previous) = try readOrigin(&reader)
         do throws(FieldDecodingError) {
-            guard let fixedInstance = reader.fixed(), let fixedSequence = reader.fixed(), let fixedWall = reader.fixed(),
-                  let text = try reader.string()
-            else { throw FieldDecodingError("truncated header") }
-            (instance, sequence, wall, source) = (fixedInstance, fixedSequence, fixedWall, text)
+            guard let fixedWall = reader.fixed(), let text = try reader.string() else { throw FieldDecodingError("truncated header") }
+            (wall, source) = (fixedWall, text)
             // The count is a claim: one the rest cannot hold is refused before anything is
             // reserved for it, and the fields dictionary grows with what is read.
             let count = try reader.fieldCount()
@@ -141,8 +145,26 @@ enum WireFormat {
         } catch {
             throw DecodeError(description: error.description)
         }
-        header = Header(instance: instance, sequence: sequence)
+        header = Header(instance: instance, sequence: sequence, previous: previous)
         return Event(name: name, source: source, fields: fields, wallTime: Date(timeIntervalSinceReferenceDate: Double(bitPattern: wall)))
+    }
+
+    /// The origin's part of a payload's header alone — all an importer needs of an event it does
+    /// not post, to follow its origin's order.
+    static func header(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Header {
+        var reader = FieldReader(bytes)
+        let (instance, sequence, previous) = try readOrigin(&reader)
+        return Header(instance: instance, sequence: sequence, previous: previous)
+    }
+
+    private static func readOrigin(_ reader: inout FieldReader) throws(DecodeError) -> (UInt64, UInt64, UInt64) {
+        guard let version = reader.byte(), version == 1 || version == Self.version else {
+            throw DecodeError(description: "unknown payload version (expected 1 or \(Self.version))")
+        }
+        guard let instance = reader.fixed(), let sequence = reader.fixed() else { throw DecodeError(description: "truncated header") }
+        guard version > 1 else { return (instance, sequence, 0) }
+        guard let previous = reader.fixed() else { throw DecodeError(description: "truncated header") }
+        return (instance, sequence, previous)
     }
 
     /// The fields key by key, origin fields added.

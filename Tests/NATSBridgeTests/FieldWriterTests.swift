@@ -84,12 +84,33 @@ import Testing
             var expected: [UInt8] = [WireFormat.version]
             EventFieldCoding.appendFixed(42, to: &expected)
             EventFieldCoding.appendFixed(event.sequence, to: &expected)
+            EventFieldCoding.appendFixed(UInt64(index), to: &expected)  // previous
             EventFieldCoding.appendFixed(event.wallTime.timeIntervalSinceReferenceDate.bitPattern, to: &expected)
             EventFieldCoding.appendString(event.source, to: &expected)
             EventFieldCoding.append(event.fields, to: &expected)
             var writer = FieldWriter()
-            WireFormat.encode(event, instance: 42, into: &writer)
+            WireFormat.encode(event, instance: 42, previous: UInt64(index), into: &writer)
             #expect(writer.bytes == expected, "sample \(index)")
+        }
+    }
+
+    /// A host of the previous version sends payloads without the predecessor: read with none (0),
+    /// so a fleet can be upgraded host by host; a version this host does not know is refused.
+    @Test func aVersionOnePayloadIsReadWithoutAPredecessor() throws {
+        let event = Event(name: "app.sample", source: "tester", fields: ["n": .int(5)])
+        var bytes: [UInt8] = [1]
+        EventFieldCoding.appendFixed(42, to: &bytes)
+        EventFieldCoding.appendFixed(17, to: &bytes)
+        EventFieldCoding.appendFixed(event.wallTime.timeIntervalSinceReferenceDate.bitPattern, to: &bytes)
+        EventFieldCoding.appendString(event.source, to: &bytes)
+        EventFieldCoding.append(event.fields, to: &bytes)
+        var header = WireFormat.Header(instance: 0, sequence: 0)
+        let decoded = try bytes.withUnsafeBytes { try WireFormat.decode($0, name: "app.sample", host: "alpha", header: &header) }
+        #expect(header == WireFormat.Header(instance: 42, sequence: 17, previous: 0))
+        #expect(decoded["n"] == .int(5) && decoded.source == "tester")
+        bytes[0] = WireFormat.version + 1
+        #expect(throws: WireFormat.DecodeError.self) {
+            try bytes.withUnsafeBytes { try WireFormat.decode($0, name: "app.sample", host: "alpha", header: &header) }
         }
     }
 

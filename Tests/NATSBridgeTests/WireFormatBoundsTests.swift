@@ -20,6 +20,7 @@ import Testing
         func string(_ text: String) { varint(UInt64(text.utf8.count)); bytes.append(contentsOf: text.utf8) }
         fixed(7)
         fixed(1)
+        fixed(0)  // previous
         fixed((786_000_000.5 as Double).bitPattern)
         string("tester")
         varint(claimed)

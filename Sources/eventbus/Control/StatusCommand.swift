@@ -47,6 +47,7 @@ struct StatusCommand: ParsableCommand {
         ]
         if bridge["mode"]?.stringValue == "durable" {
             lines.append("  consumers made again \(n("consumers_remade")) (stalled)   exports published again \(n("export_republished"))   imports unrecorded \(n("import_unrecorded"))")
+            lines.append("  put back in their origin's order \(n("reordered"))   posted out of order \(n("out_of_order"))")
         }
         for origin in bridge["origins"]?.arrayValue ?? [] {
             lines.append("  from \(origin["host"]?.stringValue ?? "?"): up to #\(origin["seq"]?.intValue ?? 0) (instance \(origin["instance"]?.intValue ?? 0))")

@@ -1,0 +1,97 @@
+@testable import NATSBridge
+import Testing
+
+/// How a durable import puts an origin's events back in its order when the stream stored one
+/// ahead of an earlier one: held until its predecessor comes, then both taken, in order; and
+/// what bounds the holding.
+@Suite struct OriginOrderTests {
+    private typealias Order = OriginOrder<Int>
+
+    /// Admits `sequences` of one origin (each naming `sequence - 1` as its predecessor unless
+    /// `previous` says otherwise); returns the sequences taken, in the order they were taken.
+    private func admit(_ sequences: [UInt64], instance: UInt64 = 7, previous: [UInt64: UInt64] = [:],
+                       into order: inout Order, now: ContinuousClock.Instant = .now) -> [UInt64] {
+        var taken: [UInt64] = []
+        for sequence in sequences {
+            let link = Order.Link(host: "alpha", instance: instance, sequence: sequence, previous: previous[sequence] ?? sequence - 1)
+            if case .ready(let entries) = order.admit(link, Int(sequence), now: now) {
+                taken += entries.map { UInt64($0.item) }
+            }
+        }
+        return taken
+    }
+
+    @Test func anEventStoredAheadOfItsPredecessorsWaitsForThem() {
+        var order = Order(last: [:])
+        // 1 2, then 6 7 (stored ahead), then 3 4 5 (published again, stored behind), then 8.
+        #expect(admit([1, 2, 6, 7, 3, 4, 5, 8], into: &order) == [1, 2, 3, 4, 5, 6, 7, 8])
+        #expect(order.heldCount == 0)
+    }
+
+    @Test func aCopyOfAHeldEventIsDroppedAndCopiesBehindTheChainPassToTheWindow() {
+        var order = Order(last: [:])
+        _ = admit([1, 2, 4], into: &order)
+        let copy = Order.Link(host: "alpha", instance: 7, sequence: 4, previous: 3)
+        guard case .heldAlready = order.admit(copy, 4, now: .now) else {
+            Issue.record("a second copy of a held event is not held again")
+            return
+        }
+        #expect(admit([3, 2, 1], into: &order) == [3, 4, 2, 1])  // 2 and 1 again: the window's to judge
+    }
+
+    @Test func theChainStartsWhereTheRecordedPositionEnds() {
+        var order = Order(last: ["alpha": ImportLedger.Position(instance: 7, sequence: 40)])
+        #expect(admit([42, 43, 41], into: &order) == [41, 42, 43])
+        // Another origin, never seen: taken as it comes, whatever it names.
+        let beta = Order.Link(host: "beta", instance: 1, sequence: 900, previous: 899)
+        guard case .ready(let entries) = order.admit(beta, 900, now: .now) else {
+            Issue.record("an unknown origin's first event was held")
+            return
+        }
+        #expect(entries.map(\.item) == [900])
+    }
+
+    @Test func withoutAPredecessorAnEventIsTakenAsItComes() {
+        var order = Order(last: [:])
+        // Core-mode and version-1 payloads name none (0).
+        #expect(admit([1, 5, 3], previous: [5: 0, 3: 0], into: &order) == [1, 5, 3])
+    }
+
+    @Test func aNewerInstanceReleasesWhatTheOlderOneHeld() {
+        var order = Order(last: [:])
+        #expect(admit([1, 2, 5, 6], into: &order) == [1, 2])  // 3 and 4 lost with a SIGKILLed origin
+        // Its next run starts at 1 with no predecessor: 5 and 6 first, then the new run.
+        #expect(admit([1, 2], instance: 8, previous: [1: 0], into: &order) == [5, 6, 1, 2])
+        #expect(order.heldCount == 0)
+    }
+
+    @Test func heldEventsAreTakenOnceTheyWaitedTheirPatience() {
+        var order = Order(last: [:])
+        let start = ContinuousClock.now
+        #expect(admit([1, 2, 5, 6], into: &order, now: start) == [1, 2])
+        #expect(order.expired(now: start + Order.patience - .milliseconds(1)).isEmpty)
+        #expect(order.expired(now: start + Order.patience).map(\.item) == [5, 6])
+        #expect(order.heldCount == 0)
+        // The chain went on from the last released: the predecessors, if they come, are behind it.
+        #expect(admit([7, 3], into: &order, now: start) == [7, 3])
+    }
+
+    @Test func holdingIsBoundedPerOrigin() {
+        var order = Order(last: [:])
+        _ = admit([1], into: &order)
+        let held = (3...UInt64(Order.limit + 2)).map { $0 }
+        #expect(admit(held, into: &order).isEmpty)
+        #expect(order.heldCount == Order.limit)
+        // One more than the limit: everything held is taken, in order.
+        #expect(admit([UInt64(Order.limit + 3)], into: &order) == held + [UInt64(Order.limit + 3)])
+        #expect(order.heldCount == 0)
+    }
+
+    @Test func anEventContradictingAHeldOneIsTakenAsItComes() {
+        var order = Order(last: [:])
+        _ = admit([1, 2, 4], into: &order)  // 4 waits for 3
+        // Another "4th" naming 3 as well: its origin does not publish two events after one.
+        #expect(admit([9], previous: [9: 3], into: &order) == [9])
+        #expect(admit([3], into: &order) == [3, 4])
+    }
+}
