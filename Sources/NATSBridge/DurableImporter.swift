@@ -353,7 +353,7 @@ final class DurableImporter: @unchecked Sendable {
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
                 continue
             }
-            let takenBefore = ledger
+            let previousStreamSequence = ledger.streamSequence
             ledger.streamSequence = streamSequence
             let route = routes.route(natsMsg_GetSubject(message)!)
             switch route.action {
@@ -390,10 +390,16 @@ final class DurableImporter: @unchecked Sendable {
             }
             let held = order.heldCount
             switch order.admit(link, event, now: now) {
+            case .next:
+                accept(OriginOrder.Entry(link: link, item: event), into: &events)
             case .ready(let entries):
                 for entry in entries { accept(entry, into: &events) }
             case .held:
-                if holdStarts[route.host] == nil { holdStarts[route.host] = (takenBefore, postedCount + UInt64(events.count)) }
+                if holdStarts[route.host] == nil {
+                    var start = ledger  // nothing of this message is in it but its stream sequence
+                    start.streamSequence = previousStreamSequence
+                    holdStarts[route.host] = (start, postedCount + UInt64(events.count))
+                }
             case .heldAlready:
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
             }
@@ -438,7 +444,6 @@ final class DurableImporter: @unchecked Sendable {
         for host in Set(entries.map(\.link.host)) {
             logger.notice("bridge: \(host)'s event after its sequence \(ledger.origins[host]?.sequence ?? 0) did not come within \(OriginOrder<Event?>.patience); taking in the \(entries.count { $0.link.host == host }) event(s) held behind it")
         }
-        counters.reordered.add(UInt64(entries.count), ordering: .relaxed)
         let before = ledger
         var events: [Event] = []
         for entry in entries { accept(entry, into: &events) }

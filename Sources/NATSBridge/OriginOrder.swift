@@ -39,6 +39,8 @@ struct OriginOrder<Item> {
     }
 
     enum Admission {
+        /// Take it now, and nothing else: what almost every event gets.
+        case next
         /// Take these now, in this order: the event, then any held events it was the
         /// predecessor of (or an older instance's held events, then the event).
         case ready([Entry])
@@ -71,7 +73,7 @@ struct OriginOrder<Item> {
     }
 
     /// Events held now, over all origins.
-    var heldCount: Int { origins.values.reduce(0) { $0 + $1.held.count } }
+    private(set) var heldCount = 0
 
     func isHolding(_ host: String) -> Bool { origins[host].map { !$0.held.isEmpty } ?? false }
 
@@ -80,14 +82,22 @@ struct OriginOrder<Item> {
         let entry = Entry(link: link, item: item)
         guard origins[link.host] != nil else {
             origins[link.host] = Origin(instance: link.instance, sequence: link.sequence)
-            return .ready([entry])
+            return .next
         }
         // In place: a copy of an origin holding events would copy what it holds.
-        return Self.admit(entry, now: now, to: &origins[link.host]!)
+        return Self.admit(entry, now: now, to: &origins[link.host]!, heldCount: &heldCount)
     }
 
-    private static func admit(_ entry: Entry, now: ContinuousClock.Instant, to origin: inout Origin) -> Admission {
+    private static func admit(_ entry: Entry, now: ContinuousClock.Instant, to origin: inout Origin,
+                              heldCount: inout Int) -> Admission {
         let link = entry.link
+        if origin.held.isEmpty, link.instance == origin.instance, link.sequence > origin.sequence,
+           link.previous == origin.sequence || link.previous == 0 {
+            origin.sequence = link.sequence
+            return .next
+        }
+        let before = origin.held.count
+        defer { heldCount += origin.held.count - before }
         var ready: [Entry] = []
         // At or behind the chain's end (a copy, or late past a release), or unchained: as it comes.
         if (link.instance, link.sequence) <= (origin.instance, origin.sequence) || link.previous == 0 {
@@ -126,6 +136,7 @@ struct OriginOrder<Item> {
         var ready: [Entry] = []
         for host in Array(origins.keys) where isHolding(host) {
             guard let oldest = origins[host]!.held.values.map(\.since).min(), oldest.duration(to: now) >= Self.patience else { continue }
+            heldCount -= origins[host]!.held.count
             ready += Self.release(&origins[host]!)
         }
         return ready
