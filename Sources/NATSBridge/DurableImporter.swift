@@ -18,8 +18,11 @@ import Synchronization
 /// acknowledgement (``JetStreamSetup/resumableConsumer(_:filter:taken:)``), when it is pulled
 /// from as it is.
 ///
-/// One import pattern filters on the server (`<prefix>.*.<pattern>`); several share one consumer
-/// on `<prefix>.>` and are matched here, because nats-server 2.9 consumers take one filter.
+/// The consumer reads the whole stream (`<prefix>.>`) and the import patterns are matched here:
+/// only a consumer that sees every event of an origin can tell an event the stream stored ahead
+/// of an earlier one from one whose predecessor a filter left out (``OriginOrder``), and
+/// nats-server 2.9 consumers take one filter anyway. What that costs a host importing few of a
+/// busy stream's events — fetching the rest to drop them — is the price of its origins' order.
 ///
 /// Each bind makes a new pull inbox: messages the old consumer still sends to the old one
 /// (a fetch answered as the link went down) must not reach the ledger, where one with a higher
@@ -50,12 +53,8 @@ final class DurableImporter: @unchecked Sendable {
     private var ledger = ImportLedger()
     /// The origin sequences taken in lately: a copy stored twice is dropped, a late event posted.
     private var window = OriginWindow()
-    /// Events the stream stored ahead of an earlier one of their origin, held until it comes —
-    /// when this consumer reads the whole stream (``keepsOrder``).
+    /// Events the stream stored ahead of an earlier one of their origin, held until it comes.
     private var order: OriginOrder<Event?>
-    /// Whether this consumer sees every origin's every event, so that a missing predecessor is
-    /// one the stream stored late, not one the filter leaves out (see ``OriginOrder``).
-    private let keepsOrder: Bool
     /// Per origin holding events: the ledger just before its first held event (and
     /// ``postedCount`` there). The position file is not written past the earliest, so a restart
     /// fetches the held events again.
@@ -136,8 +135,7 @@ final class DurableImporter: @unchecked Sendable {
         self.gaps = gaps
         self.logger = logger
         self.ledgerFile = StateFile(directory: stateDirectory, name: "bridge-\(setup.durable.stream)-\(setup.consumer).position")
-        self.filter = patterns.count == 1 ? subjects.filter(for: patterns[0]) : subjects.all
-        self.keepsOrder = patterns.count != 1 || patterns[0].description == ">"
+        self.filter = subjects.all
         self.routes = ImportRoutes(subjects: subjects, patterns: patterns, patternIndex: nil)
         self.order = OriginOrder(last: [:])
         if let text = try ledgerFile.read() {
@@ -379,15 +377,11 @@ final class DurableImporter: @unchecked Sendable {
             if event == nil {
                 // Not posted (a name no pattern wants, or refused): its place in its origin's
                 // order still counts, or the next event would wait for it.
-                guard keepsOrder, payload.baseAddress != nil, let origin = try? WireFormat.header(payload) else { continue }
+                guard payload.baseAddress != nil, let origin = try? WireFormat.header(payload) else { continue }
                 header = origin
             }
             let link = OriginOrder<Event?>.Link(host: route.host, instance: header.instance, sequence: header.sequence,
                                                 previous: header.previous)
-            guard keepsOrder else {
-                accept(OriginOrder.Entry(link: link, item: event), into: &events)
-                continue
-            }
             let held = order.heldCount
             switch order.admit(link, event, now: now) {
             case .next:

@@ -17,8 +17,7 @@
 /// instance's held events first: that run of the origin has ended.
 ///
 /// Only a consumer that sees all of an origin's events can tell a missing predecessor from one
-/// its filter leaves out, so the importer keeps this order when it reads the whole stream (several
-/// import patterns, or `>`); on a single narrower pattern events are taken as they come. A payload
+/// its filter leaves out: the durable importer's reads the whole stream. A payload
 /// without a predecessor (`previous` 0: an instance's first export, core mode, an older host) is
 /// taken as it comes.
 ///
