@@ -84,7 +84,7 @@ let package = Package(
         // Bridges the bus of this host to other hosts through NATS (core or JetStream).
         .target(
             name: "NATSBridge",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventFieldCoding", "CNATS",
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventFieldCoding", "CNATS", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // Prometheus metrics: the registry and its text, handler-duration histograms, process

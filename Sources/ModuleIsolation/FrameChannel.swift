@@ -60,8 +60,10 @@ public final class FrameChannel: @unchecked Sendable {
 
     /// Starts the writer thread.
     public func start() {
-        let thread = Thread { [self] in writeLoop() }
-        thread.name = "eventbus.\(name).writer"
+        let thread = Thread { [self] in
+            System.nameCurrentThread("w>" + name)  // Linux keeps 15 bytes of a thread's name
+            writeLoop()
+        }
         thread.start()
     }
 

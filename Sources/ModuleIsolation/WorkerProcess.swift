@@ -253,12 +253,12 @@ public struct WorkerProcess: Sendable {
     public func watchExit(_ ended: @escaping @Sendable () -> Void) {
         let pid = pid
         let thread = Thread {
+            System.nameCurrentThread("eventbus.reap")
             var info = siginfo_t()
             // Returns when it has ended, or fails when it is no child of ours any more (reaped).
             _ = try? System.call("waitid") { waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) }
             ended()
         }
-        thread.name = "eventbus.worker-exit.\(pid)"
         thread.stackSize = 64 * 1024
         thread.start()
     }
@@ -285,6 +285,7 @@ final class Spawner: @unchecked Sendable {
 
     private init() {
         let thread = Thread { [self] in
+            System.nameCurrentThread("eventbus.spawn")
             while true {
                 condition.lock()
                 while jobs.isEmpty { condition.wait() }
@@ -293,7 +294,6 @@ final class Spawner: @unchecked Sendable {
                 job()
             }
         }
-        thread.name = "eventbus.worker-spawner"
         thread.start()
     }
 

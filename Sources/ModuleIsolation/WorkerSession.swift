@@ -3,6 +3,7 @@ import Dispatch
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 import Synchronization
+import SystemCalls
 
 /// The host's side of one running worker process: the subscriptions it makes on the module's
 /// behalf, the events it forwards, what the worker sends back.
@@ -56,11 +57,11 @@ final class WorkerSession: @unchecked Sendable {
     func start() {
         channel.start()
         let thread = Thread { [self] in
+            System.nameCurrentThread("r<" + name)  // Linux keeps 15 bytes of a thread's name
             let reason = channel.readFrames { type, payload in try handle(type, payload) }
             replies.end()
             onEnd(self, reason)
         }
-        thread.name = "eventbus.worker.\(name).reader"
         thread.start()
     }
 

@@ -3,6 +3,7 @@ import CNATS
 import Foundation
 import Logging
 import Synchronization
+import SystemCalls
 
 /// Durable-mode imports: this host's durable consumer on the stream, pulled from
 /// (``ConsumerPull``) on the importer's own thread — the thread that posts imports into the bus.
@@ -150,10 +151,10 @@ final class DurableImporter: @unchecked Sendable {
 
     func start() {
         let thread = Thread { [self] in
+            System.nameCurrentThread("eventbus.import")
             run()
             finished.signal()
         }
-        thread.name = "eventbus.bridge.import"
         thread.start()
     }
 

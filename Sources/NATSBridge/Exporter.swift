@@ -3,6 +3,7 @@ import CNATS
 import EventFieldCoding
 import Foundation
 import Synchronization
+import SystemCalls
 
 /// Takes events from the ``ExportQueue`` and publishes them, on its own thread — the only
 /// thread that publishes this host's events.
@@ -61,10 +62,10 @@ final class Exporter: @unchecked Sendable {
 
     func start() {
         let thread = Thread { [self] in
+            System.nameCurrentThread("eventbus.export")
             if jetStream == nil { runCore() } else { runDurable() }
             finished.signal()
         }
-        thread.name = "eventbus.bridge.export"
         thread.start()
     }
 

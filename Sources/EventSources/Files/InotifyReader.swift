@@ -66,8 +66,10 @@ final class InotifyReader: @unchecked Sendable {
     /// Starts the thread; `handle` runs each time the descriptor may be readable, unless paused.
     func start(paused: Bool, handle: @escaping @Sendable (InotifyReader) -> Outcome) {
         self.paused = paused
-        let thread = Thread { [self] in run(handle) }
-        thread.name = "eventbus.files.reader"
+        let thread = Thread { [self] in
+            System.nameCurrentThread("eventbus.files")
+            run(handle)
+        }
         thread.start()
     }
 

@@ -2,6 +2,7 @@ import CSystemd
 import EventBusKit
 import Foundation
 import Synchronization
+import SystemCalls
 
 /// The host's one connection to a service manager, shared by every units source of that
 /// manager (``UnitsDriver`` counts them): one sd-bus connection, one `Subscribe`, one set of
@@ -94,8 +95,10 @@ final class UnitsConnection: @unchecked Sendable {
             _ = fcntl(descriptor, F_SETFL, O_NONBLOCK)
         }
         wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
-        let thread = Thread { [self] in run() }
-        thread.name = "units \(manager)"
+        let thread = Thread { [self] in
+            System.nameCurrentThread("eventbus.units")
+            run()
+        }
         thread.start()
     }
 
