@@ -385,9 +385,11 @@ final class DurableImporter: @unchecked Sendable {
             let link = OriginOrder<Event?>.Link(host: route.host, instance: header.instance, sequence: header.sequence,
                                                 previous: header.previous)
             let held = order.heldCount
-            switch order.admit(link, event, now: now) {
+            // What holding it costs: the event, or the link alone (an event not posted).
+            let bytes = (event?.estimatedBytes ?? 0) + 128
+            switch order.admit(link, event, bytes: bytes, now: now) {
             case .next:
-                accept(OriginOrder.Entry(link: link, item: event), into: &events)
+                accept(OriginOrder.Entry(link: link, item: event, bytes: bytes), into: &events)
             case .ready(let entries):
                 for entry in entries { accept(entry, into: &events) }
             case .held:
@@ -400,6 +402,11 @@ final class DurableImporter: @unchecked Sendable {
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
             }
             if order.heldCount < held { counters.reordered.add(UInt64(held - order.heldCount), ordering: .relaxed) }
+            if order.isOverBudget {
+                let shed = order.shed()
+                logShed(shed)
+                for entry in shed { accept(entry, into: &events) }
+            }
         }
         guard post(events, before: before) else { return }
         // The acknowledgement only spares the server redeliveries: each bind re-creates the
@@ -429,6 +436,18 @@ final class DurableImporter: @unchecked Sendable {
         }
         window.taken(host: link.host, instance: link.instance, sequence: link.sequence)
         events.append(event)
+    }
+
+    /// When holding past ``OriginOrder/totalLimit`` or ``OriginOrder/byteLimit`` was last logged.
+    private var lastShedLog: ContinuousClock.Instant?
+
+    /// Says (at most once a minute: only a publisher that claims predecessors which never come
+    /// gets here) which origins' held events were taken as they are.
+    private func logShed(_ entries: [OriginOrder<Event?>.Entry]) {
+        guard lastShedLog.map({ $0.duration(to: .now) >= .seconds(60) }) ?? true else { return }
+        lastShedLog = .now
+        let hosts = Set(entries.map(\.link.host)).sorted().joined(separator: ", ")
+        logger.notice("bridge: events held for their origin's order passed \(OriginOrder<Event?>.totalLimit) or \(OriginOrder<Event?>.byteLimit >> 20) MiB; taking in \(entries.count) held from \(hosts) as they are")
     }
 
     /// Held events whose predecessor did not come within ``OriginOrder/patience``: taken in as

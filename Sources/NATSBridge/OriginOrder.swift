@@ -35,6 +35,8 @@ struct OriginOrder<Item> {
     struct Entry {
         let link: Link
         let item: Item
+        /// What holding it costs, counted against ``byteLimit``.
+        let bytes: Int
     }
 
     enum Admission {
@@ -55,6 +57,11 @@ struct OriginOrder<Item> {
     /// How long an event is held at most: an exporter publishes again what was not stored within
     /// seconds of its acknowledgement deadline (5 s) or its reconnect.
     static var patience: Duration { .seconds(60) }
+    /// What all origins hold at most, in events and bytes: anyone allowed to publish under the
+    /// prefix can claim a predecessor that never comes, for as many origins and as large events
+    /// as they like. Past either, the origin holding the most bytes is released (``shed()``).
+    static var totalLimit: Int { 65_536 }
+    static var byteLimit: Int { 64 << 20 }
 
     private struct Origin {
         /// The last event taken in: the chain's end.
@@ -62,6 +69,7 @@ struct OriginOrder<Item> {
         var sequence: UInt64
         /// Events of `instance` waiting for their predecessor, by the predecessor's sequence.
         var held: [UInt64: (entry: Entry, since: ContinuousClock.Instant)] = [:]
+        var heldBytes = 0
     }
 
     private var origins: [String: Origin] = [:]
@@ -71,32 +79,39 @@ struct OriginOrder<Item> {
         for (host, position) in last { origins[host] = Origin(instance: position.instance, sequence: position.sequence) }
     }
 
-    /// Events held now, over all origins.
+    /// Events held now, and their bytes, over all origins.
     private(set) var heldCount = 0
+    private(set) var heldBytes = 0
+
+    /// Whether more is held than ``totalLimit`` or ``byteLimit`` allow: then ``shed()``.
+    var isOverBudget: Bool { heldCount > Self.totalLimit || heldBytes > Self.byteLimit }
 
     func isHolding(_ host: String) -> Bool { origins[host].map { !$0.held.isEmpty } ?? false }
 
     /// An arriving event: whether to take it (with what it frees) or hold it.
-    mutating func admit(_ link: Link, _ item: Item, now: ContinuousClock.Instant) -> Admission {
-        let entry = Entry(link: link, item: item)
+    mutating func admit(_ link: Link, _ item: Item, bytes: Int, now: ContinuousClock.Instant) -> Admission {
+        let entry = Entry(link: link, item: item, bytes: bytes)
         guard origins[link.host] != nil else {
             origins[link.host] = Origin(instance: link.instance, sequence: link.sequence)
             return .next
         }
         // In place: a copy of an origin holding events would copy what it holds.
-        return Self.admit(entry, now: now, to: &origins[link.host]!, heldCount: &heldCount)
+        return Self.admit(entry, now: now, to: &origins[link.host]!, heldCount: &heldCount, heldBytes: &heldBytes)
     }
 
     private static func admit(_ entry: Entry, now: ContinuousClock.Instant, to origin: inout Origin,
-                              heldCount: inout Int) -> Admission {
+                              heldCount: inout Int, heldBytes: inout Int) -> Admission {
         let link = entry.link
         if origin.held.isEmpty, link.instance == origin.instance, link.sequence > origin.sequence,
            link.previous == origin.sequence || link.previous == 0 {
             origin.sequence = link.sequence
             return .next
         }
-        let before = origin.held.count
-        defer { heldCount += origin.held.count - before }
+        let before = (origin.held.count, origin.heldBytes)
+        defer {
+            heldCount += origin.held.count - before.0
+            heldBytes += origin.heldBytes - before.1
+        }
         var ready: [Entry] = []
         // At or behind the chain's end (a copy, or late past a release), or unchained: as it comes.
         if (link.instance, link.sequence) <= (origin.instance, origin.sequence) || link.previous == 0 {
@@ -125,6 +140,7 @@ struct OriginOrder<Item> {
             ready.append(entry)
         } else {
             origin.held[link.previous] = (entry, now)
+            origin.heldBytes += entry.bytes
             if origin.held.count > limit { ready += release(&origin) }
         }
         return ready.isEmpty ? .held : .ready(ready)
@@ -136,6 +152,19 @@ struct OriginOrder<Item> {
         for host in Array(origins.keys) where isHolding(host) {
             guard let oldest = origins[host]!.held.values.map(\.since).min(), oldest.duration(to: now) >= Self.patience else { continue }
             heldCount -= origins[host]!.held.count
+            heldBytes -= origins[host]!.heldBytes
+            ready += Self.release(&origins[host]!)
+        }
+        return ready
+    }
+
+    /// Releases the origins holding the most bytes until what is held is within the budget;
+    /// their held events, to take now in that order.
+    mutating func shed() -> [Entry] {
+        var ready: [Entry] = []
+        while isOverBudget, let host = origins.max(by: { $0.value.heldBytes < $1.value.heldBytes })?.key {
+            heldCount -= origins[host]!.held.count
+            heldBytes -= origins[host]!.heldBytes
             ready += Self.release(&origins[host]!)
         }
         return ready
@@ -145,6 +174,7 @@ struct OriginOrder<Item> {
     private static func release(_ origin: inout Origin) -> [Entry] {
         let entries = origin.held.values.map(\.entry).sorted { $0.link.sequence < $1.link.sequence }
         origin.held = [:]
+        origin.heldBytes = 0
         if let last = entries.last?.link, (last.instance, last.sequence) > (origin.instance, origin.sequence) {
             (origin.instance, origin.sequence) = (last.instance, last.sequence)
         }
@@ -155,6 +185,7 @@ struct OriginOrder<Item> {
     private static func drain(_ origin: inout Origin) -> [Entry] {
         var ready: [Entry] = []
         while let next = origin.held.removeValue(forKey: origin.sequence) {
+            origin.heldBytes -= next.entry.bytes
             origin.sequence = next.entry.link.sequence
             ready.append(next.entry)
         }

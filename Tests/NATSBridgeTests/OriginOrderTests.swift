@@ -14,7 +14,7 @@ import Testing
         var taken: [UInt64] = []
         for sequence in sequences {
             let link = Order.Link(host: "alpha", instance: instance, sequence: sequence, previous: previous[sequence] ?? sequence - 1)
-            switch order.admit(link, Int(sequence), now: now) {
+            switch order.admit(link, Int(sequence), bytes: 100, now: now) {
             case .next: taken.append(sequence)
             case .ready(let entries): taken += entries.map { UInt64($0.item) }
             case .held, .heldAlready: break
@@ -34,7 +34,7 @@ import Testing
         var order = Order(last: [:])
         _ = admit([1, 2, 4], into: &order)
         let copy = Order.Link(host: "alpha", instance: 7, sequence: 4, previous: 3)
-        guard case .heldAlready = order.admit(copy, 4, now: .now) else {
+        guard case .heldAlready = order.admit(copy, 4, bytes: 100, now: .now) else {
             Issue.record("a second copy of a held event is not held again")
             return
         }
@@ -46,7 +46,7 @@ import Testing
         #expect(admit([42, 43, 41], into: &order) == [41, 42, 43])
         // Another origin, never seen: taken as it comes, whatever it names.
         let beta = Order.Link(host: "beta", instance: 1, sequence: 900, previous: 899)
-        guard case .next = order.admit(beta, 900, now: .now) else {
+        guard case .next = order.admit(beta, 900, bytes: 100, now: .now) else {
             Issue.record("an unknown origin's first event was not taken at once")
             return
         }
@@ -94,5 +94,26 @@ import Testing
         // Another "4th" naming 3 as well: its origin does not publish two events after one.
         #expect(admit([9], previous: [9: 3], into: &order) == [9])
         #expect(admit([3], into: &order) == [3, 4])
+    }
+
+    /// Anyone who may publish under the prefix can claim predecessors that never come, for many
+    /// origins: what all of them hold is bounded, and the origin holding most is released first.
+    @Test func whatAllOriginsHoldIsBoundedInBytes() {
+        var order = Order(last: [:])
+        let large = Order.byteLimit / 4
+        for (index, host) in ["a", "b", "c", "d", "e"].enumerated() {
+            _ = order.admit(Order.Link(host: host, instance: 1, sequence: 1, previous: 0), 0, bytes: 1, now: .now)
+            // Each origin's 3rd event arrives before its 2nd, and is large; "c"'s is the largest.
+            let bytes = host == "c" ? large + 1 : large - index
+            guard case .held = order.admit(Order.Link(host: host, instance: 1, sequence: 3, previous: 2), 3, bytes: bytes, now: .now) else {
+                Issue.record("\(host)'s event was not held")
+                return
+            }
+        }
+        #expect(order.isOverBudget)
+        let shed = order.shed()
+        #expect(shed.map(\.link.host) == ["c"])
+        #expect(!order.isOverBudget && order.heldCount == 4)
+        #expect(!order.isHolding("c") && order.isHolding("a"))
     }
 }
