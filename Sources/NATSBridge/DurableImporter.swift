@@ -320,10 +320,14 @@ final class DurableImporter: @unchecked Sendable {
         var events: [Event] = []
         let before = ledger
         var lag: UInt64 = 0
-        // The message with the highest stream sequence among those taken (up to a missed
-        // delivery, if any): the consumer acknowledges everything up to it at once (ack policy
-        // "all", see `placeConsumer`).
-        var highest: (sequence: UInt64, message: OpaquePointer)?
+        // Acknowledged at once, the whole batch with its last delivery (ack policy "all", see
+        // `placeConsumer`): the acknowledgement only spares the server redeliveries — the
+        // position file says what this host has taken in, and each bind that re-creates the
+        // consumer starts from it. Acknowledged only after posting, a batch on a loaded host
+        // outlived a short `ack_wait` and came again, and the redeliveries slowed the host
+        // further. One for the batch, not one per message: each was a publish for this thread
+        // and an acknowledgement for the server to process.
+        if let last = messages.last { pull.acknowledge(last) }
         let now = ContinuousClock.now
         for message in messages {
             var metadata: UnsafeMutablePointer<jsMsgMetaData>?
@@ -337,18 +341,20 @@ final class DurableImporter: @unchecked Sendable {
             lag = metadata.pointee.NumPending
             jsMsgMetaData_Destroy(metadata)
             if firstDelivery {
-                // The consumer numbers its first deliveries 1, 2, 3…: one skipped went to a fetch
-                // this host never got (answered while the link was down). Taking what follows
-                // would move the ledger past it for good; instead re-create the consumer after
-                // the ledger, which delivers it again, in order.
-                guard delivery <= nextDelivery else {
+                // The consumer numbers its deliveries 1, 2, 3…: a first delivery past the next
+                // number means one went to a fetch this host never got (answered while the link
+                // was down) — unless it is the stream's very next message, when the numbers
+                // skipped were redeliveries (this consumer reads the whole stream, so nothing of
+                // the stream was skipped). Taking what follows a missed one would move the ledger
+                // past it for good; instead re-create the consumer after the ledger, which
+                // delivers it again, in order.
+                guard delivery <= nextDelivery || streamSequence == ledger.streamSequence + 1 else {
                     logger.notice("bridge: the consumer delivered \(delivery - nextDelivery) message(s) this host did not receive (a fetch answered while the link was down); reading them again after stream sequence \(ledger.streamSequence)")
                     needsRebind.store(true, ordering: .relaxed)
                     break
                 }
                 nextDelivery = max(nextDelivery, delivery + 1)
             }
-            if streamSequence > highest?.sequence ?? 0 { highest = (streamSequence, message) }
             guard streamSequence > ledger.streamSequence else {
                 counters.redeliveriesDropped.add(1, ordering: .relaxed)
                 continue
@@ -409,10 +415,6 @@ final class DurableImporter: @unchecked Sendable {
             }
         }
         guard post(events, before: before) else { return }
-        // The acknowledgement only spares the server redeliveries: each bind re-creates the
-        // consumer from the recorded position. One for the batch, not one per message: each
-        // was a publish for this thread and an acknowledgement for the server to process.
-        if let highest { pull.acknowledge(highest.message) }
         counters.importLag.store(lag, ordering: .relaxed)
     }
 
