@@ -9,10 +9,11 @@ import SystemCalls
 /// of this file — while NIO would add its event loops and a dozen modules to a host that
 /// already runs an epoll loop of its own for the control socket. It faces the network, so
 /// what a client sends is bounded and nothing it does can hold the host:
-/// - a connection that has sent nothing is not accepted: the kernel keeps it (see
-///   `silenceBeforeAccept`) until its first bytes come. An HTTP client speaks first, so a
-///   scraper is accepted with its head, never queued behind idle connections, and idle ones
-///   cost neither a descriptor nor a place;
+/// - a connection that has sent nothing is not accepted: the kernel keeps it for
+///   ``Limits/silenceBeforeAccept`` or until its first bytes come. An HTTP client speaks
+///   first, so a scraper is accepted with its head, never queued behind idle connections, and
+///   idle ones cost neither a descriptor nor a place (one handed over silent after that time
+///   has had its grace);
 /// - at most ``Limits/maxConnections`` at once, each given ``Limits/headGrace`` to send a
 ///   whole request head before it can lose its place. When a new connection waits and the
 ///   table is full, the oldest connection past its grace without a whole head is closed to
@@ -47,12 +48,21 @@ public final class MetricsListener: @unchecked Sendable {
     public struct Limits: Sendable {
         public var maxConnections = 64
         public var maxRequestBytes = 8 * 1024
+        /// How long a connection that has sent nothing stays with the kernel before it is
+        /// accepted (`TCP_DEFER_ACCEPT`, whole seconds, which Linux rounds up to its SYN-ACK
+        /// retransmissions: 30 s is about 31 s). An HTTP client speaks first, so a scraper is
+        /// accepted the moment its head arrives and is never queued behind idle connections;
+        /// an idle one costs a small kernel entry — no descriptor, place or wake-up of this
+        /// thread — until then, or for good if the kernel drops it. A flood beyond the backlog
+        /// meets SYN cookies instead, which keep no state to defer with.
+        public var silenceBeforeAccept: Duration = .seconds(30)
         /// From accept, the time a connection keeps its place while it has not sent a whole
         /// request head. A scraper's head comes with its first segment, which is when the
-        /// kernel lets it be accepted (see `silenceBeforeAccept`), so this matters for partial
-        /// heads: it bounds what a reconnecting flood of them costs (``maxConnections`` accepts
-        /// per grace) and how long a scraper waits behind one in the backlog (a grace per
-        /// ``maxConnections`` of them).
+        /// kernel lets it be accepted, so this matters for partial heads: it bounds what a
+        /// reconnecting flood of them costs (``maxConnections`` accepts per grace) and how long
+        /// a scraper waits behind one in the backlog (a grace per ``maxConnections`` of them).
+        /// A connection handed over with nothing to read was silent through
+        /// ``silenceBeforeAccept``: it has had its grace.
         public var headGrace: Duration = .milliseconds(500)
         /// From accept to the end of the request head: a scraper sends its head at once.
         public var headTimeout: Duration = .seconds(2)
@@ -89,24 +99,16 @@ public final class MetricsListener: @unchecked Sendable {
     private var started = false
     private let counts = Mutex(Statistics())
 
-    /// Seconds a connection that has sent nothing stays with the kernel before it is accepted
-    /// (`TCP_DEFER_ACCEPT`; Linux rounds up to its SYN-ACK retransmissions, about 31 s). An
-    /// HTTP client speaks first, so a scraper is accepted the moment its head arrives and is
-    /// never queued behind idle connections; an idle one costs a small kernel entry, no
-    /// descriptor, place, grace or wake-up of this thread — until then, or for good if the
-    /// kernel drops it. A flood beyond the backlog meets SYN cookies instead, which keep no
-    /// state to defer with: such connections meet the grace and the table like any other.
-    private static let silenceBeforeAccept: Int32 = 30
-
     private final class Connection {
         /// -1 once closed.
         var fd: Int32
+        let accepted: ContinuousClock.Instant
         /// The end of the whole exchange.
         let deadline: ContinuousClock.Instant
         /// The end of the head's time; `deadline` once it is answered.
         let headDeadline: ContinuousClock.Instant
         /// Until then it keeps its place without a head (``Limits/headGrace``).
-        let graceEnd: ContinuousClock.Instant
+        var graceEnd: ContinuousClock.Instant
         var request: [UInt8] = []
         var output: [UInt8] = []
         var written = 0
@@ -115,6 +117,7 @@ public final class MetricsListener: @unchecked Sendable {
 
         init(fd: Int32, accepted: ContinuousClock.Instant, limits: Limits) {
             self.fd = fd
+            self.accepted = accepted
             self.deadline = accepted + limits.timeout
             self.headDeadline = accepted + min(limits.headTimeout, limits.timeout)
             self.graceEnd = min(accepted + limits.headGrace, headDeadline)
@@ -133,7 +136,7 @@ public final class MetricsListener: @unchecked Sendable {
         guard fd >= 0 else { throw .system("socket", errno, address) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var silence = Self.silenceBeforeAccept
+        var silence = Int32(clamping: max(1, limits.silenceBeforeAccept.components.seconds))
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &silence, socklen_t(MemoryLayout<Int32>.size))
         let bound: Int32
         switch address.family {
@@ -272,7 +275,11 @@ public final class MetricsListener: @unchecked Sendable {
             }
             // Its head may be here already: then it is answered now, usually whole at once.
             serve(connection, events: Int16(POLLIN))
-            if connection.fd >= 0 { connections.append(connection) }
+            guard connection.fd >= 0 else { continue }
+            // Nothing at all: silent through the kernel's deferral, its grace is spent (else a
+            // wave of idle ones handed over together would hold the table for a grace each).
+            if connection.request.isEmpty && !connection.answered { connection.graceEnd = connection.accepted }
+            connections.append(connection)
         }
     }
 
@@ -280,8 +287,7 @@ public final class MetricsListener: @unchecked Sendable {
     /// (a head that came since the last poll is answered, not closed): nil when there is none,
     /// or when that reading freed a place.
     private func oldestPastGrace(_ now: ContinuousClock.Instant) -> Connection? {
-        for connection in connections where connection.fd >= 0 && !connection.answered {
-            guard connection.graceEnd <= now else { return nil }  // in accept order: the rest are younger
+        for connection in connections where connection.fd >= 0 && !connection.answered && connection.graceEnd <= now {
             serve(connection, events: Int16(POLLIN))
             if connection.fd < 0 { return nil }  // answered whole, or gone: a place is free
             if !connection.answered { return connection }
@@ -295,9 +301,9 @@ public final class MetricsListener: @unchecked Sendable {
     /// grace, or (every place being answered) to be answered `503`.
     private func graceToWaitFor(_ now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
         guard live >= limits.maxConnections,
-              let oldest = connections.first(where: { $0.fd >= 0 && !$0.answered }),
-              oldest.graceEnd > now else { return nil }
-        return oldest.graceEnd
+              let soonest = connections.lazy.filter({ $0.fd >= 0 && !$0.answered }).map(\.graceEnd).min(),
+              soonest > now else { return nil }
+        return soonest
     }
 
     /// Connections not yet closed (closed ones leave the list after the round of poll results).

@@ -140,6 +140,28 @@ import TestSupport
         #expect(listener.statistics == MetricsListener.Statistics(scrapes: 1, rejected: 0, timedOut: 1))
     }
 
+    /// A connection the kernel hands over silent, its deferral over, has had its grace: the
+    /// next newcomer takes its place. (Else a wave of idle connections handed over together
+    /// would hold the table for a grace each while scrapers wait behind them.)
+    @Test func aConnectionHandedOverSilentGivesWayAtOnce() async throws {
+        var limits = patientLimits(maxConnections: 1, headGrace: .seconds(600))
+        limits.silenceBeforeAccept = .seconds(1)
+        let listener = try listener(limits)
+        defer { listener.stop() }
+        let port = listener.address.port
+        let silent = try LoopbackConnection(port: port)
+        // Scrapes are answered beside it until the kernel hands it over (about a second); the
+        // first one after that is answered in its place, and it is closed.
+        var scrapes: UInt64 = 0
+        #expect(await eventually {
+            guard (try? http(port, "GET /metrics HTTP/1.1\r\n\r\n"))?.hasPrefix("HTTP/1.1 200 OK") == true else { return false }
+            scrapes += 1
+            return silent.isReadable(within: .milliseconds(100))
+        })
+        #expect(silent.readToEnd() == "")
+        #expect(listener.statistics == MetricsListener.Statistics(scrapes: scrapes, rejected: 0, timedOut: 1))
+    }
+
     /// When every place is taken by an answer being written (a client that does not read a
     /// large one), a newcomer is answered `503` at once, and the answer being written is not
     /// disturbed.
