@@ -20,7 +20,7 @@ import SystemCalls
 ///   make room for it (a table held by idle or slowloris ones would otherwise answer every
 ///   scraper `503`: 16 idle sockets that reconnect when closed got a scraper 0 answers of
 ///   40). While every connection without a head is within its grace, new ones are not
-///   accepted: they wait in the kernel's backlog until the oldest grace ends. Closing the
+///   accepted: they wait in the kernel's backlog until the first grace ends. Closing the
 ///   oldest for every newcomer let a flood that reconnects the moment it is closed cycle the
 ///   table as fast as two threads could run (8 000–15 000 connections a second), and
 ///   a client starved between its connect and its send on a loaded machine was closed as one
@@ -246,7 +246,7 @@ public final class MetricsListener: @unchecked Sendable {
         for _ in 0..<max(1, limits.maxConnections) {
             // Full: the place of the oldest connection past its grace without a head, if any,
             // goes to the newcomer; while all of those are within their grace, the newcomers
-            // wait in the backlog (the loop polls the listener again when the oldest grace ends).
+            // wait in the backlog (the loop polls the listener again when the first grace ends).
             var giveWay: Connection?
             if live >= limits.maxConnections {
                 giveWay = oldestPastGrace(.now)
@@ -296,7 +296,8 @@ public final class MetricsListener: @unchecked Sendable {
     }
 
     /// While the table is full and every connection without a head is within its grace: when
-    /// the oldest grace ends (the listener is not polled till then, or till a place frees up).
+    /// the first of those graces ends (the listener is not polled till then, or till a place
+    /// frees up).
     /// Nil while a newcomer can be accepted — into a free place, into the place of one past its
     /// grace, or (every place being answered) to be answered `503`.
     private func graceToWaitFor(_ now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
