@@ -61,8 +61,8 @@ public final class MetricsListener: @unchecked Sendable {
         /// kernel lets it be accepted, so this matters for partial heads: it bounds what a
         /// reconnecting flood of them costs (``maxConnections`` accepts per grace) and how long
         /// a scraper waits behind one in the backlog (a grace per ``maxConnections`` of them).
-        /// A connection handed over with nothing to read was silent through
-        /// ``silenceBeforeAccept``: it has had its grace.
+        /// A connection handed over with nothing to read when ``silenceBeforeAccept`` is up has
+        /// had its grace.
         public var headGrace: Duration = .milliseconds(500)
         /// From accept to the end of the request head: a scraper sends its head at once.
         public var headTimeout: Duration = .seconds(2)
@@ -276,9 +276,11 @@ public final class MetricsListener: @unchecked Sendable {
             // Its head may be here already: then it is answered now, usually whole at once.
             serve(connection, events: Int16(POLLIN))
             guard connection.fd >= 0 else { continue }
-            // Nothing at all: silent through the kernel's deferral, its grace is spent (else a
+            // Nothing at all, after waiting out the kernel's deferral: its grace is spent (else a
             // wave of idle ones handed over together would hold the table for a grace each).
-            if connection.request.isEmpty && !connection.answered { connection.graceEnd = connection.accepted }
+            if connection.request.isEmpty && !connection.answered && Self.waitedOutDeferral(fd) {
+                connection.graceEnd = connection.accepted
+            }
             connections.append(connection)
         }
     }
@@ -305,6 +307,17 @@ public final class MetricsListener: @unchecked Sendable {
               let soonest = connections.lazy.filter({ $0.fd >= 0 && !$0.answered }).map(\.graceEnd).min(),
               soonest > now else { return nil }
         return soonest
+    }
+
+    /// Whether the kernel sent the connection's SYN-ACK again: for one handed over without
+    /// data, that it waited out `TCP_DEFER_ACCEPT` (Linux retransmits the SYN-ACK at its end
+    /// and hands the connection over on the client's ACK). One that came by SYN cookie, in a
+    /// SYN flood beyond the backlog, has no deferral behind it and keeps its grace: with none,
+    /// such a flood would cycle the table as fast as it reconnects.
+    private static func waitedOutDeferral(_ fd: Int32) -> Bool {
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        return getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 && info.tcpi_total_retrans > 0
     }
 
     /// Connections not yet closed (closed ones leave the list after the round of poll results).
