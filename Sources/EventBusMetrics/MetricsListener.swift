@@ -9,13 +9,26 @@ import SystemCalls
 /// of this file — while NIO would add its event loops and a dozen modules to a host that
 /// already runs an epoll loop of its own for the control socket. It faces the network, so
 /// what a client sends is bounded and nothing it does can hold the host:
-/// - at most ``Limits/maxConnections`` at once. When a new one finds the table full, the oldest
-///   connection that has not sent a whole request head yet is closed to make room (a table
-///   held by idle or slowloris connections would otherwise answer every scraper `503`: 16
-///   idle sockets that reconnect when closed got a scraper 0 answers of 40). Only when every
-///   connection is being answered is the new one answered `503` and closed;
-/// - a new connection's head is read at once (a scraper's usually came with it), so a flood of
-///   newer connections cannot push it out before it is read;
+/// - a connection that has sent nothing is not accepted: the kernel keeps it for
+///   ``Limits/silenceBeforeAccept`` or until its first bytes come. An HTTP client speaks
+///   first, so a scraper is accepted with its head, never queued behind idle connections, and
+///   idle ones cost neither a descriptor nor a place (one handed over silent after that time
+///   has had its grace);
+/// - at most ``Limits/maxConnections`` at once, each given ``Limits/headGrace`` to send a
+///   whole request head before it can lose its place. When a new connection waits and the
+///   table is full, the oldest connection past its grace without a whole head is closed to
+///   make room for it (a table held by idle or slowloris ones would otherwise answer every
+///   scraper `503`: 16 idle sockets that reconnect when closed got a scraper 0 answers of
+///   40). While every connection without a head is within its grace, new ones are not
+///   accepted: they wait in the kernel's backlog until the first grace ends. Closing the
+///   oldest for every newcomer let a flood that reconnects the moment it is closed cycle the
+///   table as fast as two threads could run (8 000–15 000 connections a second), and
+///   a client starved between its connect and its send on a loaded machine was closed as one
+///   of them; with the grace, a flood costs at most ``Limits/maxConnections`` connections per
+///   grace and every accepted client has its grace — the price is that a scraper waits behind
+///   the flood's connections in the backlog, a grace per ``Limits/maxConnections`` of them.
+///   Only when every place is being answered is a new one answered `503` and closed;
+/// - a new connection's head is read as soon as it is accepted and answered then;
 /// - a request head is at most ``Limits/maxRequestBytes`` (else `431`); a body is not read;
 /// - the head must be whole within ``Limits/headTimeout`` (slowloris), and each connection
 ///   has ``Limits/timeout`` in all, to send its request and read the answer; a slow or silent
@@ -35,6 +48,22 @@ public final class MetricsListener: @unchecked Sendable {
     public struct Limits: Sendable {
         public var maxConnections = 64
         public var maxRequestBytes = 8 * 1024
+        /// How long a connection that has sent nothing stays with the kernel before it is
+        /// accepted (`TCP_DEFER_ACCEPT`, whole seconds, which Linux rounds up to its SYN-ACK
+        /// retransmissions: 30 s is about 31 s). An HTTP client speaks first, so a scraper is
+        /// accepted the moment its head arrives and is never queued behind idle connections;
+        /// an idle one costs a small kernel entry — no descriptor, place or wake-up of this
+        /// thread — until then, or for good if the kernel drops it. A flood beyond the backlog
+        /// meets SYN cookies instead, which keep no state to defer with.
+        public var silenceBeforeAccept: Duration = .seconds(30)
+        /// From accept, the time a connection keeps its place while it has not sent a whole
+        /// request head. A scraper's head comes with its first segment, which is when the
+        /// kernel lets it be accepted, so this matters for partial heads: it bounds what a
+        /// reconnecting flood of them costs (``maxConnections`` accepts per grace) and how long
+        /// a scraper waits behind one in the backlog (a grace per ``maxConnections`` of them).
+        /// A connection handed over with nothing to read when ``silenceBeforeAccept`` is up has
+        /// had its grace.
+        public var headGrace: Duration = .milliseconds(500)
         /// From accept to the end of the request head: a scraper sends its head at once.
         public var headTimeout: Duration = .seconds(2)
         public var timeout: Duration = .seconds(5)
@@ -45,7 +74,7 @@ public final class MetricsListener: @unchecked Sendable {
     public struct Statistics: Sendable, Equatable {
         public var scrapes: UInt64 = 0
         public var rejected: UInt64 = 0
-        /// Closed without a whole request head: at a deadline, or evicted for a newer
+        /// Closed without a whole request head: at a deadline, or past its grace for a newer
         /// connection while the table was full.
         public var timedOut: UInt64 = 0
 
@@ -73,10 +102,13 @@ public final class MetricsListener: @unchecked Sendable {
     private final class Connection {
         /// -1 once closed.
         var fd: Int32
+        let accepted: ContinuousClock.Instant
         /// The end of the whole exchange.
         let deadline: ContinuousClock.Instant
         /// The end of the head's time; `deadline` once it is answered.
         let headDeadline: ContinuousClock.Instant
+        /// Until then it keeps its place without a head (``Limits/headGrace``).
+        var graceEnd: ContinuousClock.Instant
         var request: [UInt8] = []
         var output: [UInt8] = []
         var written = 0
@@ -85,8 +117,10 @@ public final class MetricsListener: @unchecked Sendable {
 
         init(fd: Int32, accepted: ContinuousClock.Instant, limits: Limits) {
             self.fd = fd
+            self.accepted = accepted
             self.deadline = accepted + limits.timeout
             self.headDeadline = accepted + min(limits.headTimeout, limits.timeout)
+            self.graceEnd = min(accepted + limits.headGrace, headDeadline)
         }
     }
 
@@ -102,6 +136,8 @@ public final class MetricsListener: @unchecked Sendable {
         guard fd >= 0 else { throw .system("socket", errno, address) }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var silence = Int32(clamping: max(1, limits.silenceBeforeAccept.components.seconds))
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &silence, socklen_t(MemoryLayout<Int32>.size))
         let bound: Int32
         switch address.family {
         case .ipv4:
@@ -175,13 +211,15 @@ public final class MetricsListener: @unchecked Sendable {
             fds.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
             let now = ContinuousClock.now
             if let until = acceptPausedUntil, until <= now { acceptPausedUntil = nil }
-            // A negative descriptor is skipped by poll: while out of descriptors, the listener
+            let fullUntil = acceptPausedUntil == nil ? graceToWaitFor(now) : nil
+            // A negative descriptor is skipped by poll: while nothing can be accepted, the listener
             // (readable as long as a client waits) would otherwise wake the loop at once, forever.
-            fds.append(pollfd(fd: acceptPausedUntil == nil ? listener : -1, events: Int16(POLLIN), revents: 0))
+            let accepting = acceptPausedUntil == nil && fullUntil == nil
+            fds.append(pollfd(fd: accepting ? listener : -1, events: Int16(POLLIN), revents: 0))
             for connection in connections {
                 fds.append(pollfd(fd: connection.fd, events: Int16(connection.answered ? POLLOUT : POLLIN), revents: 0))
             }
-            let soonest = (connections.map(\.currentDeadline) + [acceptPausedUntil].compactMap { $0 }).min()
+            let soonest = (connections.map(\.currentDeadline) + [acceptPausedUntil, fullUntil].compactMap { $0 }).min()
             let timeout = soonest.map { max(0, Int32(clamping: ($0 - now).milliseconds + 1)) } ?? -1
             guard (try? System.poll(&fds, timeout: timeout)) != nil else { break }
             if fds[1].revents & Int16(POLLIN) != 0 { acceptWaiting() }
@@ -206,6 +244,15 @@ public final class MetricsListener: @unchecked Sendable {
     /// must not keep the thread from reading the heads of those it has.
     private func acceptWaiting() {
         for _ in 0..<max(1, limits.maxConnections) {
+            // Full: the place of the oldest connection past its grace without a head, if any,
+            // goes to the newcomer; while all of those are within their grace, the newcomers
+            // wait in the backlog (the loop polls the listener again when the first grace ends).
+            var giveWay: Connection?
+            if live >= limits.maxConnections {
+                giveWay = oldestPastGrace(.now)
+                if giveWay == nil, live >= limits.maxConnections,
+                   connections.contains(where: { $0.fd >= 0 && !$0.answered }) { return }
+            }
             let fd = Self.accept4(listener, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
             if fd < 0 {
                 // EAGAIN: none left. Out of descriptors: the client stays in the backlog; look again
@@ -214,35 +261,63 @@ public final class MetricsListener: @unchecked Sendable {
                 return
             }
             let connection = Connection(fd: fd, accepted: .now, limits: limits)
-            // Its head may be here already: then it is answered now and takes no place.
-            serve(connection, events: Int16(POLLIN))
-            if connection.fd < 0 { continue }  // answered (or gone) already
-            if live >= limits.maxConnections { makeRoom() }
-            guard live < limits.maxConnections else {
-                // Every place is being answered: the newcomer is told so.
+            if let giveWay {
+                counts.withLock { $0.timedOut += 1 }
+                finish(giveWay)
+            } else if live >= limits.maxConnections {
+                // Every place is being answered: the newcomer is told so (its head unread, so a
+                // 503 never follows part of an answer).
                 counts.withLock { $0.rejected += 1 }
                 var answer = Self.response(status: "503 Service Unavailable", body: Array("too many connections\n".utf8))
                 _ = send(fd, &answer, answer.count, Int32(MSG_NOSIGNAL))
                 finish(connection)
                 continue
             }
+            // Its head may be here already: then it is answered now, usually whole at once.
+            serve(connection, events: Int16(POLLIN))
+            guard connection.fd >= 0 else { continue }
+            // Nothing at all, after waiting out the kernel's deferral: its grace is spent (else a
+            // wave of idle ones handed over together would hold the table for a grace each).
+            if connection.request.isEmpty && !connection.answered && Self.waitedOutDeferral(fd) {
+                connection.graceEnd = connection.accepted
+            }
             connections.append(connection)
         }
     }
 
-    /// Frees a place: the oldest connection without a whole request head is read once more
-    /// (its head may have come since the last poll: then it is answered, not closed) and
-    /// otherwise closed — an idle or slowloris connection gives way to a newer one, whose
-    /// own deadline would have ended it soon anyway.
-    private func makeRoom() {
-        for connection in connections where connection.fd >= 0 && !connection.answered {
+    /// The oldest connection past its grace still without a whole head, read once more first
+    /// (a head that came since the last poll is answered, not closed): nil when there is none,
+    /// or when that reading freed a place.
+    private func oldestPastGrace(_ now: ContinuousClock.Instant) -> Connection? {
+        for connection in connections where connection.fd >= 0 && !connection.answered && connection.graceEnd <= now {
             serve(connection, events: Int16(POLLIN))
-            if connection.fd < 0 { return }  // answered and done, or gone
-            if connection.answered { continue }  // being written: it keeps its place
-            counts.withLock { $0.timedOut += 1 }
-            finish(connection)
-            return
+            if connection.fd < 0 { return nil }  // answered whole, or gone: a place is free
+            if !connection.answered { return connection }
         }
+        return nil
+    }
+
+    /// While the table is full and every connection without a head is within its grace: when
+    /// the first of those graces ends (the listener is not polled till then, or till a place
+    /// frees up).
+    /// Nil while a newcomer can be accepted — into a free place, into the place of one past its
+    /// grace, or (every place being answered) to be answered `503`.
+    private func graceToWaitFor(_ now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        guard live >= limits.maxConnections,
+              let soonest = connections.lazy.filter({ $0.fd >= 0 && !$0.answered }).map(\.graceEnd).min(),
+              soonest > now else { return nil }
+        return soonest
+    }
+
+    /// Whether the kernel sent the connection's SYN-ACK again: for one handed over without
+    /// data, that it waited out `TCP_DEFER_ACCEPT` (Linux retransmits the SYN-ACK at its end
+    /// and hands the connection over on the client's ACK). One that came by SYN cookie, in a
+    /// SYN flood beyond the backlog, has no deferral behind it and keeps its grace: with none,
+    /// such a flood would cycle the table as fast as it reconnects.
+    private static func waitedOutDeferral(_ fd: Int32) -> Bool {
+        var info = tcp_info()
+        var length = socklen_t(MemoryLayout<tcp_info>.size)
+        return getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 && info.tcpi_total_retrans > 0
     }
 
     /// Connections not yet closed (closed ones leave the list after the round of poll results).

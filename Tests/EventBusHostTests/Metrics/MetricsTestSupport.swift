@@ -52,6 +52,13 @@ final class LoopbackConnection {
         _ = Foundation.send(fd, &bytes, bytes.count, Int32(MSG_NOSIGNAL))
     }
 
+    /// Whether something (bytes, or the server's close) can be read within `timeout`.
+    func isReadable(within timeout: Duration) -> Bool {
+        var pollFD = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let (seconds, attoseconds) = timeout.components
+        return poll(&pollFD, 1, Int32(seconds * 1000 + attoseconds / 1_000_000_000_000_000)) == 1
+    }
+
     /// Everything until the server closes.
     func readToEnd() -> String {
         var all: [UInt8] = []
