@@ -440,6 +440,8 @@ final class DurableImporter: @unchecked Sendable {
         events.append(event)
     }
 
+    /// When the consumer last said messages were pending (see `takeExpiredHolds`).
+    private var lastBehind = ContinuousClock.now
     /// When holding past ``OriginOrder/totalLimit`` or ``OriginOrder/byteLimit`` was last logged.
     private var lastShedLog: ContinuousClock.Instant?
 
@@ -452,10 +454,15 @@ final class DurableImporter: @unchecked Sendable {
         logger.notice("bridge: events held for their origin's order passed \(OriginOrder<Event?>.totalLimit) or \(OriginOrder<Event?>.byteLimit >> 20) MiB; taking in \(entries.count) held from \(hosts) as they are")
     }
 
-    /// Held events whose predecessor did not come within ``OriginOrder/patience``: taken in as
-    /// they are (the predecessor, if it comes after all, is posted late).
+    /// Held events whose predecessor did not come within ``OriginOrder/patience`` while this
+    /// host was caught up with the stream: taken in as they are (the predecessor, if it comes
+    /// after all, is posted late). While the consumer has messages pending the predecessor may
+    /// be among them — a host importing slowly must not give up on what it has not read yet
+    /// (the held events stay bounded by ``OriginOrder/limit``).
     private func takeExpiredHolds() {
         guard !holdStarts.isEmpty else { return }
+        if counters.importLag.load(ordering: .relaxed) > 0 { lastBehind = .now }
+        guard lastBehind.duration(to: .now) >= OriginOrder<Event?>.patience else { return }
         let entries = order.expired(now: .now)
         guard !entries.isEmpty else { return }
         for host in Set(entries.map(\.link.host)) {
