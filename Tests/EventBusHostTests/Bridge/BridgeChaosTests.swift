@@ -233,7 +233,8 @@ struct BridgeChaosTests {
             \(plan.filter { $0 == .server }.count) server deaths, \(lives.count - 1) kills of beta, \
             \(postedAgain) posted again in a later life of beta, republished by alpha/gamma: \
             \(alpha.count("export_republished"))/\(gamma.count("export_republished")), \
-            stored ahead of earlier ones and put back in order by alpha/gamma: \(alpha.count("reordered"))/\(gamma.count("reordered")); \(stalls.joined(separator: "; ")); \
+            stored ahead of earlier ones and put back in order by alpha/gamma/beta's last life: \
+            \(alpha.count("reordered"))/\(gamma.count("reordered"))/\(beta.count("reordered")); \(stalls.joined(separator: "; ")); \
             from each kill to alpha's import of the first gamma event posted after it: \(kills.map { kill in
                 String(format: "n%d %.1f s", kill.server + 1, alphaTail.arrival("gamma", kill.posted + 1).map { seconds(kill.at.duration(to: $0)) } ?? -1)
             }.joined(separator: ", "))
