@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 
 public struct ProcessResult: Sendable {
@@ -8,15 +7,18 @@ public struct ProcessResult: Sendable {
     public var seconds: Double
 }
 
-/// Runs `body` — work that blocks: a child process, a socket read loop — on a Dispatch thread and
-/// waits for it there, not on one of Swift concurrency's cooperative threads. Swift Testing runs
+/// Runs `body` — work that blocks: a child process, a socket read loop — on a thread of its own
+/// and waits for it there, not on one of Swift concurrency's cooperative threads. Swift Testing runs
 /// every test on those, two on a 2-core machine: a test blocking one for a minute (a `swift
 /// build`, a debootstrap, a poster that runs until the host stops) stalls the tests beside it,
 /// and with both taken, every `eventually` in the run waits — the run stalled ~60 s and tests
 /// whose own waits ran out failed.
 public func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        // A thread of its own, not Dispatch's global queue: on Linux that starts about as many
+        // threads as there are cores and adds about one a second while they block, so a quick
+        // call queued behind the suite's `swift build`s and debootstraps for minutes.
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
 
