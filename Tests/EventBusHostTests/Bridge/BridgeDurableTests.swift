@@ -200,7 +200,7 @@ struct BridgeDurableTests {
         // Its replay ring keeps a whole life's imports, so a tail attached after the start sees
         // what was posted before it subscribed.
         let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings,
-                                control: "replay_events: 100000, replay_bytes: 256MiB")
+                                control: "replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB")
         try await b.start()
         try await a.start()
         #expect(await eventually { b.daemon?.output.contains("importing from stream TESTBUS") == true })
