@@ -139,16 +139,18 @@ final class DurableImporter: @unchecked Sendable {
         self.counters = counters
         self.gaps = gaps
         self.logger = logger
-        self.ledgerFile = StateFile(directory: stateDirectory, name: "bridge-\(setup.durable.stream)-\(setup.consumer).position")
+        let ledgerFile = StateFile(directory: stateDirectory, name: "bridge-\(setup.durable.stream)-\(setup.consumer).position")
+        var loaded: ImportLedger?
+        if let text = try ledgerFile.read() { loaded = try ImportLedger(text: text, file: ledgerFile.path) }
+        self.ledgerFile = ledgerFile
         self.filter = subjects.all
         self.routes = ImportRoutes(subjects: subjects, patterns: patterns, patternIndex: nil)
-        self.order = OriginOrder(last: [:])
-        if let text = try ledgerFile.read() {
-            ledger = try ImportLedger(text: text, file: ledgerFile.path)
-            recorded = ledger
+        self.order = OriginOrder(last: loaded?.origins ?? [:])
+        if let loaded {
+            ledger = loaded
+            recorded = loaded
             hasPosition = true
         }
-        order = OriginOrder(last: ledger.origins)
         let initial = ledger.origins
         origins.withLock { $0 = initial }
     }
@@ -395,10 +397,9 @@ final class DurableImporter: @unchecked Sendable {
                                                 previous: header.previous)
             let held = order.heldCount
             // What holding it costs: the event, or the link alone (an event not posted).
-            let bytes = (event?.estimatedBytes ?? 0) + 128
-            switch order.admit(link, event, bytes: bytes, now: now) {
+            switch order.admit(link, event, bytes: (event?.estimatedBytes ?? 0) + 128, now: now) {
             case .next:
-                accept(OriginOrder.Entry(link: link, item: event, bytes: bytes), into: &events)
+                accept(OriginOrder.Entry(link: link, item: event), into: &events)
             case .ready(let entries):
                 for entry in entries { accept(entry, into: &events) }
             case .held:

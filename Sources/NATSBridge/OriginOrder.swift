@@ -35,8 +35,6 @@ struct OriginOrder<Item> {
     struct Entry {
         let link: Link
         let item: Item
-        /// What holding it costs, counted against ``byteLimit``.
-        let bytes: Int
     }
 
     enum Admission {
@@ -67,8 +65,9 @@ struct OriginOrder<Item> {
         /// The last event taken in: the chain's end.
         var instance: UInt64
         var sequence: UInt64
-        /// Events of `instance` waiting for their predecessor, by the predecessor's sequence.
-        var held: [UInt64: (entry: Entry, since: ContinuousClock.Instant)] = [:]
+        /// Events of `instance` waiting for their predecessor, by the predecessor's sequence, with
+        /// when each came and what holding it costs (counted against ``byteLimit``).
+        var held: [UInt64: (entry: Entry, since: ContinuousClock.Instant, bytes: Int)] = [:]
         var heldBytes = 0
     }
 
@@ -88,18 +87,19 @@ struct OriginOrder<Item> {
 
     func isHolding(_ host: String) -> Bool { origins[host].map { !$0.held.isEmpty } ?? false }
 
-    /// An arriving event: whether to take it (with what it frees) or hold it.
-    mutating func admit(_ link: Link, _ item: Item, bytes: Int, now: ContinuousClock.Instant) -> Admission {
-        let entry = Entry(link: link, item: item, bytes: bytes)
+    /// An arriving event: whether to take it (with what it frees) or hold it. `bytes`, what
+    /// holding it would cost, is asked only if it is held.
+    mutating func admit(_ link: Link, _ item: Item, bytes: @autoclosure () -> Int, now: ContinuousClock.Instant) -> Admission {
+        let entry = Entry(link: link, item: item)
         guard origins[link.host] != nil else {
             origins[link.host] = Origin(instance: link.instance, sequence: link.sequence)
             return .next
         }
         // In place: a copy of an origin holding events would copy what it holds.
-        return Self.admit(entry, now: now, to: &origins[link.host]!, heldCount: &heldCount, heldBytes: &heldBytes)
+        return Self.admit(entry, bytes: bytes, now: now, to: &origins[link.host]!, heldCount: &heldCount, heldBytes: &heldBytes)
     }
 
-    private static func admit(_ entry: Entry, now: ContinuousClock.Instant, to origin: inout Origin,
+    private static func admit(_ entry: Entry, bytes: () -> Int, now: ContinuousClock.Instant, to origin: inout Origin,
                               heldCount: inout Int, heldBytes: inout Int) -> Admission {
         let link = entry.link
         if origin.held.isEmpty, link.instance == origin.instance, link.sequence > origin.sequence,
@@ -139,8 +139,9 @@ struct OriginOrder<Item> {
             guard waiting.entry.link.sequence != link.sequence else { return ready.isEmpty ? .heldAlready : .ready(ready) }
             ready.append(entry)
         } else {
-            origin.held[link.previous] = (entry, now)
-            origin.heldBytes += entry.bytes
+            let cost = bytes()
+            origin.held[link.previous] = (entry, now, cost)
+            origin.heldBytes += cost
             if origin.held.count > limit { ready += release(&origin) }
         }
         return ready.isEmpty ? .held : .ready(ready)
@@ -151,9 +152,7 @@ struct OriginOrder<Item> {
         var ready: [Entry] = []
         for host in Array(origins.keys) where isHolding(host) {
             guard let oldest = origins[host]!.held.values.map(\.since).min(), oldest.duration(to: now) >= Self.patience else { continue }
-            heldCount -= origins[host]!.held.count
-            heldBytes -= origins[host]!.heldBytes
-            ready += Self.release(&origins[host]!)
+            ready += releaseAll(host)
         }
         return ready
     }
@@ -163,11 +162,16 @@ struct OriginOrder<Item> {
     mutating func shed() -> [Entry] {
         var ready: [Entry] = []
         while isOverBudget, let host = origins.max(by: { $0.value.heldBytes < $1.value.heldBytes })?.key {
-            heldCount -= origins[host]!.held.count
-            heldBytes -= origins[host]!.heldBytes
-            ready += Self.release(&origins[host]!)
+            ready += releaseAll(host)
         }
         return ready
+    }
+
+    /// Every held event of `host`, in its order, out of the totals.
+    private mutating func releaseAll(_ host: String) -> [Entry] {
+        heldCount -= origins[host]!.held.count
+        heldBytes -= origins[host]!.heldBytes
+        return Self.release(&origins[host]!)
     }
 
     /// Every held event of `origin`, in the origin's order; the chain ends at the last.
@@ -185,7 +189,7 @@ struct OriginOrder<Item> {
     private static func drain(_ origin: inout Origin) -> [Entry] {
         var ready: [Entry] = []
         while let next = origin.held.removeValue(forKey: origin.sequence) {
-            origin.heldBytes -= next.entry.bytes
+            origin.heldBytes -= next.bytes
             origin.sequence = next.entry.link.sequence
             ready.append(next.entry)
         }
