@@ -64,25 +64,21 @@ final class DurableImporter: @unchecked Sendable {
     /// What the position file holds: behind `ledger` while posted batches settle (below), or
     /// after a failed write (retried), when the next run would post the difference again.
     private var recorded = ImportLedger()
-    /// Batches posted and not yet recorded, oldest first: each with the ledger that may be
-    /// recorded after it, when it was posted and ``postedCount`` at that ledger. A batch is
-    /// recorded once it has been on the bus ``settleTime`` (or at a stop).
-    private var settling: [(ledger: ImportLedger, posted: ContinuousClock.Instant, total: UInt64)] = []
+    /// Batches posted and not yet recorded, oldest first (see ``ImportSettling``).
+    private var settling = ImportSettling()
     /// Events this run posted, and how many of them the position file covers: the difference
     /// is `import_unrecorded`.
     private var postedCount: UInt64 = 0
     private var recordedCount: UInt64 = 0
-    /// How long posted events stay unrecorded. A host killed within it takes them along — with
-    /// whatever its bus, mailboxes and tails held of them — and the next run posts them again:
-    /// recording at once would let a SIGKILL skip events no subscriber had been handed yet. A
-    /// second, not a quarter: tails on a loaded machine read 0.3–0.5 s behind (a chaos run at
-    /// load 15 lost 690 and 1 060 events from every tail of a killed receiver with 250 ms), and
-    /// what is posted again after a SIGKILL is the price of the margin.
-    static let settleTime = Duration.seconds(1)
+    /// The bus sequence of the last event this run posted.
+    private var lastPostedSequence: UInt64 = 0
+    /// Whether every control-socket tail has been handed every event through a bus sequence.
+    private let handedToTails: @Sendable (UInt64) -> Bool
     /// The least time between two position writes (each is three fsyncs on this thread): a
     /// batch settles every few milliseconds at full speed, and writing each one cost more than
     /// a tenth of the thread's time and its wait on the disk. So a SIGKILL re-posts at most
-    /// the imports of ``settleTime`` plus this.
+    /// the imports of ``ImportSettling/settleTime`` plus this, or of the time the slowest tail
+    /// takes to be handed them (at most ``ImportSettling/handOverLimit``).
     static let writeGap = Duration.milliseconds(50)
     /// When the position was last written (or a write was tried).
     private var lastWrite = ContinuousClock.now - writeGap
@@ -130,8 +126,10 @@ final class DurableImporter: @unchecked Sendable {
     let lastError = Mutex<String?>(nil)
 
     init(client: NATSClient, setup: JetStreamSetup, bus: Bus, subjects: Subjects, patterns: [EventPattern],
-         counters: BridgeCounters, gaps: GapBook, logger: Logger, stateDirectory: String) throws(BridgeError) {
+         counters: BridgeCounters, gaps: GapBook, logger: Logger, stateDirectory: String,
+         handedToTails: @escaping @Sendable (UInt64) -> Bool) throws(BridgeError) {
         self.client = client
+        self.handedToTails = handedToTails
         self.setup = setup
         self.bus = bus
         self.subjects = subjects
@@ -486,7 +484,8 @@ final class DurableImporter: @unchecked Sendable {
         // been given, so a SIGKILL at any instant loses nothing — what was posted and not yet
         // recorded is fetched and posted again by the next run (a new bus, which never saw it).
         // Within this run, the in-memory ledger (advanced above) drops every redelivery.
-        if !events.isEmpty, bus.post(contentsOf: events).isEmpty {
+        let numbers = events.isEmpty ? 0..<0 : bus.post(contentsOf: events)
+        if !events.isEmpty, numbers.isEmpty {
             ledger = before
             logger.notice("bridge: the bus has finished; leaving \(events.count) fetched event(s) for the next start")
             stopping.store(true, ordering: .relaxed)
@@ -494,6 +493,7 @@ final class DurableImporter: @unchecked Sendable {
         }
         counters.imported.add(UInt64(events.count), ordering: .relaxed)
         postedCount += UInt64(events.count)
+        if let last = numbers.last { lastPostedSequence = last }
         counters.importUnrecorded.store(postedCount - recordedCount, ordering: .relaxed)
         if ledger != before {
             let snapshot = ledger.origins
@@ -502,31 +502,33 @@ final class DurableImporter: @unchecked Sendable {
         // While events are held, what may be recorded ends before the earliest of them.
         holdStarts = holdStarts.filter { order.isHolding($0.key) }
         let recordable = holdStarts.values.min { $0.ledger.streamSequence < $1.ledger.streamSequence } ?? (ledger, postedCount)
-        if recordable.ledger != settling.last?.ledger ?? recorded { settling.append((recordable.ledger, .now, recordable.total)) }
+        if recordable.ledger != settling.last?.ledger ?? recorded {
+            settling.append(.init(ledger: recordable.ledger, posted: .now, total: recordable.total, sequence: lastPostedSequence))
+        }
         recordSettled()
         return true
     }
 
-    /// Writes the newest settled ledger (every one, `all`: at a stop) to the position file. A
-    /// failed write keeps the run going — the events are posted, and the in-memory ledger keeps
-    /// redeliveries out — and is retried at the next call; until one succeeds, a restart would
-    /// post the difference again (never lose it).
+    /// Writes the newest recordable ledger (``ImportSettling``; every one, `all`: at a stop) to
+    /// the position file. A failed write keeps the run going — the events are posted, and the
+    /// in-memory ledger keeps redeliveries out — and is retried at the next call; until one
+    /// succeeds, a restart would post the difference again (never lose it).
     private func recordSettled(all: Bool = false) {
         let now = ContinuousClock.now
         guard all || lastWrite.duration(to: now) >= Self.writeGap else { return }
-        let cutoff = now - Self.settleTime
-        guard let index = all ? settling.indices.last : settling.lastIndex(where: { $0.posted <= cutoff }) else { return }
-        let target = settling[index].ledger
+        let newest = all ? settling.batches.indices.last : settling.newestRecordable(now: now, handedToTails: handedToTails)
+        guard let index = newest else { return }
+        let target = settling.batches[index].ledger
         guard target != recorded else {
-            settling.removeFirst(index + 1)
+            settling.removeThrough(index)
             return
         }
         lastWrite = now
         do {
             try ledgerFile.write(target.text)
             recorded = target
-            recordedCount = settling[index].total
-            settling.removeFirst(index + 1)
+            recordedCount = settling.batches[index].total
+            settling.removeThrough(index)
             counters.importUnrecorded.store(postedCount - recordedCount, ordering: .relaxed)
             if writeFailing {
                 writeFailing = false

@@ -193,6 +193,41 @@ struct BridgeDurableTests {
     /// life's posts unless the kill came between a post and the tail's read — and then the
     /// position is not recorded yet either (the write takes an fsync), so the next life posts
     /// them again. Recording before posting loses tens to hundreds of events per run here.
+    /// A tail that has fallen behind when its host is SIGKILLed: what the host still held for it
+    /// must not be recorded as imported, or the next life would not post it again. The events
+    /// are large (3 000 of 1 KiB) so that most of them wait in the host, not in the socket.
+    @Test func aTailThatFellBehindLosesNothingToASIGKILL() async throws {
+        let directory = try TemporaryDirectory("bridge-durable")
+        let server = try NATSServer(storage: directory.path)
+        let a = try BridgedHost("alpha", server: server, in: directory, bridge: Self.settings)
+        let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings,
+                                control: "replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB")
+        try await b.start()
+        try await a.start()
+        #expect(await eventually { b.daemon?.output.contains("importing from stream TESTBUS") == true })
+        let behind = try TailCollector(b.socket, ["load.>"], reading: false)
+        let total = 3_000
+        for first in stride(from: 1, through: total, by: 100) { try post(a.socket, "load.big", first...(first + 99), pad: 1024) }
+        #expect(await eventually { b.count("imported") >= Int64(total) }, "\(b.health)")
+        // Past the settle time: only the tail that has not read keeps the position back.
+        try await Task.sleep(for: .milliseconds(1500))
+        let unrecorded = b.count("import_unrecorded")
+        #expect(unrecorded > 0, "the position moved past events the tail was never handed")
+        await b.kill()
+        behind.startReading()  // what the socket held reaches it; then the stream ends
+        try await b.start()
+        let next = try TailCollector(b.socket, ["load.>"])
+        let expected = Set((1...total).map { "alpha:\($0)" })
+        #expect(await eventually { expected.isSubset(of: Set(behind.keys("load.") + next.keys("load."))) },
+                "missing \(expected.subtracting(behind.keys("load.") + next.keys("load.")).count) of \(total); the tail read \(behind.keys("load.").count) before the kill, \(unrecorded) were unrecorded")
+        // Once the new life's tail has read everything, the position catches up.
+        #expect(await eventually { b.count("import_unrecorded") == 0 })
+        print("tail behind at SIGKILL: \(behind.keys("load.").count) of \(total) read from the killed host's socket, \(unrecorded) unrecorded at the kill")
+        await a.kill(SIGTERM)
+        await b.kill(SIGTERM)
+        server.stop()
+    }
+
     @Test func sigkillsInsideFetchBatchesLoseNothing() async throws {
         let directory = try TemporaryDirectory("bridge-durable")
         let server = try NATSServer(storage: directory.path)

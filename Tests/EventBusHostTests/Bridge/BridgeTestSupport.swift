@@ -71,7 +71,9 @@ final class TailCollector: @unchecked Sendable {
     let lines = Collected<[JSON]>([])
     private let connection: ControlConnection
 
-    init(_ socket: String, _ patterns: [String]) throws {
+    /// `reading` false: subscribed, but nothing is read until ``startReading()`` — a client
+    /// that has fallen behind.
+    init(_ socket: String, _ patterns: [String], reading: Bool = true) throws {
         let (connection, _) = try rawConnection(socket)
         self.connection = connection
         try connection.send(["op": "subscribe", "patterns": .array(patterns.map(JSON.string)), "since_seq": .int(1)])
@@ -80,6 +82,10 @@ final class TailCollector: @unchecked Sendable {
         // longer than rawConnection's minute — a loaded machine running the whole suite — must
         // not end the collection early.
         connection.setReceiveTimeout(seconds: 0)
+        if reading { startReading() }
+    }
+
+    func startReading() {
         let lines = lines
         // The reading thread is the only user of the connection from here on.
         nonisolated(unsafe) let reader = connection
@@ -103,11 +109,17 @@ final class TailCollector: @unchecked Sendable {
     }
 }
 
-/// Posts `name` with fields n = from…through to a host, over one connection.
-func post(_ socket: String, _ name: String, _ range: ClosedRange<Int>) throws {
+/// Posts `name` with fields n = from…through (and `pad`, that many bytes, if not 0) to a host,
+/// over one connection.
+func post(_ socket: String, _ name: String, _ range: ClosedRange<Int>, pad: Int = 0) throws {
     let (connection, _) = try rawConnection(socket)
     var bytes: [UInt8] = []
-    for n in range { bytes += JSONWriter.line(["op": "post", "name": .string(name), "fields": ["n": .int(Int64(n))]]) }
+    let padding = String(repeating: "x", count: pad)
+    for n in range {
+        var fields: [String: JSON] = ["n": .int(Int64(n))]
+        if pad > 0 { fields["pad"] = .string(padding) }
+        bytes += JSONWriter.line(["op": "post", "name": .string(name), "fields": .object(fields)])
+    }
     try connection.send(bytes)
     for _ in range {
         guard try connection.readJSON()?["type"] == "posted" else { throw POSIXError(.EPROTO) }

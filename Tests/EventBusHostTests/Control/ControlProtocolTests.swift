@@ -265,6 +265,36 @@ import Testing
         #expect(sequences(other) == [5])
     }
 
+    /// What durable imports wait for before they record a position: every feed has written what
+    /// it was offered through a sequence (or has been offered nothing up to it), and the
+    /// fan-out has reached it.
+    @Test func theServerSaysWhenEveryFeedHasBeenHandedASequence() {
+        let bus = Bus()
+        let server = ControlServer(bus: bus, logger: Logger(label: "test"), snapshot: { ControlServer.HostSnapshot(configFile: "", modules: []) })
+        let events = postedEvents(6)
+        let wanting = TailFeed(patterns: [try! EventPattern("test.>")], fromSequence: 0, capacity: 100, client: (id: 1, userID: 0, processID: 0), wake: {})
+        let other = TailFeed(patterns: [try! EventPattern("zzz")], fromSequence: 0, capacity: 100, client: (id: 2, userID: 0, processID: 0), wake: {})
+        #expect(server.handedToEveryTail(through: 0))
+        _ = server.attach(wanting, since: nil, last: nil)
+        _ = server.attach(other, since: nil, last: nil)
+        #expect(!server.handedToEveryTail(through: 1), "not fanned out yet")
+        for event in events[0..<3] { server.deliver(event) }
+        #expect(!server.handedToEveryTail(through: 1))
+        #expect(other.hasHandedOver(through: 3), "offered nothing")
+        var items: [TailFeed.Item] = []
+        wanting.take(upTo: 2, bytes: .max, into: &items)
+        #expect(!server.handedToEveryTail(through: 1), "taken is not written")
+        wanting.didWrite(through: 2)
+        #expect(server.handedToEveryTail(through: 2))
+        #expect(!server.handedToEveryTail(through: 3))
+        wanting.take(upTo: 100, bytes: .max, into: &items)
+        wanting.didWrite(through: 3)
+        #expect(server.handedToEveryTail(through: 3))
+        #expect(!server.handedToEveryTail(through: 4), "not fanned out yet")
+        server.detach(wanting)
+        server.detach(other)
+    }
+
     @Test func aFullFeedDropsTheNewestIntoOneGapAndWakesOncePerIdleSpell() {
         let events = postedEvents(6)
         let wakes = Collected(0)

@@ -44,6 +44,14 @@ extension ControlServer {
         lock.withLock { feeds.removeAll { $0 === feed } }
     }
 
+    /// Whether every tailing client has been handed every event through `sequence` it wants:
+    /// the fan-out has come that far and each feed has written them to its socket (whose bytes
+    /// the client can still read if this process is SIGKILLed), or announced them dropped.
+    /// Durable imports are recorded only then (see `ImportSettling` in the bridge). Any thread.
+    func handedToEveryTail(through sequence: UInt64) -> Bool {
+        lock.withLock { fannedOut >= sequence && feeds.allSatisfy { $0.hasHandedOver(through: sequence) } }
+    }
+
     /// The fan-out: on the bus's delivery loop, for every posted event.
     func deliver(_ event: Event) {
         lock.lock()

@@ -44,6 +44,7 @@ extension ControlSession {
             for item in batch {
                 switch item {
                 case .event(let event, _):
+                    encodedThrough = event.sequence
                     if feed.filter.endsBefore(event) {
                         windowOver = true
                         break
@@ -57,6 +58,7 @@ extension ControlSession {
                     if state.takeEvent() == .sendLast { countReached = true }
                 case .gap(let dropped, let first, let last, let reason):
                     lines.gapLine(dropped: dropped, first: first, last: last, reason: reason)
+                    encodedThrough = max(encodedThrough, last)
                 }
                 if countReached || windowOver { break }
             }

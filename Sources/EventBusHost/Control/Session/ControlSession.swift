@@ -48,6 +48,9 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
     var written = 0  // bytes of `out` already sent
     /// Events encoded into `out` since it was last empty: what a forced close loses at most.
     var eventsInOutput = 0
+    /// The sequence of the last event or gap put in the output: once the output is written,
+    /// the feed has handed the client everything through it (``TailFeed/didWrite(through:)``).
+    var encodedThrough: UInt64 = 0
     var encoder = EventJSON()
     var batch: [TailFeed.Item] = []
     var feed: TailFeed?
@@ -190,6 +193,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         }
         written = 0
         eventsInOutput = 0
+        if encodedThrough > 0 { feed?.didWrite(through: encodedThrough) }
         switch state.outputWritten() {
         case .close:
             close()

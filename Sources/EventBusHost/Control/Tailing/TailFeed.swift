@@ -67,6 +67,9 @@ final class TailFeed: @unchecked Sendable {
         /// Index in `live` of the gap notice still collecting drops, if the last item is one.
         var openGap: Int?
         var lastOffered: UInt64 = 0
+        /// Every event offered through this sequence has been written to the socket (or its
+        /// drop announced there); the replay's end counts as written.
+        var writtenThrough: UInt64 = 0
         var scheduled = false
         var delivered: UInt64 = 0
         var dropped: UInt64 = 0
@@ -115,6 +118,7 @@ final class TailFeed: @unchecked Sendable {
         lock.withLock {
             state.replay = items
             state.lastOffered = lastSequence
+            state.writtenThrough = lastSequence
         }
     }
 
@@ -207,6 +211,18 @@ final class TailFeed: @unchecked Sendable {
     /// Events the session wrote out, for statistics.
     func didDeliver(_ count: Int) {
         lock.withLock { state.delivered += UInt64(count) }
+    }
+
+    /// Everything the session took out through `sequence` is in the socket. On the control loop.
+    func didWrite(through sequence: UInt64) {
+        lock.withLock { state.writtenThrough = max(state.writtenThrough, sequence) }
+    }
+
+    /// Whether every event through `sequence` offered to this feed is in the socket: the
+    /// written mark has passed it, or everything offered so far is written. (Events through
+    /// `sequence` the fan-out has not reached yet are the server's to check.)
+    func hasHandedOver(through sequence: UInt64) -> Bool {
+        lock.withLock { state.writtenThrough >= min(sequence, state.lastOffered) }
     }
 
     struct Statistics {
