@@ -41,7 +41,14 @@ extension ControlSession {
             var encoder = self.encoder
             self.encoder = EventJSON()  // so the local's line buffer is not shared (and copied on write)
             let filtersPaths = self.filtersPaths
-            for item in batch {
+            // Each item is moved out of the batch, not copied: a copy retains the event once
+            // more and the batch's clearing releases it again — two atomic operations on memory
+            // the posting thread last wrote, for every event.
+            var items = batch
+            batch = []
+            for index in items.indices {
+                var item = TailFeed.Item.gap(dropped: 0, first: 0, last: 0, reason: .slowClient)
+                swap(&item, &items[index])
                 switch item {
                 case .event(let event, _):
                     encodedThrough = event.sequence
@@ -64,7 +71,8 @@ extension ControlSession {
             }
             out = lines
             self.encoder = encoder
-            batch.removeAll(keepingCapacity: true)  // encoded: the events need not stay pinned here
+            items.removeAll(keepingCapacity: true)  // what a `count` or window end left unencoded
+            batch = items
             eventsInOutput += delivered
             feed.didDeliver(delivered)
             if countReached || windowOver {
