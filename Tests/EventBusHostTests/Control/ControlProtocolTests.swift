@@ -165,6 +165,34 @@ import Testing
         #expect(mismatches.isEmpty, "\(mismatches.prefix(10))")
     }
 
+    /// Integers are written two digits at a time: every width, its edges and zero padding must
+    /// come out as their decimal text.
+    @Test func writesEveryIntegerAsItsDecimalText() {
+        var random = SplitMix(seed: 7)
+        var values: [Int64] = [0, 1, -1, 9, 10, 99, 100, 101, 999, 1000, .max, .min, .max - 1, .min + 1]
+        var power: Int64 = 1
+        for _ in 0..<18 {
+            power *= 10
+            values += [power - 1, power, power + 1, -power, -(power - 1)]
+        }
+        for _ in 0..<20_000 { values.append(Int64(bitPattern: random.next()) >> (random.next() % 63)) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        func written(_ write: (inout LineCursor) -> Void) -> String {
+            buffer.withUnsafeMutableBufferPointer { bytes in
+                var cursor = LineCursor(bytes.baseAddress!)
+                write(&cursor)
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[0..<cursor.count]), as: UTF8.self)
+            }
+        }
+        let mismatches = values.filter { value in written { $0.int(value) } != String(value) }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(10))")
+        #expect(written { $0.unsigned(.max) } == String(UInt64.max))
+        #expect(written { $0.digits(42, 6) } == "000042")
+        #expect(written { $0.digits(1_234_567, 6) } == "234567")  // higher digits cut
+        #expect(written { $0.digits(7, 1) } == "7")
+        #expect(written { $0.digits(5, 0) }.isEmpty)
+    }
+
     // MARK: Replay ring
 
     @Test func theRingKeepsTheNewestAndKnowsWhatItLost() {
