@@ -1,6 +1,6 @@
 import ControlProtocol
 import Dispatch
-@_spi(EventBusHost) import EventBusKit
+import EventBusKit
 import EventBusMetrics
 import EventSources
 import Logging
@@ -60,11 +60,7 @@ public final class BusHost: @unchecked Sendable {
         self.controlSocketOverride = controlSocketPath
         self.configPath = configPath
         self.logger = logger
-        // The control server is made below, with the bridge's status among what it reports.
-        let tailingServer = Locked<ControlServer?>(nil)
-        let bridge = HostBridge(bus: bus, logger: logger, handedToTails: { sequence in
-            tailingServer.withLock { $0 }?.handedToEveryTail(through: sequence) ?? true
-        })
+        let bridge = HostBridge(bus: bus, logger: logger)
         self.bridge = bridge
         let metrics: HostMetrics?
         if case .none = control {
@@ -107,7 +103,6 @@ public final class BusHost: @unchecked Sendable {
             // runtime's slow path. No cycle: the server holds the metrics weakly.
             metrics?.attach(clients: { server.clientFigures() })
             controlServer = server
-            tailingServer.withLock { $0 = server }
             if case .inherited(let fd, let path) = control { inheritedControlSocket = (fd, path) } else { inheritedControlSocket = nil }
         }
     }

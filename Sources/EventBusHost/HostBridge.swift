@@ -13,13 +13,10 @@ final class HostBridge: Sendable {
     private let bus: Bus
     private let logger: Logger
     private let running = Locked<(bridge: NATSBridge, stateDirectory: String)?>(nil)
-    /// See ``NATSBridge/init(config:bus:stateDirectory:logger:handedToTails:)``.
-    private let handedToTails: @Sendable (UInt64) -> Bool
 
-    init(bus: Bus, logger: Logger, handedToTails: @escaping @Sendable (UInt64) -> Bool) {
+    init(bus: Bus, logger: Logger) {
         self.bus = bus
         self.logger = logger
-        self.handedToTails = handedToTails
     }
 
     /// Makes the running bridge match `config`. A bridge that cannot start is logged; the host
@@ -28,8 +25,7 @@ final class HostBridge: Sendable {
         if let current = running.withLock({ $0 }), current.bridge.config == config, current.stateDirectory == stateDirectory { return }
         stop()
         guard let config else { return }
-        let bridge = NATSBridge(config: config, bus: bus, stateDirectory: stateDirectory, logger: logger,
-                                handedToTails: handedToTails)
+        let bridge = NATSBridge(config: config, bus: bus, stateDirectory: stateDirectory, logger: logger)
         do {
             try bridge.start()
             running.withLock { $0 = (bridge, stateDirectory) }

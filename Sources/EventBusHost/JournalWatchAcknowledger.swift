@@ -11,12 +11,16 @@ import SystemCalls
 /// with an event, and modules that need that promise acknowledge themselves (a module
 /// acknowledging the same consumer only moves the position further).
 ///
-/// Why ``settleTime`` late: an entry is saved only once it has been on the bus that long, or at
-/// a graceful stop. A host that dies — SIGKILL, or the watchdog's SIGABRT, which comes with a
+/// Why ``settleTime`` late, and only once every tail has it: an entry is saved only once it has
+/// been on the bus that long and every control-socket tail has been handed it
+/// (`Bus.hasHandedOut(through:)`; a tail that stops reading holds it back at most
+/// `Bus.handOutPatience`), or at a graceful stop. A host that dies — SIGKILL, or the watchdog's SIGABRT, which comes with a
 /// SIGCONT that lets a frozen host's reader post a last batch while the crash report is
-/// written — takes what it posted in its last moment with it; those entries are then read
-/// again by the next host instead of being lost. So across a crash the watch delivers at least
-/// once (at most the last ``settleTime`` twice, to a process that never saw them), and exactly
+/// written — takes what it posted in its last moment with it, and what a tail that fell behind
+/// had not been handed yet; those entries are then read again by the next host instead of
+/// being lost. So across a crash the watch delivers at least
+/// once (at most the last ``settleTime`` — more while a tail lags — twice, to a process that
+/// never saw them), and exactly
 /// once across stops and restarts.
 ///
 /// Each acknowledgement is a durable write (fsync), so they are coalesced: the bus's delivery
@@ -28,14 +32,16 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
     static let settleTime = Duration.milliseconds(250)
     /// Entries posted within one bucket are one candidate position: the list stays short.
     private static let bucket = Duration.milliseconds(25)
+    /// How often a settled entry is checked again while a tail has not been handed it.
+    private static let handOutPoll = Duration.milliseconds(50)
 
     private let bus: Bus
     private let watch: String
     private let logger: Logger
     private let queue: DispatchQueue
     private struct State {
-        /// Newest last; at most one per ``bucket``.
-        var pending: [(entry: JournalEntry, posted: ContinuousClock.Instant)] = []
+        /// Newest last; at most one per ``bucket``. `sequence`: the bus's number of its event.
+        var pending: [(entry: JournalEntry, sequence: UInt64, posted: ContinuousClock.Instant)] = []
         var scheduled = false
         var closed = false
     }
@@ -56,8 +62,9 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
             guard !state.closed else { return false }
             if let last = state.pending.last, now - last.posted < Self.bucket {
                 state.pending[state.pending.count - 1].entry = entry
+                state.pending[state.pending.count - 1].sequence = event.sequence
             } else {
-                state.pending.append((entry, now))
+                state.pending.append((entry, event.sequence, now))
             }
             defer { state.scheduled = true }
             return !state.scheduled
@@ -73,12 +80,12 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
     /// Writes the newest entry taken, settled or not (a graceful stop: it reached the bus's
     /// subscribers); waits for a write in progress.
     func finish() {
-        queue.sync { writeNewest(postedBefore: .now) }
+        queue.sync { _ = writeNewest(postedBefore: .now, waitForTails: false) }
     }
 
     private func scheduleWrite(after delay: Duration) {
         queue.asyncAfter(deadline: .now() + DispatchTimeInterval(delay)) { [self] in
-            writeNewest(postedBefore: .now - Self.settleTime)
+            let waiting = writeNewest(postedBefore: .now - Self.settleTime, waitForTails: true)
             let next = state.withLock { state -> ContinuousClock.Instant? in
                 guard let oldest = state.pending.first else {
                     state.scheduled = false
@@ -86,20 +93,29 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
                 }
                 return oldest.posted
             }
-            if let next { scheduleWrite(after: max(.milliseconds(1), next + Self.settleTime - .now)) }
+            if let next { scheduleWrite(after: waiting ? Self.handOutPoll : max(.milliseconds(1), next + Self.settleTime - .now)) }
         }
     }
 
-    /// On ``queue``: saves the newest entry posted before `cutoff`, and forgets it and older ones.
-    private func writeNewest(postedBefore cutoff: ContinuousClock.Instant) {
-        let entry = state.withLock { state -> JournalEntry? in
-            guard let index = state.pending.lastIndex(where: { $0.posted <= cutoff }) else { return nil }
-            defer { state.pending.removeFirst(index + 1) }
-            return state.pending[index].entry
+    /// On ``queue``: saves the newest entry posted before `cutoff` — with `waitForTails`, the
+    /// newest of those every tail has been handed or that waited ``Bus/handOutPatience`` — and
+    /// forgets it and older ones. Returns whether an entry posted before `cutoff` still waits for
+    /// a tail.
+    private func writeNewest(postedBefore cutoff: ContinuousClock.Instant, waitForTails: Bool) -> Bool {
+        let settled = state.withLock { state in state.pending.filter { $0.posted <= cutoff } }
+        guard !settled.isEmpty else { return false }
+        var index = settled.count - 1
+        if waitForTails {
+            // Sequences grow with the index: the first handed out from the newest down is the newest.
+            let overdue = ContinuousClock.now - Bus.handOutPatience
+            while index >= 0, settled[index].posted > overdue, !bus.hasHandedOut(through: settled[index].sequence) { index -= 1 }
         }
-        guard let entry else { return }
+        let waiting = index < settled.count - 1
+        guard index >= 0 else { return waiting }
+        let entry = settled[index].entry
+        state.withLock { state in state.pending.removeFirst(index + 1) }
         // A crashing host saves no position it took in while dying.
-        guard !FatalSignals.processIsEnding.load(ordering: .sequentiallyConsistent) else { return }
+        guard !FatalSignals.processIsEnding.load(ordering: .sequentiallyConsistent) else { return waiting }
         do {
             try bus.acknowledge(entry)
         } catch {
@@ -107,5 +123,6 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
                 logger.error("journal watch \(watch): cannot save its position: \(error)\(more)")
             }
         }
+        return waiting
     }
 }

@@ -72,13 +72,11 @@ final class DurableImporter: @unchecked Sendable {
     private var recordedCount: UInt64 = 0
     /// The bus sequence of the last event this run posted.
     private var lastPostedSequence: UInt64 = 0
-    /// Whether every control-socket tail has been handed every event through a bus sequence.
-    private let handedToTails: @Sendable (UInt64) -> Bool
     /// The least time between two position writes (each is three fsyncs on this thread): a
     /// batch settles every few milliseconds at full speed, and writing each one cost more than
     /// a tenth of the thread's time and its wait on the disk. So a SIGKILL re-posts at most
     /// the imports of ``ImportSettling/settleTime`` plus this, or of the time the slowest tail
-    /// takes to be handed them (at most ``ImportSettling/handOverLimit``).
+    /// takes to be handed them (at most `Bus.handOutPatience`).
     static let writeGap = Duration.milliseconds(50)
     /// When the position was last written (or a write was tried).
     private var lastWrite = ContinuousClock.now - writeGap
@@ -126,10 +124,8 @@ final class DurableImporter: @unchecked Sendable {
     let lastError = Mutex<String?>(nil)
 
     init(client: NATSClient, setup: JetStreamSetup, bus: Bus, subjects: Subjects, patterns: [EventPattern],
-         counters: BridgeCounters, gaps: GapBook, logger: Logger, stateDirectory: String,
-         handedToTails: @escaping @Sendable (UInt64) -> Bool) throws(BridgeError) {
+         counters: BridgeCounters, gaps: GapBook, logger: Logger, stateDirectory: String) throws(BridgeError) {
         self.client = client
-        self.handedToTails = handedToTails
         self.setup = setup
         self.bus = bus
         self.subjects = subjects
@@ -516,7 +512,7 @@ final class DurableImporter: @unchecked Sendable {
     private func recordSettled(all: Bool = false) {
         let now = ContinuousClock.now
         guard all || lastWrite.duration(to: now) >= Self.writeGap else { return }
-        let newest = all ? settling.batches.indices.last : settling.newestRecordable(now: now, handedToTails: handedToTails)
+        let newest = all ? settling.batches.indices.last : settling.newestRecordable(now: now, handedOut: bus.hasHandedOut(through:))
         guard let index = newest else { return }
         let target = settling.batches[index].ledger
         guard target != recorded else {

@@ -1,3 +1,5 @@
+@_spi(EventBusHost) import EventBusKit
+
 /// Which posted batches of durable imports may be named in the position file yet.
 ///
 /// A position names events the next start will not fetch again, so it must not name an event
@@ -5,10 +7,9 @@
 /// hands it on to control-socket tails through each client's buffer, which dies with the
 /// process. A batch is therefore recorded once it has been on the bus ``settleTime`` *and*
 /// every tail has been handed it — written to its socket, whose bytes the client can read after
-/// the host is gone (the check is the host's, ``NATSBridge/init(config:bus:stateDirectory:logger:handedToTails:)``).
-/// A tail that stops reading must not hold every position forever: after ``handOverLimit`` a
-/// batch is recorded anyway (such a tail is then at the mercy of its buffer, as it is for
-/// events of this host's own sources).
+/// the host is gone (`Bus.hasHandedOut(through:)`, which the host's control socket answers).
+/// A tail that stops reading must not hold every position forever: after
+/// `Bus.handOutPatience` (10 s) a batch is recorded anyway.
 ///
 /// Why the settle time besides the check: module mailboxes are not watched — what a module had
 /// not run at a SIGKILL is gone with the process, imported or not — and a second on the bus is
@@ -29,8 +30,6 @@ struct ImportSettling {
 
     /// The least time a batch is on the bus before it is recorded.
     static let settleTime = Duration.seconds(1)
-    /// The longest a batch waits for the tails to be handed it.
-    static let handOverLimit = Duration.seconds(10)
 
     /// Waiting to be recorded, oldest first; their sequences never decrease.
     private(set) var batches: [Batch] = []
@@ -42,19 +41,19 @@ struct ImportSettling {
         batches.append(batch)
     }
 
-    /// The newest batch that may be recorded at `now`, or nil. `handedToTails(s)` says whether
+    /// The newest batch that may be recorded at `now`, or nil. `handedOut(s)` says whether
     /// every tail has been handed every event through bus sequence `s`; as batches are in
     /// sequence order, the batches it accepts are a prefix, found by bisection (a few calls,
     /// however many batches wait).
-    func newestRecordable(now: ContinuousClock.Instant, handedToTails: (UInt64) -> Bool) -> Int? {
+    func newestRecordable(now: ContinuousClock.Instant, handedOut: (UInt64) -> Bool) -> Int? {
         let settled = now - Self.settleTime
-        let overdue = now - Self.handOverLimit
+        let overdue = now - Bus.handOutPatience
         guard let newestSettled = batches.lastIndex(where: { $0.posted <= settled }) else { return nil }
         // Handed over: the largest index in 0...newestSettled whose sequence the tails have.
         var low = 0, high = newestSettled + 1  // invariant: [0, low) handed, [high, …) not
         while low < high {
             let middle = (low + high) / 2
-            if batches[middle].sequence == 0 || handedToTails(batches[middle].sequence) { low = middle + 1 } else { high = middle }
+            if batches[middle].sequence == 0 || handedOut(batches[middle].sequence) { low = middle + 1 } else { high = middle }
         }
         let handed = low - 1
         let pastLimit = batches[0...newestSettled].lastIndex(where: { $0.posted <= overdue }) ?? -1

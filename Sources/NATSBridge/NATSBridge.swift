@@ -33,7 +33,6 @@ public final class NATSBridge: @unchecked Sendable {
     private let bus: Bus
     private let stateDirectory: String
     private let logger: Logger
-    private let handedToTails: @Sendable (UInt64) -> Bool
     private let counters = BridgeCounters()
     private let gaps = GapBook()
     private let subjects: Subjects
@@ -53,13 +52,8 @@ public final class NATSBridge: @unchecked Sendable {
     }
     private let parts = Locked<Parts>(Parts())
 
-    /// - Parameter handedToTails: whether every tail of the host's control socket has been
-    ///   handed (written to its socket) every event through a bus sequence; durable imports are
-    ///   recorded only then (``ImportSettling``). A bus without tails answers true.
-    public init(config: BridgeConfig, bus: Bus, stateDirectory: String, logger: Logger,
-                handedToTails: @escaping @Sendable (UInt64) -> Bool = { _ in true }) {
+    public init(config: BridgeConfig, bus: Bus, stateDirectory: String, logger: Logger) {
         self.config = config
-        self.handedToTails = handedToTails
         self.bus = bus
         self.stateDirectory = stateDirectory
         self.logger = logger
@@ -124,8 +118,7 @@ public final class NATSBridge: @unchecked Sendable {
                                                consumer: durable.consumer ?? "eventbus-\(config.host)")
                     durableImporter = try DurableImporter(client: client, setup: setup, bus: bus, subjects: subjects,
                                                           patterns: config.import, counters: counters, gaps: gaps,
-                                                          logger: logger, stateDirectory: stateDirectory,
-                                                          handedToTails: handedToTails)
+                                                          logger: logger, stateDirectory: stateDirectory)
                 } else {
                     let importer = CoreImporter(client: client, bus: bus, subjects: subjects, patterns: config.import,
                                                 counters: counters, gaps: gaps, pendingLimit: config.pendingLimit,

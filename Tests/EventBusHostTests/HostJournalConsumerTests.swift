@@ -31,6 +31,49 @@ import Testing
         #expect(second == ["four", "five"], "resumed right after the last entry posted, nothing twice")
     }
 
+    /// The watch's position waits for the control socket's tails: a tail that has fallen behind
+    /// when the host is SIGKILLed gets, from the next host, what the killed one still held for
+    /// it. 2 000 entries of 1 KiB, so that most of them wait in the host, not in the socket.
+    @Test func aTailThatFellBehindGetsFromTheNextHostWhatASIGKILLTook() async throws {
+        let directory = try TemporaryDirectory()
+        let journals = directory.path + "/journals"
+        try FileManager.default.createDirectory(atPath: journals, withIntermediateDirectories: true)
+        let socket = directory.path + "/control.sock"
+        let config = """
+            state_directory: \(directory.path)/state
+            control: {socket: \(socket), replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB}
+            sources:
+              journal:
+                - {name: app, directory: \(journals), identifier: app, consumer: app}
+            """
+        var daemon = try await DaemonProcessTests.Daemon.running(config, in: directory)
+        // A first entry gives the consumer its position (a consumer without one starts at the
+        // journal's end).
+        let writer = JournalFiles(directory: journals, scratch: directory)
+        try await writer.write(["0"])
+        #expect(await eventually { FileManager.default.fileExists(atPath: directory.path + "/state/app.cursor") })
+        let behind = try TailCollector(socket, ["journal.entry"], reading: false)
+        let reading = try TailCollector(socket, ["journal.entry"])
+        let total = 2_000
+        let pad = String(repeating: "x", count: 1024)
+        try await writer.write((1...total).map { "\($0) \(pad)" })
+        func numbers(_ tail: TailCollector) -> [Int] {
+            tail.named("journal.entry").compactMap { $0["fields"]?["message"]?.stringValue?.split(separator: " ").first.flatMap { Int($0) } }
+        }
+        #expect(await eventually { numbers(reading).count == total + 1 })
+        try await Task.sleep(for: .milliseconds(1000))  // past the settle time: only the lagging tail holds the position back
+        daemon.signal(SIGKILL)
+        _ = await daemon.exitStatus()
+        behind.startReading()  // what the socket held reaches it; then the stream ends
+        daemon = try await DaemonProcessTests.Daemon.running(config, in: directory)
+        defer { withExtendedLifetime(daemon) {} }
+        let next = try TailCollector(socket, ["journal.entry"])
+        let expected = Set(0...total)
+        #expect(await eventually { expected.isSubset(of: Set(numbers(behind) + numbers(next))) },
+                "missing \(expected.subtracting(numbers(behind) + numbers(next)).count) of \(total); the lagging tail read \(numbers(behind).count) from the killed host")
+        print("journal tail behind at SIGKILL: \(numbers(behind).count) of \(total) read from the killed host's socket, \(numbers(next).count) read again from the next")
+    }
+
     /// A watch with no journal to read says so in `eventbus status`, not only in a
     /// `journal.status` event that a client not tailing then never sees; once the journal
     /// appears, the status says it follows.

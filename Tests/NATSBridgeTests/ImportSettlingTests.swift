@@ -20,9 +20,9 @@ import Testing
 
     @Test func nothingIsRecordableBeforeItHasSettled() {
         let settling = settling(postedAt: [0, 0.5])
-        #expect(settling.newestRecordable(now: start + .milliseconds(900), handedToTails: { _ in true }) == nil)
-        #expect(settling.newestRecordable(now: start + .milliseconds(1200), handedToTails: { _ in true }) == 0)
-        #expect(settling.newestRecordable(now: start + .milliseconds(1600), handedToTails: { _ in true }) == 1)
+        #expect(settling.newestRecordable(now: start + .milliseconds(900), handedOut: { _ in true }) == nil)
+        #expect(settling.newestRecordable(now: start + .milliseconds(1200), handedOut: { _ in true }) == 0)
+        #expect(settling.newestRecordable(now: start + .milliseconds(1600), handedOut: { _ in true }) == 1)
     }
 
     @Test func aSettledBatchWaitsForTheTailsToBeHandedIt() {
@@ -30,29 +30,29 @@ import Testing
         let now = start + .seconds(2)
         var asked: [UInt64] = []
         // The tails have everything through bus sequence 250: batches 0 and 1 (100, 200).
-        let newest = settling.newestRecordable(now: now, handedToTails: { sequence in
+        let newest = settling.newestRecordable(now: now, handedOut: { sequence in
             asked.append(sequence)
             return sequence <= 250
         })
         #expect(newest == 1)
         #expect(asked.count <= 3, "bisection, not a walk: \(asked)")
-        #expect(settling.newestRecordable(now: now, handedToTails: { _ in false }) == nil)
-        #expect(settling.newestRecordable(now: now, handedToTails: { _ in true }) == 4)
+        #expect(settling.newestRecordable(now: now, handedOut: { _ in false }) == nil)
+        #expect(settling.newestRecordable(now: now, handedOut: { _ in true }) == 4)
     }
 
     @Test func aTailThatStopsReadingHoldsPositionsNoLongerThanTheLimit() {
         let settling = settling(postedAt: [0, 5, 9.5])
-        #expect(settling.newestRecordable(now: start + .milliseconds(9_900), handedToTails: { _ in false }) == nil)
-        #expect(settling.newestRecordable(now: start + .milliseconds(10_100), handedToTails: { _ in false }) == 0)
-        #expect(settling.newestRecordable(now: start + .milliseconds(15_100), handedToTails: { _ in false }) == 1)
+        #expect(settling.newestRecordable(now: start + .milliseconds(9_900), handedOut: { _ in false }) == nil)
+        #expect(settling.newestRecordable(now: start + .milliseconds(10_100), handedOut: { _ in false }) == 0)
+        #expect(settling.newestRecordable(now: start + .milliseconds(15_100), handedOut: { _ in false }) == 1)
         // Handed over beats the limit where it reaches further.
-        #expect(settling.newestRecordable(now: start + .milliseconds(15_100), handedToTails: { $0 <= 300 }) == 2)
+        #expect(settling.newestRecordable(now: start + .milliseconds(15_100), handedOut: { $0 <= 300 }) == 2)
     }
 
     @Test func aBatchBeforeAnyPostIsNotAskedAbout() {
         var settling = ImportSettling()
         settling.append(.init(ledger: ImportLedger(), posted: start, total: 0, sequence: 0))
-        #expect(settling.newestRecordable(now: start + .seconds(2), handedToTails: { _ in false }) == 0)
+        #expect(settling.newestRecordable(now: start + .seconds(2), handedOut: { _ in false }) == 0)
         settling.removeThrough(0)
         #expect(settling.isEmpty)
     }

@@ -67,6 +67,7 @@ extension ControlServer {
         if !waitForDelivery(upTo: posted, until: deadline) {
             logger.warning("control socket: the bus had not delivered up to event #\(posted) when the shutdown's time was up")
         }
+        bus.setHandOutCheck(nil)
         fanOut?.cancel()
         fanOut = nil
         let sessions = lock.withLock { () -> [ControlSession] in

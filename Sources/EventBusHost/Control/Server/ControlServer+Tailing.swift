@@ -47,7 +47,7 @@ extension ControlServer {
     /// Whether every tailing client has been handed every event through `sequence` it wants:
     /// the fan-out has come that far and each feed has written them to its socket (whose bytes
     /// the client can still read if this process is SIGKILLed), or announced them dropped.
-    /// Durable imports are recorded only then (see `ImportSettling` in the bridge). Any thread.
+    /// The bus's hand-out check while the server runs (``Bus/hasHandedOut(through:)``). Any thread.
     func handedToEveryTail(through sequence: UInt64) -> Bool {
         lock.withLock { fannedOut >= sequence && feeds.allSatisfy { $0.hasHandedOver(through: sequence) } }
     }

@@ -159,6 +159,7 @@ final class ControlServer: @unchecked Sendable {
         // Events posted before the fan-out existed are not waited for at shutdown.
         let postedBefore = bus.statistics.posted
         fanOut = bus.publisher(for: EventPattern.all).sink { [unowned self] event in self.deliver(event) }
+        bus.setHandOutCheck { [unowned self] sequence in handedToEveryTail(through: sequence) }
         lock.withLock { fannedOut = max(fannedOut, postedBefore) }
         loop.start()
         let limit = System.openFileLimit()

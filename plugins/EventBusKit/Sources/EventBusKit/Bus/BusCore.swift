@@ -12,6 +12,8 @@ final class BusCore: @unchecked Sendable {
     /// Drivers of source kinds, by kind (see ``SourceOptions``): timers always, the rest
     /// registered by the host.
     let drivers = Locked<[String: SourceDriver]>([TimerSchedule.kind: TimerSchedule.driver])
+    /// See ``Bus/hasHandedOut(through:)``.
+    let handOutCheck = Locked<(@Sendable (UInt64) -> Bool)?>(nil)
     /// Set in a module worker process: subscriptions, posts and acknowledgements go to the host
     /// (see ``BusRemote``), and shared sources run there, not here.
     let remote: (any BusRemote)?
