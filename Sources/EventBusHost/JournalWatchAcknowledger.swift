@@ -14,14 +14,13 @@ import SystemCalls
 /// Why ``settleTime`` late, and only once every tail has it: an entry is saved only once it has
 /// been on the bus that long and every control-socket tail has been handed it
 /// (`Bus.hasHandedOut(through:)`; a tail that stops reading holds it back at most
-/// `Bus.handOutPatience`), or at a graceful stop. A host that dies — SIGKILL, or the watchdog's SIGABRT, which comes with a
-/// SIGCONT that lets a frozen host's reader post a last batch while the crash report is
-/// written — takes what it posted in its last moment with it, and what a tail that fell behind
-/// had not been handed yet; those entries are then read again by the next host instead of
-/// being lost. So across a crash the watch delivers at least
-/// once (at most the last ``settleTime`` — more while a tail lags — twice, to a process that
-/// never saw them), and exactly
-/// once across stops and restarts.
+/// `Bus.handOutPatience`), or at a graceful stop. A host that dies — SIGKILL, or the watchdog's
+/// SIGABRT, which comes with a SIGCONT that lets a frozen host's reader post a last batch while
+/// the crash report is written — takes what it posted in its last moment with it, and what a
+/// tail that fell behind had not been handed yet; those entries are then read again by the next
+/// host instead of being lost. So across a crash the watch delivers at least once (at most the
+/// last ``settleTime`` — more while a tail lags — twice, to a process that never saw them), and
+/// exactly once across stops and restarts.
 ///
 /// Each acknowledgement is a durable write (fsync), so they are coalesced: the bus's delivery
 /// loop records what arrives (the newest entry per ``bucket``), and one serial queue writes the
