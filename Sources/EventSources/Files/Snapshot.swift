@@ -24,11 +24,6 @@ struct Snapshot: Sequence {
     /// The folder of the last path indexed without its folder named: consecutive changes are
     /// mostly in one folder, whose key then costs neither an allocation nor a hash.
     private var lastFolder = HashedPath("/")
-    /// A path held as changed by an event (no identity), the last one made so: a file's write
-    /// and close follow its creation, and finding it here costs no look-up in a table too large
-    /// for the CPU's cache. Every other change to what the snapshot holds either keeps it true or
-    /// clears it.
-    private var lastMarked: HashedPath?
     /// Paths held.
     private(set) var count = 0
 
@@ -48,11 +43,6 @@ struct Snapshot: Sequence {
     /// the state it replaces.
     @discardableResult
     mutating func update(_ state: FileState, at path: HashedPath, in folder: HashedPath? = nil) -> FileState? {
-        if state.identity == nil {
-            lastMarked = path
-        } else if lastMarked == path {
-            lastMarked = nil
-        }
         let old = shards[path.shard].updateValue(state, forKey: path)
         if old == nil { indexAdded(path, in: folder) }
         return old
@@ -62,11 +52,9 @@ struct Snapshot: Sequence {
     /// if unknown. Returns whether it had a stat's identity (or was unknown) until now.
     @discardableResult
     mutating func markChanged(_ path: HashedPath, isDirectory: Bool, in folder: HashedPath? = nil) -> Bool {
-        if path == lastMarked { return false }
         // One look-up: the entry is changed in place.
         let (wasVerified, added) = Self.markChanged(&shards[path.shard][path], isDirectory: isDirectory)
         if added { indexAdded(path, in: folder) }
-        lastMarked = path
         return wasVerified
     }
 
@@ -88,7 +76,6 @@ struct Snapshot: Sequence {
     /// Removes `path` (in `folder`, found when nil); returns its state, nil if it was not held.
     @discardableResult
     mutating func removeValue(forPath path: HashedPath, in folder: HashedPath? = nil) -> FileState? {
-        if lastMarked == path { lastMarked = nil }
         guard let old = shards[path.shard].removeValue(forKey: path) else { return nil }
         count -= 1
         let folder = folder ?? folderKey(of: path)
@@ -101,7 +88,6 @@ struct Snapshot: Sequence {
     /// Removes every path below `folder` (not `folder` itself), calling `visit` with each; costs
     /// the subtree.
     mutating func removeAll(below folder: HashedPath, visit: (HashedPath) -> Void) {
-        lastMarked = nil
         var pending = [folder]
         while let directory = pending.popLast() {
             guard let entries = folders[directory.shard].removeValue(forKey: directory) else { continue }
@@ -117,7 +103,6 @@ struct Snapshot: Sequence {
     /// holds nothing yet), calling `visit` with each old and new path and the state moved (nil
     /// for a folder known only by its entries); costs the subtree.
     mutating func moveAll(below old: HashedPath, to new: HashedPath, visit: (HashedPath, HashedPath, FileState?) -> Void) {
-        lastMarked = nil
         var pending = [(old, new)]
         while case let (from, to)? = pending.popLast() {
             guard let entries = folders[from.shard].removeValue(forKey: from) else { continue }
@@ -149,7 +134,6 @@ struct Snapshot: Sequence {
     }
 
     mutating func removeAll() {
-        lastMarked = nil
         for index in shards.indices {
             shards[index].removeAll()
             folders[index].removeAll()
