@@ -161,8 +161,8 @@ final class StormRecorder: @unchecked Sendable {
         return done
     }
 
-    /// Under the lock: a created file `name` (`<index>-<stamp>`) seen at `delivered`; `sequence`:
-    /// the bus's number of the event when its stages are recorded, else 0.
+    /// Under the lock: a created file `name` (`<index>-<stamp>`) seen at `delivered`; `sequence`
+    /// as for ``recordCreated(path:sequence:)``.
     private func noteCreated(name: Substring, sequence: UInt64, delivered: UInt64) {
         guard let dash = name.firstIndex(of: "-"), let stamp = UInt64(name[name.index(after: dash)...]) else { return }
         result.created += 1
