@@ -50,13 +50,26 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// The events of the buffer being handled (and of the reads that looked for a move's
     /// partner), kept between reads so that a read costs no allocation.
     @exclusivity(unchecked) private var batch = InotifyBatch()
+    /// When the read whose events are being handled returned; nil outside the handling of a read.
+    @exclusivity(unchecked) private(set) var readTime: ReadTime?
+
+    /// When a read returned: the time the events made from its changes carry (see
+    /// `FileWatchSource.send`). The kernel queued each of those changes before it.
+    struct ReadTime {
+        var wall: Date
+        var monotonic: UInt64
+
+        static func now() -> ReadTime {
+            ReadTime(wall: Date(), monotonic: MonotonicClock.now())
+        }
+    }
 
     /// When each posted event passed the read path's stages; nil unless asked for.
     private let stageStamps: FileStageStamps?
 
     /// `recordingStages`: note when each posted event passed the read path's stages, for a
-    /// latency breakdown (``takeStageRecords()``; what `eventbus-bench files` prints). It costs two
-    /// clock reads and a record per event; off, nothing per event (see ``StageStamping``).
+    /// latency breakdown (``takeStageRecords()``; what `eventbus-bench files` prints). It costs a
+    /// clock read and a record per event; off, nothing per event (see ``StageStamping``).
     public init(recordingStages: Bool = false) {
         stageStamps = recordingStages ? FileStageStamps() : nil
     }
@@ -233,6 +246,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     }
 
     private func readAvailable<Stamps: StageStamping>(stamps: Stamps) -> InotifyReader.Outcome {
+        defer { readTime = nil }
         var readEvents = false
         for _ in 0..<64 {
             batch.removeAll(keepingCapacity: true)
@@ -275,7 +289,9 @@ public final class FileChangeMonitor: @unchecked Sendable {
     private func readOnce<Stamps: StageStamping>(into batch: inout InotifyBatch, stamps: Stamps) -> Bool {
         let count = read(descriptor, buffer.baseAddress, buffer.count)
         guard count > 0 else { return false }
-        stamps.readReturned()
+        let returned = ReadTime.now()
+        readTime = returned
+        stamps.readReturned(at: returned.monotonic)
         batch.append(parsing: UnsafeRawBufferPointer(buffer), count: count)
         return true
     }

@@ -24,9 +24,11 @@ struct FileState {
         var size: Int64
     }
 
-    var isDirectory: Bool
-    /// As last stat'ed; nil when an event has changed the path since.
+    /// As last stat'ed; nil when an event has changed the path since. Declared before
+    /// `isDirectory` so that the flag fits in the optional's padding: 48 bytes a state, not 56,
+    /// in a snapshot table of every watched path.
     var identity: Identity?
+    var isDirectory: Bool
 
     /// Changed by an event since it was last stat'ed (or never stat'ed).
     static func changed(isDirectory: Bool) -> FileState {
