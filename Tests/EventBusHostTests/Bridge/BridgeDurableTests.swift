@@ -193,18 +193,26 @@ struct BridgeDurableTests {
     /// life's posts unless the kill came between a post and the tail's read — and then the
     /// position is not recorded yet either (the write takes an fsync), so the next life posts
     /// them again. Recording before posting loses tens to hundreds of events per run here.
-    /// A tail that has fallen behind when its host is SIGKILLed: what the host still held for it
-    /// must not be recorded as imported, or the next life would not post it again. The events
-    /// are large (3 000 of 1 KiB) so that most of them wait in the host, not in the socket.
-    @Test func aTailThatFellBehindLosesNothingToASIGKILL() async throws {
-        let directory = try TemporaryDirectory("bridge-durable")
-        let server = try NATSServer(storage: directory.path)
+    /// alpha and beta started, beta importing. Beta's replay ring keeps a whole life's imports,
+    /// so a tail attached after the start sees what was posted before it subscribed, and its
+    /// clients' buffers hold as much, so a slow test reader is not dropped events.
+    private func alphaExportingToBeta(_ server: NATSServer, in directory: TemporaryDirectory) async throws -> (BridgedHost, BridgedHost) {
         let a = try BridgedHost("alpha", server: server, in: directory, bridge: Self.settings)
         let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings,
                                 control: "replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB")
         try await b.start()
         try await a.start()
         #expect(await eventually { b.daemon?.output.contains("importing from stream TESTBUS") == true })
+        return (a, b)
+    }
+
+    /// A tail that has fallen behind when its host is SIGKILLed: what the host still held for it
+    /// must not be recorded as imported, or the next life would not post it again. The events
+    /// are large (3 000 of 1 KiB) so that most of them wait in the host, not in the socket.
+    @Test func aTailThatFellBehindLosesNothingToASIGKILL() async throws {
+        let directory = try TemporaryDirectory("bridge-durable")
+        let server = try NATSServer(storage: directory.path)
+        let (a, b) = try await alphaExportingToBeta(server, in: directory)
         let behind = try TailCollector(b.socket, ["load.>"], reading: false)
         let total = 3_000
         for first in stride(from: 1, through: total, by: 100) { try post(a.socket, "load.big", first...(first + 99), pad: 1024) }
@@ -231,14 +239,7 @@ struct BridgeDurableTests {
     @Test func sigkillsInsideFetchBatchesLoseNothing() async throws {
         let directory = try TemporaryDirectory("bridge-durable")
         let server = try NATSServer(storage: directory.path)
-        let a = try BridgedHost("alpha", server: server, in: directory, bridge: Self.settings)
-        // Its replay ring keeps a whole life's imports, so a tail attached after the start sees
-        // what was posted before it subscribed.
-        let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings,
-                                control: "replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB")
-        try await b.start()
-        try await a.start()
-        #expect(await eventually { b.daemon?.output.contains("importing from stream TESTBUS") == true })
+        let (a, b) = try await alphaExportingToBeta(server, in: directory)
         var lives: [TailCollector] = [try TailCollector(b.socket, ["load.>", "bridge.gap"])]
         // alpha is posted to from a thread of its own, 50 events at a time as fast as it
         // acknowledges them, paced a little and at most 20 000 in all (about 10 000 in 8 s here;
