@@ -13,16 +13,17 @@ import TestSupport
 struct BridgeLeafNodeTests {
     @Test func aHostBehindALeafNodeUsesTheHubsJetStreamDomain() async throws {
         let directory = try TemporaryDirectory("bridge-leaf")
-        let leafPort = try NATSServer.freePort()
+        // Every port picked at once, so no two are the same.
+        let ports = try NATSServer.freePorts(5)
+        let (leafPort, hubMonitor, leafMonitor) = (ports[0], ports[1], ports[2])
         try FileManager.default.createDirectory(atPath: directory.at("hub"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory.at("leaf"), withIntermediateDirectories: true)
-        let hubMonitor = try NATSServer.freePort(), leafMonitor = try NATSServer.freePort()
-        let hub = try NATSServer(storage: directory.at("hub"), configuration: """
+        let hub = try NATSServer(storage: directory.at("hub"), port: ports[3], configuration: """
             jetstream { domain: hub }
             leafnodes { listen: "127.0.0.1:\(leafPort)" }
             http: "127.0.0.1:\(hubMonitor)"
             """)
-        let leaf = try NATSServer(storage: directory.at("leaf"), configuration: """
+        let leaf = try NATSServer(storage: directory.at("leaf"), port: ports[4], configuration: """
             jetstream { domain: leaf }
             leafnodes { remotes: [{ url: "nats-leaf://127.0.0.1:\(leafPort)" }] }
             http: "127.0.0.1:\(leafMonitor)"

@@ -78,9 +78,23 @@ public final class NATSServer: @unchecked Sendable {
 
     /// A loopback TCP port nobody listens on: bind port 0, read it back, close.
     public static func freePort() throws -> Int {
+        try freePorts(1)[0]
+    }
+
+    /// `count` different loopback TCP ports nobody listens on. Each is held bound until all are
+    /// picked: closed at once, the kernel may hand the same port out again (a cluster's client
+    /// port came back as another server's route port, which then could not listen).
+    public static func freePorts(_ count: Int) throws -> [Int] {
+        var descriptors: [Int32] = []
+        defer { descriptors.forEach { close($0) } }
+        return try (0..<count).map { _ in try boundPort(keeping: &descriptors) }
+    }
+
+    /// Binds a socket to a loopback port the kernel picks; returns the port, keeps the socket.
+    private static func boundPort(keeping descriptors: inout [Int32]) throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        defer { close(fd) }
+        descriptors.append(fd)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")

@@ -49,8 +49,9 @@ struct BridgeChaosTests {
     /// mid-stream and started again, 4 SIGKILLs of beta. Each host lists all three servers.
     @Test func clusterServerDeathsAndReceiverKillsKeepEveryOriginsOrder() async throws {
         let directory = try TemporaryDirectory("bridge-chaos-cluster")
-        let ports = try (0..<3).map { _ in try NATSServer.freePort() }
-        let routes = try (0..<3).map { _ in try NATSServer.freePort() }
+        let picked = try NATSServer.freePorts(6)
+        let ports = Array(picked[0..<3])
+        let routes = Array(picked[3..<6])
         func configuration(_ index: Int) -> String {
             """
             server_name: n\(index + 1)
