@@ -79,12 +79,12 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
     /// Writes the newest entry taken, settled or not (a graceful stop: it reached the bus's
     /// subscribers); waits for a write in progress.
     func finish() {
-        queue.sync { _ = writeNewest(postedBefore: .now, waitForTails: false) }
+        queue.sync { _ = writeNewest(settledFor: .zero, waitForTails: false) }
     }
 
     private func scheduleWrite(after delay: Duration) {
         queue.asyncAfter(deadline: .now() + DispatchTimeInterval(delay)) { [self] in
-            let waiting = writeNewest(postedBefore: .now - Self.settleTime, waitForTails: true)
+            let waiting = writeNewest(settledFor: Self.settleTime, waitForTails: true)
             let next = state.withLock { state -> ContinuousClock.Instant? in
                 guard let oldest = state.pending.first else {
                     state.scheduled = false
@@ -96,22 +96,20 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
         }
     }
 
-    /// On ``queue``: saves the newest entry posted before `cutoff` — with `waitForTails`, the
-    /// newest of those every tail has been handed or that waited ``Bus/handOutPatience`` — and
-    /// forgets it and older ones. Returns whether an entry posted before `cutoff` still waits for
-    /// a tail.
-    private func writeNewest(postedBefore cutoff: ContinuousClock.Instant, waitForTails: Bool) -> Bool {
-        let settled = state.withLock { state in state.pending.filter { $0.posted <= cutoff } }
-        guard !settled.isEmpty else { return false }
-        var index = settled.count - 1
-        if waitForTails {
-            // Sequences grow with the index: the first handed out from the newest down is the newest.
-            let overdue = ContinuousClock.now - Bus.handOutPatience
-            while index >= 0, settled[index].posted > overdue, !bus.hasHandedOut(through: settled[index].sequence) { index -= 1 }
-        }
-        let waiting = index < settled.count - 1
-        guard index >= 0 else { return waiting }
-        let entry = settled[index].entry
+    /// On ``queue``: saves the newest entry posted `settle` ago or more — with `waitForTails`,
+    /// the newest of those every tail has been handed or that waited ``Bus/handOutPatience``
+    /// (`Bus.savablePosition`) — and forgets it and older ones. Returns whether a settled entry
+    /// still waits for a tail.
+    private func writeNewest(settledFor settle: Duration, waitForTails: Bool) -> Bool {
+        // Copied out: the check takes the control server's locks, not to be taken under this one.
+        let pending = state.withLock { $0.pending }
+        let (settled, savable) = Bus.savablePosition(
+            count: pending.count, now: .now, settle: settle, posted: { pending[$0].posted }, sequence: { pending[$0].sequence },
+            handedOut: { waitForTails ? bus.hasHandedOut(through: $0) : true })
+        let waiting = settled != savable
+        guard let index = savable else { return waiting }
+        let entry = pending[index].entry
+        // Only the last entry changes meanwhile (its bucket is open), never a settled one.
         state.withLock { state in state.pending.removeFirst(index + 1) }
         // A crashing host saves no position it took in while dying.
         guard !FatalSignals.processIsEnding.load(ordering: .sequentiallyConsistent) else { return waiting }

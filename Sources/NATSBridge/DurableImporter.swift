@@ -480,7 +480,7 @@ final class DurableImporter: @unchecked Sendable {
         // been given, so a SIGKILL at any instant loses nothing — what was posted and not yet
         // recorded is fetched and posted again by the next run (a new bus, which never saw it).
         // Within this run, the in-memory ledger (advanced above) drops every redelivery.
-        let numbers = events.isEmpty ? 0..<0 : bus.post(contentsOf: events)
+        let numbers = bus.post(contentsOf: events)  // empty for no events, or when the bus has finished
         if !events.isEmpty, numbers.isEmpty {
             ledger = before
             logger.notice("bridge: the bus has finished; leaving \(events.count) fetched event(s) for the next start")

@@ -41,24 +41,11 @@ struct ImportSettling {
         batches.append(batch)
     }
 
-    /// The newest batch that may be recorded at `now`, or nil. `handedOut(s)` says whether
-    /// every tail has been handed every event through bus sequence `s`; as batches are in
-    /// sequence order, the batches it accepts are a prefix, found by bisection (a few calls,
-    /// however many batches wait).
+    /// The newest batch that may be recorded at `now`, or nil (`Bus.savablePosition`).
+    /// `handedOut(s)` says whether every tail has been handed every event through bus sequence `s`.
     func newestRecordable(now: ContinuousClock.Instant, handedOut: (UInt64) -> Bool) -> Int? {
-        let settled = now - Self.settleTime
-        let overdue = now - Bus.handOutPatience
-        guard let newestSettled = batches.lastIndex(where: { $0.posted <= settled }) else { return nil }
-        // Handed over: the largest index in 0...newestSettled whose sequence the tails have.
-        var low = 0, high = newestSettled + 1  // invariant: [0, low) handed, [high, …) not
-        while low < high {
-            let middle = (low + high) / 2
-            if batches[middle].sequence == 0 || handedOut(batches[middle].sequence) { low = middle + 1 } else { high = middle }
-        }
-        let handed = low - 1
-        let pastLimit = batches[0...newestSettled].lastIndex(where: { $0.posted <= overdue }) ?? -1
-        let newest = max(handed, pastLimit)
-        return newest >= 0 ? newest : nil
+        Bus.savablePosition(count: batches.count, now: now, settle: Self.settleTime, posted: { batches[$0].posted },
+                            sequence: { batches[$0].sequence }, handedOut: handedOut).savable
     }
 
     /// Forgets the batches through `index` (recorded, or superseded by a later one).

@@ -23,4 +23,26 @@
     public func hasHandedOut(through sequence: UInt64) -> Bool {
         core.handOutCheck.withLock { $0 }?(sequence) ?? true
     }
+
+    /// The rule every saved position follows, for `count` candidates oldest first (their posting
+    /// times and bus sequences never decrease; sequence 0: nothing posted yet, nothing to wait
+    /// for): a candidate may be saved once it was posted `settle` ago and `handedOut` says its
+    /// sequence has been handed out, or once it was posted ``handOutPatience`` ago. Returns the
+    /// newest settled candidate and the newest that may be saved (nil: none). Handed out is a
+    /// prefix of the settled ones, found by bisection: a few checks, however many wait. Pure.
+    public static func savablePosition(count: Int, now: ContinuousClock.Instant, settle: Duration,
+                                       posted: (Int) -> ContinuousClock.Instant, sequence: (Int) -> UInt64,
+                                       handedOut: (UInt64) -> Bool) -> (settled: Int?, savable: Int?) {
+        let settledBy = now - settle
+        let overdue = now - handOutPatience
+        guard let newestSettled = (0..<count).last(where: { posted($0) <= settledBy }) else { return (nil, nil) }
+        var low = 0, high = newestSettled + 1  // invariant: [0, low) handed out, [high, …) not
+        while low < high {
+            let middle = (low + high) / 2
+            if sequence(middle) == 0 || handedOut(sequence(middle)) { low = middle + 1 } else { high = middle }
+        }
+        let pastPatience = (0...newestSettled).last(where: { posted($0) <= overdue }) ?? -1
+        let newest = max(low - 1, pastPatience)
+        return (newestSettled, newest >= 0 ? newest : nil)
+    }
 }
