@@ -41,7 +41,7 @@ import Testing
         let socket = directory.path + "/control.sock"
         let config = """
             state_directory: \(directory.path)/state
-            control: {socket: \(socket), replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB}
+            control: {socket: \(socket), \(BridgedHost.wholeLifeControl)}
             sources:
               journal:
                 - {name: app, directory: \(journals), identifier: app, consumer: app}

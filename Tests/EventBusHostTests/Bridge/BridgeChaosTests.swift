@@ -102,13 +102,9 @@ struct BridgeChaosTests {
 
     private func run(servers: ServerSet, url: String, settings: String, in directory: TemporaryDirectory, plan: [Step]) async throws {
         defer { servers.stopAll() }
-        // 100 000 events of replay ring: a tail attached after a start sees the whole life. A
-        // client buffer as large: a new life of beta catches up faster than the test's tails
-        // (parsing JSON in a debug build) read, and what the host drops for a slow client is
-        // announced to it as a gap line — a failure of the test's reader, not of the bridge. Each
-        // kill waits until the life's tail has caught up (below), so what a kill takes from a
-        // tail's buffer is the last second's at most (the position's settle time).
-        let control = "replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB"
+        // What a kill takes from a tail's buffer is posted again in the next life: positions wait
+        // for the tails.
+        let control = BridgedHost.wholeLifeControl
         let alpha = try BridgedHost("alpha", server: servers.servers[0], url: url, in: directory, bridge: settings, control: control)
         let gamma = try BridgedHost("gamma", server: servers.servers[0], url: url, in: directory, bridge: settings, control: control)
         let beta = try BridgedHost("beta", server: servers.servers[0], url: url, in: directory, bridge: """

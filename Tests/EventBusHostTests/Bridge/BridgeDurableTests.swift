@@ -193,13 +193,11 @@ struct BridgeDurableTests {
     /// life's posts unless the kill came between a post and the tail's read — and then the
     /// position is not recorded yet either (the write takes an fsync), so the next life posts
     /// them again. Recording before posting loses tens to hundreds of events per run here.
-    /// alpha and beta started, beta importing. Beta's replay ring keeps a whole life's imports,
-    /// so a tail attached after the start sees what was posted before it subscribed, and its
-    /// clients' buffers hold as much, so a slow test reader is not dropped events.
+    /// alpha and beta started, beta importing, its whole life readable by a test's tails.
     private func alphaExportingToBeta(_ server: NATSServer, in directory: TemporaryDirectory) async throws -> (BridgedHost, BridgedHost) {
         let a = try BridgedHost("alpha", server: server, in: directory, bridge: Self.settings)
         let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings,
-                                control: "replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB")
+                                control: BridgedHost.wholeLifeControl)
         try await b.start()
         try await a.start()
         #expect(await eventually { b.daemon?.output.contains("importing from stream TESTBUS") == true })

@@ -4,6 +4,12 @@ import TestSupport
 
 /// A real eventbusd bridged through NATS, with its own config, control socket and state folder.
 final class BridgedHost: @unchecked Sendable {
+    /// `control` keys for a host whose whole life a test reads: a replay ring that holds it (a
+    /// tail attached after a start sees what came before), and client buffers as large (the
+    /// test's debug-build readers fall behind a new life's catch-up; the host would drop for
+    /// them, announced, and the test would miss events the bridge delivered).
+    static let wholeLifeControl = "replay_events: 100000, replay_bytes: 256MiB, client_buffer: 100000, client_buffer_bytes: 256MiB"
+
     let name: String
     let socket: String
     let configPath: String
