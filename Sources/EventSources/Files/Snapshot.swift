@@ -1,26 +1,31 @@
 /// What a source's subscribers have been told exists: path → ``FileState``, indexed by folder.
 ///
-/// Sharded by the path's hash into 64 dictionaries, and each key carries its hash
-/// (``HashedPath``). Why: a `Dictionary` rebuilds itself when it grows, and one holding 100k paths
-/// took 20–40 ms to grow — rehashing every String, and page-faulting a new 16 MB table in — a
-/// stall on the reader thread that subscribers saw as latency, at exactly the growth points
-/// (measured with the files benchmark). Shards grow one at a time, each 1/64 of the table, and
-/// rehash a cached `Int`.
+/// Sharded by the path's hash into 64 parts (``SnapshotShard``), each key carrying its hash
+/// (``HashedPath``). Why shards: a table rebuilds itself when it grows, and one holding 100k
+/// paths took 20–40 ms to grow — a stall on the reader thread that subscribers saw as latency, at
+/// exactly the growth points (measured with the files benchmark). Shards grow one at a time, each
+/// 1/64 of the whole.
 ///
-/// The folder index (folder path → its entries here, sharded the same way) is what makes a
-/// folder's rename or removal cost its own subtree: without it, finding what lies below a folder
-/// means scanning every path, 10–14 ms per folder at 150k paths, and an `rm -rf` of a large
-/// tree falls so far behind that the kernel queue overflows. Every path is in its parent's
-/// entry, whether or not the parent itself is known, so a walk from a folder finds everything
-/// below it.
+/// The folder index (folder → its entries, linked through them) is what makes a folder's rename
+/// or removal cost its own subtree: without it, finding what lies below a folder means scanning
+/// every path, 10–14 ms per folder at 150k paths, and an `rm -rf` of a large tree falls so far
+/// behind that the kernel queue overflows. Every path is in its parent's entries, whether or not
+/// the parent itself is known, so a walk from a folder finds everything below it.
+///
+/// What a created file costs the snapshot — an index probe, an entry appended, two links — is
+/// most of what the reader does per event besides the kernel's `read`: in a storm of 100k files
+/// in one folder (create and close each), 0.53 µs per file here against 1.03 µs with a
+/// `Dictionary` per shard and a `Set` per folder (see docs/benchmarks.md).
 ///
 /// Changes made by events name their folder (the directory of the event's watch, hashed once
 /// when the watch was mapped), so indexing them costs no hash of the folder's path; other changes
 /// let the snapshot find the folder, reusing the last one when it is the same.
 struct Snapshot: Sequence {
-    private var shards = [[HashedPath: FileState]](repeating: [:], count: 64)
-    /// Folder → its entries in `shards`.
-    private var folders = [[HashedPath: Set<HashedPath>]](repeating: [:], count: 64)
+    private typealias Reference = SnapshotShard.Reference
+
+    private var shards = [SnapshotShard](repeating: SnapshotShard(), count: SnapshotShard.count)
+    /// Folder → its first entry (the one added last), sharded by the folder's hash.
+    private var folders = [[HashedPath: Reference]](repeating: [:], count: SnapshotShard.count)
     /// The folder of the last path indexed without its folder named: consecutive changes are
     /// mostly in one folder, whose key then costs neither an allocation nor a hash.
     private var lastFolder = HashedPath("/")
@@ -36,36 +41,34 @@ struct Snapshot: Sequence {
     }
 
     subscript(path: HashedPath) -> FileState? {
-        shards[path.shard][path]
+        shards[path.shard].slot(of: path).map { shards[path.shard].entries[$0].state }
     }
 
     /// Sets the state of `path`, which is in `folder` (the snapshot finds it when nil); returns
     /// the state it replaces.
     @discardableResult
     mutating func update(_ state: FileState, at path: HashedPath, in folder: HashedPath? = nil) -> FileState? {
-        let old = shards[path.shard].updateValue(state, forKey: path)
-        if old == nil { indexAdded(path, in: folder) }
-        return old
+        let shard = path.shard
+        guard let slot = shards[shard].slot(of: path) else {
+            add(path, state, in: folder)
+            return nil
+        }
+        defer { shards[shard].entries[slot].state = state }
+        return shards[shard].entries[slot].state
     }
 
     /// Marks `path` (in `folder`, found when nil) as changed since it was last stat'ed, adding it
     /// if unknown. Returns whether it had a stat's identity (or was unknown) until now.
     @discardableResult
     mutating func markChanged(_ path: HashedPath, isDirectory: Bool, in folder: HashedPath? = nil) -> Bool {
-        // One look-up: the entry is changed in place.
-        let (wasVerified, added) = Self.markChanged(&shards[path.shard][path], isDirectory: isDirectory)
-        if added { indexAdded(path, in: folder) }
-        return wasVerified
-    }
-
-    private static func markChanged(_ state: inout FileState?, isDirectory: Bool) -> (wasVerified: Bool, added: Bool) {
-        guard let known = state else {
-            state = .changed(isDirectory: isDirectory)
-            return (true, true)
+        let shard = path.shard
+        guard let slot = shards[shard].slot(of: path) else {
+            add(path, .changed(isDirectory: isDirectory), in: folder)
+            return true
         }
-        guard known.identity != nil else { return (false, false) }
-        state!.identity = nil
-        return (true, false)
+        guard shards[shard].entries[slot].state.identity != nil else { return false }
+        shards[shard].entries[slot].state.identity = nil
+        return true
     }
 
     @discardableResult
@@ -76,13 +79,13 @@ struct Snapshot: Sequence {
     /// Removes `path` (in `folder`, found when nil); returns its state, nil if it was not held.
     @discardableResult
     mutating func removeValue(forPath path: HashedPath, in folder: HashedPath? = nil) -> FileState? {
-        guard let old = shards[path.shard].removeValue(forKey: path) else { return nil }
+        let shard = path.shard
+        guard let slot = shards[shard].slot(of: path) else { return nil }
+        let entry = shards[shard].entries[slot]
+        unlink(entry, from: folder ?? folderKey(of: path))
+        shards[shard].remove(slot: slot)
         count -= 1
-        let folder = folder ?? folderKey(of: path)
-        if folders[folder.shard][folder]?.remove(path) != nil, folders[folder.shard][folder]!.isEmpty {
-            folders[folder.shard][folder] = nil
-        }
-        return old
+        return entry.state
     }
 
     /// Removes every path below `folder` (not `folder` itself), calling `visit` with each; costs
@@ -90,32 +93,31 @@ struct Snapshot: Sequence {
     mutating func removeAll(below folder: HashedPath, visit: (HashedPath) -> Void) {
         var pending = [folder]
         while let directory = pending.popLast() {
-            guard let entries = folders[directory.shard].removeValue(forKey: directory) else { continue }
-            for entry in entries {
-                if shards[entry.shard].removeValue(forKey: entry) != nil { count -= 1 }
-                visit(entry)
-                pending.append(entry)
+            guard var next = folders[directory.shard].removeValue(forKey: directory) else { continue }
+            while next != SnapshotShard.none {
+                let entry = take(next)
+                visit(entry.path)
+                pending.append(entry.path)
+                next = entry.next
             }
         }
     }
 
     /// Moves every path below `old` to the same place below `new` (not `old` itself, and `new`
-    /// holds nothing yet), calling `visit` with each old and new path and the state moved (nil
-    /// for a folder known only by its entries); costs the subtree.
-    mutating func moveAll(below old: HashedPath, to new: HashedPath, visit: (HashedPath, HashedPath, FileState?) -> Void) {
+    /// holds nothing yet), calling `visit` with each old and new path and the state moved; costs
+    /// the subtree.
+    mutating func moveAll(below old: HashedPath, to new: HashedPath, visit: (HashedPath, HashedPath, FileState) -> Void) {
         var pending = [(old, new)]
         while case let (from, to)? = pending.popLast() {
-            guard let entries = folders[from.shard].removeValue(forKey: from) else { continue }
-            var moved = Set<HashedPath>(minimumCapacity: entries.count)
-            for entry in entries {
-                let destination = entry.named(in: to)
-                let state = shards[entry.shard].removeValue(forKey: entry)
-                if let state { shards[destination.shard][destination] = state }
-                moved.insert(destination)
-                visit(entry, destination, state)
-                pending.append((entry, destination))
+            guard var next = folders[from.shard].removeValue(forKey: from) else { continue }
+            while next != SnapshotShard.none {
+                let entry = take(next)
+                let destination = entry.path.named(in: to)
+                update(entry.state, at: destination, in: to)
+                visit(entry.path, destination, entry.state)
+                pending.append((entry.path, destination))
+                next = entry.next
             }
-            folders[to.shard][to, default: []].formUnion(moved)
         }
     }
 
@@ -124,27 +126,56 @@ struct Snapshot: Sequence {
         var found: [(path: String, state: FileState)] = []
         var pending = [HashedPath(folder)]
         while let directory = pending.popLast() {
-            guard let entries = folders[directory.shard][directory] else { continue }
-            for entry in entries {
-                if let state = shards[entry.shard][entry] { found.append((entry.path, state)) }
-                pending.append(entry)
+            var next = folders[directory.shard][directory] ?? SnapshotShard.none
+            while next != SnapshotShard.none {
+                let (shard, slot) = SnapshotShard.split(next)
+                let entry = shards[shard].entries[slot]
+                found.append((entry.path.path, entry.state))
+                pending.append(entry.path)
+                next = entry.next
             }
         }
         return found
     }
 
     mutating func removeAll() {
-        for index in shards.indices {
-            shards[index].removeAll()
-            folders[index].removeAll()
-        }
-        count = 0
+        self = Snapshot()
     }
 
-    private mutating func indexAdded(_ path: HashedPath, in folder: HashedPath?) {
-        count += 1
+    /// Adds `path`, not held yet, as the first of its folder's entries.
+    private mutating func add(_ path: HashedPath, _ state: FileState, in folder: HashedPath?) {
         let folder = folder ?? folderKey(of: path)
-        folders[folder.shard][folder, default: []].insert(path)
+        let first = folders[folder.shard][folder] ?? SnapshotShard.none
+        let added = shards[path.shard].insert(path, state, next: first)
+        if first != SnapshotShard.none {
+            let (shard, slot) = SnapshotShard.split(first)
+            shards[shard].entries[slot].previous = added
+        }
+        folders[folder.shard][folder] = added
+        count += 1
+    }
+
+    /// Takes `entry` out of the entries of `folder`, its folder.
+    private mutating func unlink(_ entry: SnapshotShard.Entry, from folder: HashedPath) {
+        if entry.previous == SnapshotShard.none {
+            folders[folder.shard][folder] = entry.next == SnapshotShard.none ? nil : entry.next
+        } else {
+            let (shard, slot) = SnapshotShard.split(entry.previous)
+            shards[shard].entries[slot].next = entry.next
+        }
+        if entry.next != SnapshotShard.none {
+            let (shard, slot) = SnapshotShard.split(entry.next)
+            shards[shard].entries[slot].previous = entry.previous
+        }
+    }
+
+    /// Frees the entry `reference` names, whose folder's entries are being dropped whole; returns it.
+    private mutating func take(_ reference: Reference) -> SnapshotShard.Entry {
+        let (shard, slot) = SnapshotShard.split(reference)
+        let entry = shards[shard].entries[slot]
+        shards[shard].remove(slot: slot)
+        count -= 1
+        return entry
     }
 
     /// The key of `path`'s folder, reusing the last one when it is the same folder.
@@ -154,6 +185,6 @@ struct Snapshot: Sequence {
     }
 
     func makeIterator() -> some IteratorProtocol<(path: String, state: FileState)> {
-        shards.lazy.joined().map { (path: $0.key.path, state: $0.value) }.makeIterator()
+        shards.lazy.flatMap { $0.entries.lazy.filter(\.isHeld) }.map { (path: $0.path.path, state: $0.state) }.makeIterator()
     }
 }

@@ -120,3 +120,105 @@ import Testing
         #expect(Set(snapshot.map(\.path)) == Set(["/w/c"] + snapshot.entries(below: "/w/c").map(\.path)))
     }
 }
+
+/// The snapshot against a plain dictionary of paths, through thousands of seeded random changes:
+/// its index (open addressing, removals shifting buckets back, slots reused) and its folder links
+/// must agree with the model after every kind of change, at sizes that make the index grow many
+/// times and wrap around.
+@Suite struct SnapshotModelTests {
+    /// SplitMix64: the same sequence on every run.
+    private struct Seeded: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    private static func state(_ random: inout Seeded, isDirectory: Bool) -> FileState {
+        guard Bool.random(using: &random) else { return .changed(isDirectory: isDirectory) }
+        let inode = UInt64.random(in: 1...1_000_000, using: &random)
+        return FileState(isDirectory: isDirectory, identity: .init(device: 1, inode: inode, modifiedNanoseconds: 2,
+                                                                   changedNanoseconds: 3, size: 4))
+    }
+
+    private static func same(_ a: FileState?, _ b: FileState?) -> Bool {
+        a?.isDirectory == b?.isDirectory && a?.identity == b?.identity
+    }
+
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func randomChangesLeaveTheSnapshotEqualToAPlainDictionary(seed: UInt64) {
+        var random = Seeded(state: seed)
+        var snapshot = Snapshot()
+        var model: [String: FileState] = [:]
+        // Directories two levels deep below /w, known to the snapshot before anything in them (as
+        // a watched tree's are); files named from a small set so that paths recur.
+        let directories = (0..<6).flatMap { d in ["/w/d\(d)"] + (0..<3).map { "/w/d\(d)/e\($0)" } }
+        func addDirectories(below folder: String) {
+            for directory in directories where directory.hasPrefix(folder + "/") {
+                snapshot.update(.changed(isDirectory: true), at: HashedPath(directory))
+                model[directory] = .changed(isDirectory: true)
+            }
+        }
+        addDirectories(below: "/w")
+        func below(_ folder: String) -> [String] { model.keys.filter { $0.hasPrefix(folder + "/") } }
+
+        var largest = 0
+        for step in 0..<20_000 {
+            let folder = (["/w"] + directories).randomElement(using: &random)!
+            let name = "f\(Int.random(in: 0..<400, using: &random))"
+            let path = folder + "/" + name
+            let named = Bool.random(using: &random)  // the folder named (an event), or found (a scan)
+            switch Int.random(in: 0..<100, using: &random) {
+            case 0..<50:
+                let state = Self.state(&random, isDirectory: false)
+                let old = named
+                    ? snapshot.update(state, at: HashedPath(HashedPath(folder), name), in: HashedPath(folder))
+                    : snapshot.update(state, at: HashedPath(path))
+                #expect(Self.same(old, model[path]), "step \(step): update \(path)")
+                model[path] = state
+            case 50..<65:
+                let wasVerifiedOrNew = snapshot.markChanged(HashedPath(path), isDirectory: false, in: named ? HashedPath(folder) : nil)
+                #expect(wasVerifiedOrNew == (model[path].map { $0.identity != nil } ?? true), "step \(step): mark \(path)")
+                if model[path] == nil { model[path] = .changed(isDirectory: false) } else { model[path]!.identity = nil }
+            case 65..<90:
+                let removed = named
+                    ? snapshot.removeValue(forPath: HashedPath(path), in: HashedPath(folder))
+                    : snapshot.removeValue(forPath: path)
+                #expect(Self.same(removed, model.removeValue(forKey: path)), "step \(step): remove \(path)")
+            case 90 where folder != "/w":
+                var visited: Set<String> = []
+                snapshot.removeAll(below: HashedPath(folder)) { visited.insert($0.path) }
+                let expected = below(folder)
+                #expect(visited == Set(expected), "step \(step): remove below \(folder)")
+                for gone in expected { model[gone] = nil }
+                addDirectories(below: folder)
+            case 91..<93:
+                // A folder's subtree moved to a name that holds nothing, and back.
+                let target = "/w/moved\(step)"
+                var moved: [String: String] = [:]
+                snapshot.moveAll(below: HashedPath(folder), to: HashedPath(target)) { from, to, _ in moved[from.path] = to.path }
+                let expected = below(folder)
+                #expect(Set(moved.keys) == Set(expected), "step \(step): move below \(folder)")
+                for old in expected {
+                    let new = target + old.dropFirst(folder.count)
+                    #expect(moved[old] == new)
+                    model[new] = model.removeValue(forKey: old)
+                }
+                #expect(Set(snapshot.entries(below: target).map(\.path)) == Set(below(target)), "step \(step)")
+                snapshot.moveAll(below: HashedPath(target), to: HashedPath(folder)) { _, _, _ in }
+                for new in below(target) { model[folder + new.dropFirst(target.count)] = model.removeValue(forKey: new) }
+            default:
+                #expect(Set(snapshot.entries(below: folder).map(\.path)) == Set(below(folder)), "step \(step): entries below \(folder)")
+            }
+            #expect(snapshot.count == model.count, "step \(step)")
+            largest = max(largest, model.count)
+        }
+        #expect(Set(snapshot.map(\.path)) == Set(model.keys))
+        for (path, state) in model { #expect(Self.same(snapshot[path], state), "\(path)") }
+        #expect(largest > 1_000)  // ~25 paths a shard: every index grew from 16 buckets to 64
+    }
+}
