@@ -65,19 +65,3 @@ final class EventCollector: @unchecked Sendable {
     }
 }
 
-/// SplitMix64: a small deterministic generator, so a fuzz failure repeats with the same seed on
-/// every machine.
-struct SplitMix {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-}

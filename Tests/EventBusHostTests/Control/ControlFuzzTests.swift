@@ -1,5 +1,6 @@
 import ControlProtocol
 import Foundation
+import TestSupport
 import Testing
 
 /// Thousands of request lines no client would write — random bytes, valid requests with bytes

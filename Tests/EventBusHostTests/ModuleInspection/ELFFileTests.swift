@@ -1,6 +1,7 @@
 @testable import ModuleLoading
 import Foundation
 import SystemCalls
+import TestSupport
 import Testing
 
 /// The ELF reader and the preflight on bytes: real modules read as `nm` and `readelf` read them,

@@ -1,4 +1,5 @@
 @testable import EventSources
+import TestSupport
 import Testing
 
 // The file source's snapshot and its keys, without the kernel: paths hashed once (HashedPath),
@@ -126,19 +127,7 @@ import Testing
 /// must agree with the model after every kind of change, at sizes that make the index grow many
 /// times and wrap around.
 @Suite struct SnapshotModelTests {
-    /// SplitMix64: the same sequence on every run.
-    private struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    private static func state(_ random: inout Seeded, isDirectory: Bool) -> FileState {
+    private static func state(_ random: inout SplitMix, isDirectory: Bool) -> FileState {
         guard Bool.random(using: &random) else { return .changed(isDirectory: isDirectory) }
         let inode = UInt64.random(in: 1...1_000_000, using: &random)
         return FileState(isDirectory: isDirectory, identity: .init(device: 1, inode: inode, modifiedNanoseconds: 2,
@@ -151,7 +140,7 @@ import Testing
 
     @Test(arguments: [1, 2, 3] as [UInt64])
     func randomChangesLeaveTheSnapshotEqualToAPlainDictionary(seed: UInt64) {
-        var random = Seeded(state: seed)
+        var random = SplitMix(seed: seed)
         var snapshot = Snapshot()
         var model: [String: FileState] = [:]
         // Directories two levels deep below /w, known to the snapshot before anything in them (as
