@@ -41,6 +41,9 @@ final class DurableImporter: @unchecked Sendable {
 
     private let client: NATSClient
     private let setup: JetStreamSetup
+    /// The context `setup` uses, held while the importer thread runs (it may outlive the
+    /// bridge's `stop`, see ``JetStreamContext``).
+    private let context: JetStreamContext
     private let bus: Bus
     private let subjects: Subjects
     private let patterns: [EventPattern]
@@ -123,10 +126,11 @@ final class DurableImporter: @unchecked Sendable {
     let origins = Mutex<[String: ImportLedger.Position]>([:])
     let lastError = Mutex<String?>(nil)
 
-    init(client: NATSClient, setup: JetStreamSetup, bus: Bus, subjects: Subjects, patterns: [EventPattern],
+    init(client: NATSClient, setup: JetStreamSetup, context: JetStreamContext, bus: Bus, subjects: Subjects, patterns: [EventPattern],
          counters: BridgeCounters, gaps: GapBook, logger: Logger, stateDirectory: String) throws(BridgeError) {
         self.client = client
         self.setup = setup
+        self.context = context
         self.bus = bus
         self.subjects = subjects
         self.patterns = patterns
@@ -150,9 +154,11 @@ final class DurableImporter: @unchecked Sendable {
     }
 
     func start() {
+        context.hold()
         let thread = Thread { [self] in
             System.nameCurrentThread("eventbus.import")
             run()
+            context.release()
             finished.signal()
         }
         thread.start()

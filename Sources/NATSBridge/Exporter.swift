@@ -38,6 +38,9 @@ final class Exporter: @unchecked Sendable {
     private let counters: BridgeCounters
     private let gaps: GapBook
     private let jetStream: OpaquePointer?
+    /// Durable: the context `jetStream` points into, held while the thread runs (it may outlive
+    /// the bridge's `stop`, see ``JetStreamContext``).
+    private let context: JetStreamContext?
     private let finished = DispatchSemaphore(value: 0)
     /// Durable: creates or checks the stream; run (on this thread) once connected at start and
     /// after publishes found no stream, so an export-only host whose NATS was down at start, or
@@ -49,7 +52,7 @@ final class Exporter: @unchecked Sendable {
     let holding = Atomic<Int>(0)
 
     init(queue: ExportQueue, client: NATSClient, subjects: Subjects, instance: UInt64, counters: BridgeCounters,
-         gaps: GapBook, jetStream: OpaquePointer?, ensureStream: (() throws -> Void)? = nil) {
+         gaps: GapBook, jetStream: JetStreamContext?, ensureStream: (() throws -> Void)? = nil) {
         self.ensureStream = ensureStream
         self.queue = queue
         self.client = client
@@ -57,13 +60,16 @@ final class Exporter: @unchecked Sendable {
         self.instance = instance
         self.counters = counters
         self.gaps = gaps
-        self.jetStream = jetStream
+        self.context = jetStream
+        self.jetStream = jetStream?.pointer
     }
 
     func start() {
+        context?.hold()
         let thread = Thread { [self] in
             System.nameCurrentThread("eventbus.export")
             if jetStream == nil { runCore() } else { runDurable() }
+            context?.release()
             finished.signal()
         }
         thread.start()

@@ -42,7 +42,8 @@ public final class NATSBridge: @unchecked Sendable {
 
     private struct Parts {
         var client: NATSClient?
-        var jetStream: OpaquePointer?
+        /// The bridge's hold on the JetStream context, released at stop once the connection is closed.
+        var jetStream: JetStreamContext?
         var queue: ExportQueue?
         var exporter: Exporter?
         var exportSubscription: AnyCancellable?
@@ -96,6 +97,7 @@ public final class NATSBridge: @unchecked Sendable {
             try BridgeError.check(natsConnection_JetStream(&jetStream, client.connection, &options), .jetStream,
                                   "JetStream context\(config.durable?.domain.map { " (domain \($0))" } ?? "")")
         }
+        let context = jetStream.map(JetStreamContext.init)
         let queue = ExportQueue(capacity: config.exportBuffer, byteCapacity: config.exportBufferBytes, gaps: gaps)
         var ensureStream: (() throws -> Void)?
         if let durable = config.durable, let jetStream {
@@ -107,16 +109,16 @@ public final class NATSBridge: @unchecked Sendable {
             }
         }
         let exporter = Exporter(queue: queue, client: client, subjects: subjects, instance: instance, counters: counters,
-                                gaps: gaps, jetStream: jetStream, ensureStream: ensureStream)
+                                gaps: gaps, jetStream: context, ensureStream: ensureStream)
         ackClosure.exporter = exporter
         var core: CoreImporter?
         var durableImporter: DurableImporter?
         do {
             if !config.import.isEmpty {
-                if let durable = config.durable, let jetStream {
-                    let setup = JetStreamSetup(jetStream: jetStream, durable: durable, subjects: subjects,
+                if let durable = config.durable, let context {
+                    let setup = JetStreamSetup(jetStream: context.pointer, durable: durable, subjects: subjects,
                                                consumer: durable.consumer ?? "eventbus-\(config.host)")
-                    durableImporter = try DurableImporter(client: client, setup: setup, bus: bus, subjects: subjects,
+                    durableImporter = try DurableImporter(client: client, setup: setup, context: context, bus: bus, subjects: subjects,
                                                           patterns: config.import, counters: counters, gaps: gaps,
                                                           logger: logger, stateDirectory: stateDirectory)
                 } else {
@@ -130,7 +132,7 @@ public final class NATSBridge: @unchecked Sendable {
         } catch {
             core?.stop()
             client.close()
-            if let jetStream { jsCtx_Destroy(jetStream) }
+            context?.release()  // no thread holds it yet
             throw error
         }
         exporter.start()
@@ -148,14 +150,17 @@ public final class NATSBridge: @unchecked Sendable {
         monitor.setEventHandler { [weak self] in self?.tick() }
         monitor.resume()
         parts.withLock {
-            $0 = Parts(client: client, jetStream: jetStream, queue: queue, exporter: exporter, exportSubscription: exportSubscription,
+            $0 = Parts(client: client, jetStream: context, queue: queue, exporter: exporter, exportSubscription: exportSubscription,
                        core: core, durable: durableImporter, monitor: monitor)
         }
         logger.info("bridge: host \(config.host) (instance \(instance)), \(config.durable == nil ? "core NATS (at-most-once)" : "JetStream stream \(config.durable!.stream)\(config.durable!.domain.map { " in domain \($0)" } ?? "")"), servers \(config.servers.joined(separator: ", ")); export \(config.export.map(\.description)), import \(config.import.map(\.description))")
     }
 
     /// Stops exporting (publishing what is queued, at most `timeout`), stops importing, closes
-    /// the connection and announces what is left.
+    /// the connection and announces what is left. The exporter's and durable importer's threads
+    /// are waited for at most `timeout` each; one still inside nats.c then ends by itself once
+    /// the closed connection lets it, and the JetStream context lives until it has
+    /// (``JetStreamContext``).
     public func stop(timeout: Duration = .seconds(2)) {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         let current = parts.withLock { $0 }
@@ -172,7 +177,9 @@ public final class NATSBridge: @unchecked Sendable {
         monitorQueue.sync { tick() }
         current.client?.close()
         current.durable?.release()
-        if let jetStream = current.jetStream { jsCtx_Destroy(jetStream) }
+        // Destroyed now unless the exporter's or the durable importer's thread outlived its wait
+        // above: then by that thread as it ends (see JetStreamContext).
+        current.jetStream?.release()
         logger.info("bridge: stopped (\(counters.exported.load(ordering: .relaxed)) exported, \(counters.imported.load(ordering: .relaxed)) imported)")
     }
 
