@@ -77,7 +77,11 @@ final class ModuleForwarding: @unchecked Sendable {
 
     // The mailbox queue's.
     private var batch = FrameBuffer()
-    private var batchCount: UInt64 = 0
+    /// The relay each of the batch's events came through, in order: whom ``park()`` keeps them
+    /// for. Not found again by the id in the frame among `relays`, which lists a relay only once
+    /// its subscription is made — and a subscription's first events can end a batch before that:
+    /// a running shared source greets a joiner from its own thread at once (a device snapshot).
+    private var batchRelays: [Relay] = []
 
     init(mailbox: Mailbox, hostBus: Bus, log: ModuleLog) {
         self.mailbox = mailbox
@@ -131,11 +135,17 @@ final class ModuleForwarding: @unchecked Sendable {
             let retired = relays.filter { $0.owner != worker }
             relays.removeAll { $0.owner != worker }
             for relay in retired { relay.retired.store(true, ordering: .relaxed) }
+            // Events kept for a subscription the worker cancelled meanwhile are let go, as the
+            // worker drops what comes for a cancelled one: its id may name another one by now.
+            let listed = Set(relays.map(ObjectIdentifier.init))
             defer {
                 parked = []
                 held = false
             }
-            return (parked, retired, held)
+            let carried = parked.filter { relay, _ in
+                relay.retired.load(ordering: .relaxed) || listed.contains(ObjectIdentifier(relay))
+            }
+            return (carried, retired, held)
         }
         var frame = FrameBuffer()
         var carried: UInt64 = 0
@@ -230,7 +240,7 @@ final class ModuleForwarding: @unchecked Sendable {
             return
         }
         batch.appendEvent(event, type: .events, subscription: relay.wireID.load(ordering: .relaxed))
-        batchCount += 1
+        batchRelays.append(relay)
     }
 
     /// When the mailbox's batch ends (and before a drain reports done): the gathered events go to
@@ -249,7 +259,7 @@ final class ModuleForwarding: @unchecked Sendable {
             return false
         case .attached(let session):
             condition.unlock()
-            guard batchCount > 0 else { return true }
+            guard !batchRelays.isEmpty else { return true }
             let mailbox = self.mailbox
             let outcome = session.channel.sendOrHold({ pending in pending.append(contentsOf: &batch) },
                                                      whenDrained: { mailbox.resumeAfterHold() })
@@ -258,20 +268,18 @@ final class ModuleForwarding: @unchecked Sendable {
                 condition.withLock { park() }
                 return false
             }
-            session.sent.add(batchCount, ordering: .relaxed)
+            session.sent.add(UInt64(batchRelays.count), ordering: .relaxed)
             batch.removeAll()
-            batchCount = 0
+            batchRelays.removeAll(keepingCapacity: true)
             return outcome != .held
         }
     }
 
-    /// Under `condition`, on the mailbox queue: keeps the gathered events and notes the hold that
-    /// the caller's `false` makes. The ids in the frame are current: they change only while the
-    /// mailbox is held.
+    /// Under `condition`, on the mailbox queue: keeps the gathered events, each with the relay it
+    /// came through, and notes the hold that the caller's `false` makes.
     private func park() {
-        if batchCount > 0 {
-            let byID = Dictionary(relays.filter { !$0.retired.load(ordering: .relaxed) }
-                .map { ($0.wireID.load(ordering: .relaxed), $0) }, uniquingKeysWith: { first, _ in first })
+        if !batchRelays.isEmpty {
+            var next = 0  // in `batchRelays`: the relay of the next event
             batch.bytes.withUnsafeBytes { raw in
                 var offset = 0
                 while offset + 5 <= raw.count {
@@ -279,14 +287,18 @@ final class ModuleForwarding: @unchecked Sendable {
                     var decoder = WireDecoder(UnsafeRawBufferPointer(rebasing: raw[(offset + 5)..<(offset + 4 + length)]))
                     offset += 4 + length
                     guard let count = try? decoder.integer(UInt32.self) else { continue }
-                    for _ in 0..<count {
-                        guard let id = try? decoder.integer(UInt64.self), let event = try? decoder.event() else { break }
-                        if let relay = byID[id] { parked.append((relay, event)) }
+                    let end = next + Int(count)
+                    defer { next = end }
+                    while next < end {
+                        guard (try? decoder.integer(UInt64.self)) != nil, let event = try? decoder.event() else { break }
+                        let relay = batchRelays[next]
+                        next += 1
+                        if !relay.retired.load(ordering: .relaxed) { parked.append((relay, event)) }
                     }
                 }
             }
             batch.removeAll()
-            batchCount = 0
+            batchRelays.removeAll(keepingCapacity: true)
         }
         held = true
         condition.broadcast()
