@@ -12,10 +12,9 @@
 /// behind that the kernel queue overflows. Every path is in its parent's entries, whether or not
 /// the parent itself is known, so a walk from a folder finds everything below it.
 ///
-/// What a created file costs the snapshot — an index probe, an entry appended, two links — is
-/// most of what the reader does per event besides the kernel's `read`: in a storm of 100k files
-/// in one folder (create and close each), 0.53 µs per file here against 1.03 µs with a
-/// `Dictionary` per shard and a `Set` per folder (see docs/benchmarks.md).
+/// What a created file costs the snapshot — an index probe, an entry appended, two links — is,
+/// besides the kernel's `read`, the largest part of what the reader does per event (see
+/// ``SnapshotShard`` for why it is not a `Dictionary`).
 ///
 /// Changes made by events name their folder (the directory of the event's watch, hashed once
 /// when the watch was mapped), so indexing them costs no hash of the folder's path; other changes
@@ -41,7 +40,7 @@ struct Snapshot: Sequence {
     }
 
     subscript(path: HashedPath) -> FileState? {
-        shards[path.shard].slot(of: path).map { shards[path.shard].entries[$0].state }
+        shards[path.shard].slot(of: path).map { shards[path.shard][$0].state }
     }
 
     /// Sets the state of `path`, which is in `folder` (the snapshot finds it when nil); returns
@@ -53,8 +52,8 @@ struct Snapshot: Sequence {
             add(path, state, in: folder)
             return nil
         }
-        defer { shards[shard].entries[slot].state = state }
-        return shards[shard].entries[slot].state
+        defer { shards[shard][slot].state = state }
+        return shards[shard][slot].state
     }
 
     /// Marks `path` (in `folder`, found when nil) as changed since it was last stat'ed, adding it
@@ -66,8 +65,8 @@ struct Snapshot: Sequence {
             add(path, .changed(isDirectory: isDirectory), in: folder)
             return true
         }
-        guard shards[shard].entries[slot].state.identity != nil else { return false }
-        shards[shard].entries[slot].state.identity = nil
+        guard shards[shard][slot].state.identity != nil else { return false }
+        shards[shard][slot].state.identity = nil
         return true
     }
 
@@ -81,7 +80,7 @@ struct Snapshot: Sequence {
     mutating func removeValue(forPath path: HashedPath, in folder: HashedPath? = nil) -> FileState? {
         let shard = path.shard
         guard let slot = shards[shard].slot(of: path) else { return nil }
-        let entry = shards[shard].entries[slot]
+        let entry = shards[shard][slot]
         unlink(entry, from: folder ?? folderKey(of: path))
         shards[shard].remove(slot: slot)
         count -= 1
@@ -129,7 +128,7 @@ struct Snapshot: Sequence {
             var next = folders[directory.shard][directory] ?? SnapshotShard.none
             while next != SnapshotShard.none {
                 let (shard, slot) = SnapshotShard.split(next)
-                let entry = shards[shard].entries[slot]
+                let entry = shards[shard][slot]
                 found.append((entry.path.path, entry.state))
                 pending.append(entry.path)
                 next = entry.next
@@ -149,7 +148,7 @@ struct Snapshot: Sequence {
         let added = shards[path.shard].insert(path, state, next: first)
         if first != SnapshotShard.none {
             let (shard, slot) = SnapshotShard.split(first)
-            shards[shard].entries[slot].previous = added
+            shards[shard][slot].previous = added
         }
         folders[folder.shard][folder] = added
         count += 1
@@ -161,18 +160,18 @@ struct Snapshot: Sequence {
             folders[folder.shard][folder] = entry.next == SnapshotShard.none ? nil : entry.next
         } else {
             let (shard, slot) = SnapshotShard.split(entry.previous)
-            shards[shard].entries[slot].next = entry.next
+            shards[shard][slot].next = entry.next
         }
         if entry.next != SnapshotShard.none {
             let (shard, slot) = SnapshotShard.split(entry.next)
-            shards[shard].entries[slot].previous = entry.previous
+            shards[shard][slot].previous = entry.previous
         }
     }
 
     /// Frees the entry `reference` names, whose folder's entries are being dropped whole; returns it.
     private mutating func take(_ reference: Reference) -> SnapshotShard.Entry {
         let (shard, slot) = SnapshotShard.split(reference)
-        let entry = shards[shard].entries[slot]
+        let entry = shards[shard][slot]
         shards[shard].remove(slot: slot)
         count -= 1
         return entry

@@ -1,13 +1,15 @@
-/// One of the ``Snapshot``'s 64 parts: the entries whose path hashes to it, kept in an array in
-/// the order they came (a freed slot is reused), and an open-addressing index over that array.
+/// One of the ``Snapshot``'s 64 parts: the entries whose path hashes to it, kept in the order
+/// they came (a freed slot is reused), and an open-addressing index over them.
 ///
 /// Why not a `Dictionary`: a dictionary's entries live in its buckets, so a new path is written
 /// to a random place in a table of every path this part holds (72 bytes each) — a cache miss, and
 /// a page touched for the first time, per created file; at 100k paths the snapshot's tables are
-/// megabytes. Here a new entry goes at the end of the array (the memory the last one warmed) and
-/// only its 8-byte bucket lands at random, in an index an eighth of the size. The index holds 32
-/// bits of each path's hash, so a probe compares a path only when those agree, and grows without
-/// touching the entries.
+/// megabytes. Here a new entry goes after the last one (memory the last one warmed) and only its
+/// 8-byte bucket lands at random, in an index a tenth the size of the entries. It holds 32 bits of
+/// each path's hash, so a probe compares a path only when those agree, and grows without touching
+/// the entries. Measured with callgrind's cache simulation over a 100k-file storm (files-reader,
+/// see docs/benchmarks.md): 40 % fewer data cache misses per event than a `Dictionary` per shard
+/// and a `Set` per folder, for the same instructions.
 ///
 /// Entries are linked to their folder's other entries (``Entry/previous``, ``Entry/next``): the
 /// snapshot's folder index is those links and a folder → first entry table, so indexing a path
@@ -47,12 +49,25 @@ struct SnapshotShard {
         var hash: UInt32
     }
 
-    var entries: [Entry] = []
+    /// The entries, ``chunkSize`` to a chunk: a shard that grows adds a chunk instead of copying
+    /// all it holds into an array twice the size (and faulting that in). Only the first chunk
+    /// grows as an array does, so a shard of a small tree stays small.
+    private var chunks: [[Entry]] = []
+    private static let chunkShift = 10
+    static let chunkSize = 1 << chunkShift
     /// Power-of-two sized, at most 3/4 full; linear probing.
     private var index: [Bucket] = []
     /// The first freed slot, ``SnapshotShard/none`` when there is none.
     private var freeSlots = SnapshotShard.none
     private var held = 0
+
+    subscript(slot: Int) -> Entry {
+        get { chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)] }
+        _modify { yield &chunks[slot >> Self.chunkShift][slot & (Self.chunkSize - 1)] }
+    }
+
+    /// Every slot's entry, the freed ones included.
+    var entries: some Sequence<Entry> { chunks.joined() }
 
     /// The slot of `path`, nil if this shard does not hold it.
     func slot(of path: HashedPath) -> Int? {
@@ -64,7 +79,7 @@ struct SnapshotShard {
             while true {
                 let bucket = index[position]
                 if bucket.slot == SnapshotShard.none { return nil }
-                if bucket.hash == hash && entries[Int(bucket.slot)].path == path { return Int(bucket.slot) }
+                if bucket.hash == hash && self[Int(bucket.slot)].path == path { return Int(bucket.slot) }
                 position = (position + 1) & mask
             }
         }
@@ -78,11 +93,17 @@ struct SnapshotShard {
         let slot: UInt32
         if freeSlots != SnapshotShard.none {
             slot = freeSlots
-            freeSlots = entries[Int(slot)].next
-            entries[Int(slot)] = entry
+            freeSlots = self[Int(slot)].next
+            self[Int(slot)] = entry
         } else {
-            slot = UInt32(entries.count)
-            entries.append(entry)
+            if chunks.last.map({ $0.count == Self.chunkSize }) ?? true {
+                var chunk: [Entry] = []
+                if !chunks.isEmpty { chunk.reserveCapacity(Self.chunkSize) }
+                chunks.append(chunk)
+            }
+            let last = chunks.count - 1
+            slot = UInt32(last << Self.chunkShift + chunks[last].count)
+            chunks[last].append(entry)
         }
         place(Bucket(slot: slot, hash: Self.indexHash(path)))
         held += 1
@@ -93,7 +114,7 @@ struct SnapshotShard {
     /// with the whole folder).
     mutating func remove(slot: Int) {
         let mask = index.count - 1
-        var hole = Int(Self.indexHash(entries[slot].path)) & mask
+        var hole = Int(Self.indexHash(self[slot].path)) & mask
         while index[hole].slot != UInt32(slot) { hole = (hole + 1) & mask }
         // Backward shift, so that no probe ever needs a tombstone: each later bucket of the run
         // whose home is not between the hole and itself moves into the hole.
@@ -109,7 +130,7 @@ struct SnapshotShard {
             }
         }
         index[hole] = .empty
-        entries[slot] = Entry(path: Self.vacant, state: .changed(isDirectory: false), previous: SnapshotShard.freed,
+        self[slot] = Entry(path: Self.vacant, state: .changed(isDirectory: false), previous: SnapshotShard.freed,
                               next: freeSlots)
         freeSlots = UInt32(slot)
         held -= 1

@@ -138,6 +138,32 @@ import Testing
         a?.isDirectory == b?.isDirectory && a?.identity == b?.identity
     }
 
+    /// One folder of 100k paths, as a storm makes: ~1 560 a shard, past the first chunk of
+    /// entries (``SnapshotShard/chunkSize``); freed slots in every chunk are found and reused.
+    @Test func aFolderOfAHundredThousandPathsSpansChunksAndReusesFreedSlots() {
+        var snapshot = Snapshot()
+        let folder = HashedPath("/storm")
+        let count = 100_000
+        #expect(count / SnapshotShard.count > SnapshotShard.chunkSize)
+        for index in 0..<count {
+            snapshot.update(.changed(isDirectory: false), at: HashedPath(folder, "f\(index)"), in: folder)
+        }
+        for index in stride(from: 0, to: count, by: 3) {
+            #expect(snapshot.removeValue(forPath: HashedPath(folder, "f\(index)"), in: folder) != nil)
+        }
+        let removed = (count + 2) / 3
+        for index in 0..<removed {
+            snapshot.update(.changed(isDirectory: true), at: HashedPath(folder, "g\(index)"), in: folder)
+        }
+        #expect(snapshot.count == count)
+        #expect(snapshot.reduce(0) { total, _ in total + 1 } == count)
+        #expect((0..<count).allSatisfy { index in (snapshot["/storm/f\(index)"] == nil) == (index % 3 == 0) })
+        #expect((0..<removed).allSatisfy { snapshot["/storm/g\($0)"]?.isDirectory == true })
+        var visited = 0
+        snapshot.removeAll(below: folder) { _ in visited += 1 }
+        #expect(visited == count && snapshot.count == 0)
+    }
+
     @Test(arguments: [1, 2, 3] as [UInt64])
     func randomChangesLeaveTheSnapshotEqualToAPlainDictionary(seed: UInt64) {
         var random = SplitMix(seed: seed)
