@@ -21,7 +21,10 @@ import SystemCalls
 /// writer slows down. Measured on the 100k-file storm (2 cores): 226–229k events/s without the
 /// pause, 273–278k with 20–50 µs (`inotifywait`, same runs: 240–273k). A lone event is still
 /// read at once (the pause comes after a read); what follows it within the pause waits at most
-/// that long. The thread asks for a timer slack of 1 ns: with the default 50 µs the kernel may
+/// that long — which is most of a quiet storm's median latency: 20 µs (a sleep of ~35 µs on this
+/// VM) puts it at 0.96–1.18× inotifywait's where 30 µs gave 1.24–1.41×, for a little more CPU
+/// per event idle (1.03–1.07× inotifywait's, against 0.84–1.12×) and none measurable under a CPU
+/// hog, where reads are long (docs/benchmarks.md). The thread asks for a timer slack of 1 ns: with the default 50 µs the kernel may
 /// end a 30 µs sleep 80 µs after it began, and the events that came meanwhile wait as long.
 ///
 /// The thread owns the inotify descriptor and a pipe that wakes it for `stop`; it closes them
@@ -33,7 +36,7 @@ final class InotifyReader: @unchecked Sendable {
     private let wake: Int32
     private let wakeWriter: Int32
     private let stopped = Atomic<Bool>(false)
-    static let coalescingMicroseconds: UInt32 = 30
+    static let coalescingMicroseconds: UInt32 = 20
     private let pause = NSCondition()
     private var paused = false  // guarded by `pause`
 
