@@ -261,8 +261,12 @@ public final class NATSBridge: @unchecked Sendable {
 
 /// Carries nats.c's publish acknowledgements to the exporter, which exists only after the
 /// JetStream context (whose options name the callback) is made. Retained for good (one small
-/// object per bridge start): nats.c may call back while the bridge is stopping.
+/// object per bridge start): nats.c may call back while the bridge is stopping. It holds the
+/// exporter weakly, so that what the exporter holds — the client and its connection — is freed
+/// with the stopped bridge rather than kept for the life of the process; an acknowledgement
+/// that arrives after that has no exporter left to tell and is dropped.
 private final class AckRelay: @unchecked Sendable {
-    // @unchecked: `exporter` is set once, before the first publish.
-    var exporter: Exporter?
+    // @unchecked: `exporter` is set once, before the first publish (weak references are cleared
+    // atomically by the runtime).
+    weak var exporter: Exporter?
 }
