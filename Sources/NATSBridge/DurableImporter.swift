@@ -36,7 +36,8 @@ import SystemCalls
 /// a fetch can find a delivery that went nowhere and bind again within milliseconds.
 final class DurableImporter: @unchecked Sendable {
     // @unchecked: `ledger`, `window`, `subscription`, `retired`, `hasPosition` are touched
-    // only on the importer thread, and by `release` once it has ended;
+    // only on the importer thread, and `retired` and `pull` by whichever of its end and
+    // `release` comes last (``subscriptionUsers``);
     // `needsRebind` and `stopping` are atomics; `origins` is a Mutex for status readers.
 
     private let client: NATSClient
@@ -121,8 +122,11 @@ final class DurableImporter: @unchecked Sendable {
     private let needsRebind = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
-    /// Whether the importer thread has ended (set by `stop`, read by `release`, one thread).
-    private var ended = false
+    /// The importer thread, which uses the pull subscriptions, and ``release()``, which comes once
+    /// the connection is closed: the last of the two to be done destroys them. Why not `release`
+    /// alone: `stop` waits for the thread at most its timeout, and a thread still inside nats.c
+    /// then outlives it — its subscriptions were left undestroyed for good.
+    private let subscriptionUsers = Atomic<Int>(2)
     let origins = Mutex<[String: ImportLedger.Position]>([:])
     let lastError = Mutex<String?>(nil)
 
@@ -158,6 +162,7 @@ final class DurableImporter: @unchecked Sendable {
         let thread = Thread { [self] in
             System.nameCurrentThread("eventbus.import")
             run()
+            letGoOfSubscriptions()
             context.release()
             finished.signal()
         }
@@ -170,13 +175,18 @@ final class DurableImporter: @unchecked Sendable {
     /// Stops fetching, waiting at most `timeout` for the importer thread to end.
     func stop(timeout: Duration) {
         stopping.store(true, ordering: .relaxed)
-        ended = finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds))) == .success
+        _ = finished.wait(timeout: .now() + .nanoseconds(Int(timeout.clampedNanoseconds)))
     }
 
-    /// Destroys the pull subscriptions, once the connection is closed (no read loop is left to
-    /// hand them a message) and the importer thread has ended (it is their user).
+    /// Called once the connection is closed (no read loop is left to hand the pull subscriptions
+    /// a message): destroys them, or leaves that to the importer thread if it has not ended yet.
     func release() {
-        guard ended else { return }
+        letGoOfSubscriptions()
+    }
+
+    private func letGoOfSubscriptions() {
+        // Acquiring and releasing: the other's use of the subscriptions happens before this.
+        guard subscriptionUsers.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
         for replaced in retired.map(\.subscription) + [pull?.subscription].compactMap({ $0 }) { natsSubscription_Destroy(replaced) }
         retired = []
         pull = nil
