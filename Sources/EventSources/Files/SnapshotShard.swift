@@ -18,8 +18,9 @@
 struct SnapshotShard {
     static let count = 64
 
-    /// An entry in any shard: the shard in the top 6 bits, the slot below (64 shards of up to
-    /// 2^26 entries: more paths than a machine holds the memory for).
+    /// An entry in any shard: the shard in the top 6 bits, the slot below — 64 shards of 2^26
+    /// entries (the last two of the last shard's stand for ``none`` and ``freed``): more paths
+    /// than a machine holds the memory for.
     typealias Reference = UInt32
     /// No entry: the end of a folder's entries.
     static let none: Reference = .max
