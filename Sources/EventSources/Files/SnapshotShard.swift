@@ -132,7 +132,7 @@ struct SnapshotShard {
         }
         index[hole] = .empty
         self[slot] = Entry(path: Self.vacant, state: .changed(isDirectory: false), previous: SnapshotShard.freed,
-                              next: freeSlots)
+                           next: freeSlots)
         freeSlots = UInt32(slot)
         held -= 1
     }
