@@ -52,8 +52,9 @@ struct Snapshot: Sequence {
             add(path, state, in: folder)
             return nil
         }
-        defer { shards[shard][slot].state = state }
-        return shards[shard][slot].state
+        let old = shards[shard][slot].state
+        shards[shard][slot].state = state
+        return old
     }
 
     /// Marks `path` (in `folder`, found when nil) as changed since it was last stat'ed, adding it
