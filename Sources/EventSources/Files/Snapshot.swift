@@ -128,8 +128,7 @@ struct Snapshot: Sequence {
         while let directory = pending.popLast() {
             var next = folders[directory.shard][directory] ?? SnapshotShard.none
             while next != SnapshotShard.none {
-                let (shard, slot) = SnapshotShard.split(next)
-                let entry = shards[shard][slot]
+                let entry = self[next]
                 found.append((entry.path.path, entry.state))
                 pending.append(entry.path)
                 next = entry.next
@@ -147,10 +146,7 @@ struct Snapshot: Sequence {
         let folder = folder ?? folderKey(of: path)
         let first = folders[folder.shard][folder] ?? SnapshotShard.none
         let added = shards[path.shard].insert(path, state, next: first)
-        if first != SnapshotShard.none {
-            let (shard, slot) = SnapshotShard.split(first)
-            shards[shard][slot].previous = added
-        }
+        if first != SnapshotShard.none { self[first].previous = added }
         folders[folder.shard][folder] = added
         count += 1
     }
@@ -160,12 +156,20 @@ struct Snapshot: Sequence {
         if entry.previous == SnapshotShard.none {
             folders[folder.shard][folder] = entry.next == SnapshotShard.none ? nil : entry.next
         } else {
-            let (shard, slot) = SnapshotShard.split(entry.previous)
-            shards[shard][slot].next = entry.next
+            self[entry.previous].next = entry.next
         }
-        if entry.next != SnapshotShard.none {
-            let (shard, slot) = SnapshotShard.split(entry.next)
-            shards[shard][slot].previous = entry.previous
+        if entry.next != SnapshotShard.none { self[entry.next].previous = entry.previous }
+    }
+
+    /// The entry `reference` names, in whichever shard.
+    private subscript(reference: Reference) -> SnapshotShard.Entry {
+        get {
+            let (shard, slot) = SnapshotShard.split(reference)
+            return shards[shard][slot]
+        }
+        _modify {
+            let (shard, slot) = SnapshotShard.split(reference)
+            yield &shards[shard][slot]
         }
     }
 
