@@ -82,6 +82,41 @@ import Testing
         #expect(snapshot.count == 10)
     }
 
+    /// Whether a mark is new follows the path through whatever else changes it (removed,
+    /// stat'ed, its folder dropped or moved, the snapshot emptied).
+    @Test func aMarkSeesEveryOtherChangeToItsPath() {
+        var snapshot = Snapshot()
+        let folder = HashedPath("/w")
+        let file = HashedPath(folder, "f")
+        let stated = FileState(isDirectory: false, identity: .init(device: 1, inode: 2, modifiedNanoseconds: 3,
+                                                                   changedNanoseconds: 4, size: 5))
+        /// Whether marking `file` changed newly marked it.
+        func mark() -> Bool { snapshot.markChanged(file, isDirectory: false, in: folder) }
+
+        #expect(mark())
+        #expect(!mark())
+
+        snapshot.removeValue(forPath: file, in: folder)
+        #expect(mark())
+        #expect(snapshot.count == 1)
+
+        snapshot.update(stated, at: file, in: folder)
+        #expect(mark())
+        #expect(snapshot[file]?.identity == nil)
+
+        snapshot.removeAll(below: folder) { _ in }
+        #expect(mark())
+        #expect(snapshot.count == 1)
+
+        snapshot.moveAll(below: folder, to: HashedPath("/v")) { _, _, _ in }
+        #expect(mark())
+        #expect(snapshot.count == 2)
+
+        snapshot.removeAll()
+        #expect(mark())
+        #expect(snapshot.count == 1)
+    }
+
     @Test func subtreeRemovalAndMoveVisitOnlyTheSubtree() {
         var snapshot = Snapshot()
         let root = HashedPath("/w")
