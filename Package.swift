@@ -44,6 +44,8 @@ let package = Package(
         // sets into the registry at scrape time, and modules run in worker processes, where a
         // metrics backend bootstrapped in eventbusd would not see them.
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Rules' commands as child processes (process group, teardown) when systemd cannot run them.
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         .executableTarget(
@@ -52,6 +54,12 @@ let package = Package(
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "EventFieldCoding", "CNATS",
                            "EventBusMetrics", "SystemCalls",
                            .product(name: "Logging", package: "swift-log")]
+        ),
+        // What a rule's command is and how it runs: the launcher protocol and its child-process
+        // launcher (swift-subprocess), for the host's rules (docs/rules.md).
+        .target(
+            name: "RuleActions",
+            dependencies: ["SystemCalls", .product(name: "Subprocess", package: "swift-subprocess")]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
@@ -154,6 +162,7 @@ let package = Package(
                 "ModuleLoading",
                 "SystemCalls",
                 "EventBusMetrics",
+                "RuleActions",
             ]
         ),
         // Process isolation, both sides' shared part and the host's: the wire format, spawning a
