@@ -46,6 +46,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Rules' commands as child processes (process group, teardown) when systemd cannot run them.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         .executableTarget(
@@ -59,7 +60,8 @@ let package = Package(
         // launcher (swift-subprocess), for the host's rules (docs/rules.md).
         .target(
             name: "RuleActions",
-            dependencies: ["SystemCalls", .product(name: "Subprocess", package: "swift-subprocess")]
+            dependencies: ["SystemCalls", .product(name: "Subprocess", package: "swift-subprocess"),
+                           .product(name: "SystemPackage", package: "swift-system")]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.

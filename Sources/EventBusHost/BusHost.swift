@@ -41,6 +41,7 @@ public final class BusHost: @unchecked Sendable {
     /// host that serves a control socket collects them.
     private let metrics: HostMetrics?
     private let journalStatuses = JournalStatuses()
+    private let rules: RuleEngine
 
     /// How long a host waits for a module's activate, reconfigure or deactivate unless told;
     /// `--check-config` gives a module's load as long.
@@ -78,6 +79,7 @@ public final class BusHost: @unchecked Sendable {
                                  handlerTiming: handlerTiming)
         self.modules = modules
         metrics?.attach(modules: { modules.statistics })
+        self.rules = RuleEngine(bus: bus, logger: logger)
         self.timers = HeldSources(bus: bus, logger: logger)
         self.watches = HeldSources(bus: bus, logger: logger)
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
@@ -128,6 +130,9 @@ public final class BusHost: @unchecked Sendable {
     /// Per-module state and counts; any thread.
     public var moduleStatistics: [ModuleStatistics] { modules.statistics }
 
+    /// Per-rule state and counts, in config order; any thread.
+    public var ruleStatistics: [RuleStatistics] { rules.statistics }
+
     private func onControlQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             control.async { continuation.resume(returning: body()) }
@@ -160,6 +165,8 @@ public final class BusHost: @unchecked Sendable {
             registerJournal(stateDirectory: config.stateDirectory)
             metrics?.name(journalWatches: config.watches)
             modules.apply(config.modules, defaultMailbox: config.moduleMailbox, progress: progress)
+            // Like modules, subscribed before the first tick or file change.
+            rules.apply(config.rules, launcher: config.rulesLauncher)
             timers.apply(config.timers)
             watches.apply(config.watches)
             // Last, so modules are subscribed before the first imported event arrives.
@@ -177,7 +184,7 @@ public final class BusHost: @unchecked Sendable {
         let statistics = modules.statistics
         let active = statistics.filter { $0.state == .active }.count
         let failed = statistics.filter { if case .failed = $0.state { return true } else { return false } }.count
-        logger.info("eventbusd started from \(config.file): \(active) module(s) active, \(failed) refused, \(config.timers.count) timer(s), \(config.watches.count) watch(es)")
+        logger.info("eventbusd started from \(config.file): \(active) module(s) active, \(failed) refused, \(config.timers.count) timer(s), \(config.watches.count) watch(es), \(config.rules.filter(\.enabled).count) rule(s)")
     }
 
     /// Reads the config again and applies the differences (see ``ModulePlan``). A config that
@@ -202,6 +209,7 @@ public final class BusHost: @unchecked Sendable {
             timers.apply(new.timers)
             watches.apply(new.watches)
             modules.apply(new.modules, defaultMailbox: new.moduleMailbox, progress: progress)
+            rules.apply(new.rules, launcher: new.rulesLauncher)
             controlServer?.apply(new.control)
             do throws(MetricsListenerError) {
                 try metrics?.apply(new.metrics, logger: logger)
@@ -212,7 +220,7 @@ public final class BusHost: @unchecked Sendable {
             config = new
             let statistics = modules.statistics
             let active = statistics.filter { $0.state == .active }.count
-            var summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)"
+            var summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s), \(new.rules.filter(\.enabled).count) rule(s)"
             for module in statistics {
                 if let reason = module.configNotApplied {
                     summary += "; module \(module.name) runs on its previous config (the new section: \(reason))"
@@ -271,6 +279,10 @@ public final class BusHost: @unchecked Sendable {
             heapReturn?.cancel()
             timers.stopAll()
             watches.stopAll()
+            let unfinishedRules = rules.stop(until: deadline)
+            if !unfinishedRules.isEmpty {
+                logger.warning("rules whose runs had not ended at the shutdown deadline: \(unfinishedRules.joined(separator: ", "))")
+            }
             let stopped = modules.drainAndDeactivateAll(until: deadline)
             // Control clients last, so a tail sees what modules posted while stopping. They get a
             // moment to read their last lines even when the modules used up the budget.

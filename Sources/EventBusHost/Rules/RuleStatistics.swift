@@ -1,0 +1,39 @@
+import Foundation
+
+/// One rule's counters and state, for `eventbus rules` and the metrics. Counted on the rule's
+/// queue; copied out under its lock.
+public struct RuleStatistics: Sendable, Equatable {
+    public enum State: Sendable, Equatable {
+        case active
+        /// The rule could not be started (its launcher cannot honour it); the reason.
+        case failed(String)
+    }
+
+    public var name: String
+    public var location: String
+    public var mode: String
+    public var launcher: String
+    public var state: State = .active
+    /// Triggers that came out of the rule's operators.
+    public var fired: UInt64 = 0
+    /// Triggers its mode skipped (busy, queue full, superseded, retired).
+    public var skipped: UInt64 = 0
+    /// Events its mailbox dropped before they reached the rule (announced as `rule.skipped`).
+    public var dropped: UInt64 = 0
+    /// Runs started, and how their actions ended.
+    public var runs: UInt64 = 0
+    public var succeeded: UInt64 = 0
+    public var failed: UInt64 = 0
+    public var timedOut: UInt64 = 0
+    public var stopped: UInt64 = 0
+    public var running: Int = 0
+    public var queued: Int = 0
+    /// When the last run ended, and how ("success", "exit 3", "timeout"…).
+    public var lastRun: (time: Date, outcome: String)?
+
+    public static func == (lhs: RuleStatistics, rhs: RuleStatistics) -> Bool {
+        lhs.name == rhs.name && lhs.fired == rhs.fired && lhs.skipped == rhs.skipped && lhs.runs == rhs.runs
+            && lhs.succeeded == rhs.succeeded && lhs.failed == rhs.failed && lhs.state == rhs.state
+            && lhs.lastRun?.time == rhs.lastRun?.time && lhs.lastRun?.outcome == rhs.lastRun?.outcome
+    }
+}
