@@ -79,7 +79,8 @@ public final class BusHost: @unchecked Sendable {
                                  handlerTiming: handlerTiming)
         self.modules = modules
         metrics?.attach(modules: { modules.statistics })
-        self.rules = RuleEngine(bus: bus, logger: logger)
+        let rules = RuleEngine(bus: bus, logger: logger)
+        self.rules = rules
         self.timers = HeldSources(bus: bus, logger: logger)
         self.watches = HeldSources(bus: bus, logger: logger)
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
@@ -93,8 +94,8 @@ public final class BusHost: @unchecked Sendable {
             inheritedControlSocket = nil
         case .configured, .inherited:
             let server = ControlServer(bus: bus, logger: logger, snapshot: {
-                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status,
-                                           sourceStates: journalStatuses.all.mapValues(Self.describe))
+                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, rules: rules.statistics,
+                                           bridge: bridge.status, sourceStates: journalStatuses.all.mapValues(Self.describe))
             }, metrics: { [weak metrics] in metrics?.render() ?? [] }, handlerSeconds: { [weak metrics] module in
                 metrics?.handlerDurations.cumulativeCounts(forModule: module).map { counts in
                     StatsReport.Histogram(bounds: HandlerDurations.boundsInSeconds, counts: counts.map { Int64(clamping: $0) })
