@@ -23,9 +23,11 @@ struct AllOfJoin {
             if let kept = latest[index], now &- kept.monotonicNanoseconds > window { latest[index] = nil }
         }
         guard latest.allSatisfy({ $0 != nil }) else { return nil }
-        var seen: [UInt64: Event] = [:]
-        for case let kept? in latest { seen[kept.sequence] = kept }
+        var joined: [Event] = []
+        for case let kept? in latest where !joined.contains(where: { $0.sequence == kept.sequence && kept.sequence != 0 }) {
+            joined.append(kept)
+        }
         latest = Array(repeating: nil, count: patterns.count)
-        return seen.values.sorted { $0.sequence < $1.sequence }
+        return joined.sorted { ($0.monotonicNanoseconds, $0.sequence) < ($1.monotonicNanoseconds, $1.sequence) }
     }
 }
