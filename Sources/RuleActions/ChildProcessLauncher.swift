@@ -19,7 +19,22 @@ public struct ChildProcessLauncher: CommandLauncher {
     public let kind = "process"
     public let supportsUnitProperties = false
 
-    public init() {}
+    public init() {
+        Self.survivePipeWrites
+    }
+
+    /// A command that exits without reading its standard input makes the write of the event an
+    /// `EPIPE` — which, with SIGPIPE's default action, would end eventbusd. A handler that does
+    /// nothing turns it into the error return; unlike `SIG_IGN`, a handled signal is back to its
+    /// default in every command started (exec resets it), so `yes | head` in a rule's shell
+    /// line behaves as anywhere else.
+    private static let survivePipeWrites: Void = {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = SA_RESTART
+        sigaction(SIGPIPE, &action, nil)
+    }()
 
     public func run(_ spec: CommandSpec, started: @escaping @Sendable (CommandStart) -> Void) async -> CommandOutcome {
         guard let program = spec.argv.first else {
@@ -59,14 +74,22 @@ public struct ChildProcessLauncher: CommandLauncher {
         let outcome: Result<TerminationStatus, any Error> = await withTaskGroup(of: Result<TerminationStatus, any Error>?.self) { group in
             group.addTask {
                 do {
-                    let result = try await Subprocess.run(configuration, input: .array(spec.standardInput), output: .sequence,
+                    let result = try await Subprocess.run(configuration, input: .inputWriter, output: .sequence,
                                                           error: .combinedWithOutput) { execution in
                         let leader = execution.processIdentifier.value
                         started(CommandStart(pid: leader, unit: nil))
                         defer { kill(-leader, SIGKILL) }  // whatever of its group outlived it
+                        // Written beside the reading, and never an error of the run: a command
+                        // may exit, or close its input, without reading it.
+                        let writer = execution.standardInputWriter
+                        async let written: Void = {
+                            if !spec.standardInput.isEmpty { _ = try? await writer.write(spec.standardInput) }
+                            try? await writer.finish()
+                        }()
                         for try await buffer in execution.standardOutput {
                             buffer.withUnsafeBytes { tail.append($0) }
                         }
+                        await written
                     }
                     return .success(result.terminationStatus)
                 } catch {

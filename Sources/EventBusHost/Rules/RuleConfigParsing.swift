@@ -224,7 +224,7 @@ enum RuleConfigParser {
             }
             return .post(name: try eventName(nameNode, try nameNode.string()), fields: templates)
         default:
-            if (try? value.string()) != nil { return .log(level: .info, message: try template(value)) }
+            if case .scalar = value.node { return .log(level: .info, message: try template(value)) }
             let parts = try value.fields(allowed: ["level", "message"])
             guard let message = parts["message"] else { throw value.error("log needs a message") }
             var level = RuleLogLevel.info
