@@ -11,6 +11,10 @@ public struct RuleConfig: Sendable, Equatable {
     /// `file:line` of the rule's entry.
     public var location: String
     public var trigger: RuleTrigger
+    /// `from:` — sources the rule opens for itself (a folder, a unit's journal, unit states,
+    /// devices), shared with every other subscriber of the same; the rule then sees only their
+    /// events. None: the rule sees every event on the bus that matches its patterns.
+    public var sources: [RuleSource] = []
     /// `where:` — field conditions every triggering event must meet (for `all_of`, each
     /// event of the join).
     public var conditions: RuleConditions
@@ -50,6 +54,14 @@ public enum RuleTrigger: Sendable, Equatable {
         case .any(let patterns), .allOf(let patterns, _): return patterns
         }
     }
+}
+
+/// A source a rule opens (`from:`), as the SDK's own watch values.
+public enum RuleSource: Sendable, Hashable {
+    case files(FileWatch)
+    case journal(JournalWatch)
+    case units(UnitWatch)
+    case devices(DeviceWatch)
 }
 
 /// The optional operators of a rule, each compiled to the SDK's Combine operator of that name.

@@ -13,7 +13,7 @@ enum RuleConfigParser {
     /// Keys that shape a `run:` action, allowed beside it (on the rule or a `then:` item).
     static let runKeys = ["shell", "user", "group", "timeout", "working_directory", "environment", "properties"]
     static let operatorKeys = ["debounce", "throttle", "distinct", "collect"]
-    static let ruleKeys = ["name", "on", "all_of", "within", "where", "mode", "max", "then", "enabled"]
+    static let ruleKeys = ["name", "on", "all_of", "within", "from", "where", "mode", "max", "then", "enabled"]
         + operatorKeys + actionKeys + runKeys
 
     /// The longest a rule name may be: it becomes part of transient unit names (255 bytes in all).
@@ -60,6 +60,7 @@ enum RuleConfigParser {
             throw nameNode.error("a rule name is 1 to \(maximumNameLength) letters, digits, '.', '_' and '-', starting with a letter or digit")
         }
         let trigger = try parseTrigger(fields, in: node)
+        let sources = try fields["from"].map { (from) throws(ConfigError) in try parseSources(from) } ?? []
         var conditions = RuleConditions()
         if let whereNode = fields["where"] { conditions = try parseConditions(whereNode) }
         var operators: [RuleOperator] = []
@@ -79,9 +80,11 @@ enum RuleConfigParser {
         } else {
             actions = [try parseAction(fields, in: node)]
         }
-        return RuleConfig(name: name, location: "\(node.file):\(nameNode.line ?? node.line ?? 0)", trigger: trigger,
-                          conditions: conditions, operators: operators, mode: mode, actions: actions,
-                          enabled: try fields["enabled"]?.bool() ?? true)
+        var rule = RuleConfig(name: name, location: "\(node.file):\(nameNode.line ?? node.line ?? 0)", trigger: trigger,
+                              conditions: conditions, operators: operators, mode: mode, actions: actions,
+                              enabled: try fields["enabled"]?.bool() ?? true)
+        rule.sources = sources
+        return rule
     }
 
     static func isValidRuleName(_ name: String) -> Bool {
@@ -124,6 +127,56 @@ enum RuleConfigParser {
         case (nil, nil):
             throw node.error("a rule needs on: (an event pattern or a list of them) or all_of:")
         }
+    }
+
+    /// `from: {files: PATH or {path, recursive}, journal: UNIT(s), units: PATTERN(s), devices: SUBSYSTEM or "*"}`.
+    private static func parseSources(_ node: ConfigNode) throws(ConfigError) -> [RuleSource] {
+        var sources: [RuleSource] = []
+        for (key, value) in try node.mapping(allowed: ["files", "journal", "units", "devices"]) {
+            do {
+                switch key {
+                case "files":
+                    var path: String
+                    var recursive = false
+                    if let text = try? value.string() { path = text } else {
+                        let parts = try value.fields(allowed: ["path", "recursive"])
+                        guard let pathNode = parts["path"] else { throw value.error("needs a path") }
+                        path = try pathNode.string()
+                        recursive = try parts["recursive"]?.bool() ?? false
+                    }
+                    guard path.hasPrefix("/") else { throw value.error("must be an absolute path") }
+                    sources.append(.files(try FileWatch(path: path, recursive: recursive)))
+                case "journal":
+                    let units = try texts(value)
+                    let match = units.dropFirst().reduce(JournalMatch.unit(units[0])) { $0 || .unit($1) }
+                    let watch = JournalWatch(match: match)
+                    try watch.validate()
+                    sources.append(.journal(watch))
+                case "units":
+                    let watch = UnitWatch(match: UnitMatch(try texts(value)))
+                    try watch.validate()
+                    sources.append(.units(watch))
+                default:
+                    let subsystem = try value.string()
+                    var watch = DeviceWatch()
+                    if subsystem != "*" { watch.subsystem = subsystem }
+                    try watch.validate()
+                    sources.append(.devices(watch))
+                }
+            } catch let error as ConfigError {
+                throw error
+            } catch {
+                throw value.error(HostConfig.message(of: error))
+            }
+        }
+        return sources
+    }
+
+    private static func texts(_ node: ConfigNode) throws(ConfigError) -> [String] {
+        if let single = try? node.string() { return [single] }
+        let list = try node.sequence().map { (item) throws(ConfigError) in try item.string() }
+        guard !list.isEmpty else { throw node.error("needs at least one") }
+        return list
     }
 
     private static func parseConditions(_ node: ConfigNode) throws(ConfigError) -> RuleConditions {

@@ -84,7 +84,16 @@ final class RuleRunner: @unchecked Sendable {
         let derivedSource = "rule:\(name)"
         let conditions = config.conditions
         let scoped = bus.scoped(to: mailbox)
-        let matching = scoped.publisher(for: config.trigger.patterns).filter { [weak self] event in
+        let events: AnyPublisher<Event, Never>
+        do {
+            events = try Self.events(on: scoped, patterns: config.trigger.patterns, sources: config.sources)
+        } catch {
+            let reason = "cannot open its source: \(HostConfig.message(of: error))"
+            counters.withLock { $0.state = .failed(reason) }
+            logger.error("rule \(config.name) (\(config.location)) is not running: \(reason)")
+            return
+        }
+        let matching = events.filter { [weak self] event in
             if let gap = event.gap {
                 self?.dropped(gap)
                 return false
@@ -130,6 +139,20 @@ final class RuleRunner: @unchecked Sendable {
             guard let self, !events.isEmpty else { return }
             self.fire(RuleTriggerEvents(events))
         }
+    }
+
+    /// The rule's events: the bus's (its patterns), or only its own sources' (`from:`), merged.
+    private static func events(on bus: Bus, patterns: [EventPattern], sources: [RuleSource]) throws -> AnyPublisher<Event, Never> {
+        guard !sources.isEmpty else { return bus.publisher(for: patterns).eraseToAnyPublisher() }
+        let publishers = try sources.map { (source) throws -> EventPublisher in
+            switch source {
+            case .files(let watch): return try bus.publisher(for: patterns, from: watch)
+            case .journal(let watch): return try bus.publisher(for: patterns, from: watch)
+            case .units(let watch): return try bus.publisher(for: patterns, from: watch)
+            case .devices(let watch): return try bus.publisher(for: patterns, from: watch)
+            }
+        }
+        return Publishers.MergeMany(publishers).eraseToAnyPublisher()
     }
 
     private static func stride(_ duration: Duration) -> DispatchQueue.OCombine.SchedulerTimeType.Stride {

@@ -17,8 +17,10 @@ import Testing
         var path: String { directory.path }
         var record: String { path + "/record" }
 
-        init(rules: String, extra: String = "", start: Bool = true) async throws {
+        init(rules: String, extra: String = "", start: Bool = true,
+             beforeStart: (String) throws -> Void = { _ in }) async throws {
             directory = try TemporaryDirectory()
+            try beforeStart(directory.path)
             try FileManager.default.createDirectory(atPath: directory.path + "/watched", withIntermediateDirectories: true)
             try FileManager.default.createDirectory(atPath: directory.path + "/out", withIntermediateDirectories: true)
             // Its arguments NUL-separated, their count, its EVENTBUS_ variables and its standard
@@ -179,6 +181,25 @@ import Testing
         #expect(listed.lastOutcome == "success")
         let table = try await eventbus(["rules", "--socket", host.socket], in: host.directory)
         #expect(table.stdout.contains("on-conf") && table.stdout.contains("success"), "\(table.stdout)")
+        await host.stop()
+    }
+
+    /// `from:` opens a source for the rule alone: a folder no config watch names.
+    @Test func aRuleOpensItsOwnFilesSourceAndSeesOnlyItsEvents() async throws {
+        let host = try await Host(rules: """
+              - name: own-folder
+                on: fs.closed
+                from: { files: DIR/private }
+                run: ["RECORD", "{{path}}"]
+            """, beforeStart: { directory in
+                try FileManager.default.createDirectory(atPath: directory + "/private", withIntermediateDirectories: true)
+            })
+        try "x".write(toFile: host.path + "/watched/elsewhere", atomically: false, encoding: .utf8)
+        try "x".write(toFile: host.path + "/private/mine", atomically: false, encoding: .utf8)
+        let finished = try await host.waitFor(1, "action.finished", of: "own-folder")
+        let trigger = try #require(Self.field(finished[0], "trigger_seq")?.intValue)
+        #expect(host.output(trigger, "args") == "\(host.path)/private/mine\u{0}")
+        #expect(try host.record(of: "own-folder").filter { $0["name"] == "rule.fired" }.count == 1)
         await host.stop()
     }
 
