@@ -31,6 +31,9 @@ import Foundation
 //                                   tails): eventbusd's RSS growth after a 2-minute warm-up
 //   devices [rounds]                loop device add → receipt: the devices source vs
 //                                   `udevadm monitor --kernel` (root; udevadm from .ci/setup)
+//   rules [rounds]                  post cost with 1 000 rules matching nothing vs none; idle CPU
+//                                   with 100 rules; file written → a rule's command running vs
+//                                   inotifywait | while read running the same command
 //   (files and storm take --hog N: N spinning threads in a child process during the storms)
 //   hog N                           the CPU hog of --hog, run as a child process
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -57,6 +60,8 @@ case "soak":
                   rate: arguments.dropFirst(2).first.flatMap(Int.init) ?? 10_000)
 case "devices":
     devicesBenchmark(rounds: arguments.dropFirst().first.flatMap(Int.init) ?? 200)
+case "rules":
+    rulesBenchmark(rounds: arguments.dropFirst().first.flatMap(Int.init) ?? 5)
 case "metrics":
     metricsBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "post-cost":
