@@ -104,8 +104,11 @@ let package = Package(
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus"]
         ),
+        // sd-bus for talking to systemd: one connection, message reading and writing, unit object
+        // paths; shared by the units source and the transient-unit launcher.
+        .target(name: "SystemdBus", dependencies: ["CSystemd"]),
         // A journal consumer with a persisted position, which the resume tests SIGKILL and restart.
         .executableTarget(
             name: "journal-consumer-fixture",
@@ -281,7 +284,7 @@ let package = Package(
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
             name: "EventSourcesTests",
-            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
+            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources", "SystemdBus"]
         ),
         // The .deb under a real systemd: a Debian 12 root made by debootstrap (cached in the build
         // folder), booted per test with systemd-nspawn (docs/production-tests.md). Runs the

@@ -1,39 +1,32 @@
 import CSystemd
-import EventBusKit
 import Foundation
 
 /// One sd-bus connection to a service manager. sd-bus objects are not thread-safe: every
-/// method here runs on the owning ``UnitsConnection``'s thread.
-final class SDBus {
+/// method here runs on the one thread that owns the connection (the units source's connection
+/// thread, a transient unit's run thread).
+public final class SDBus {
     let bus: OpaquePointer
     /// Whether this is a client of a message bus (dbus-daemon) — which routes by name, needs
     /// `AddMatch` and stamps senders — rather than a private socket to systemd itself.
-    let isBusClient: Bool
+    public let isBusClient: Bool
 
-    /// Where a unit watch of `manager` connects: the private socket when it is there and
-    /// usable (root, for the system manager), else the bus.
-    static func connect(to manager: UnitManager) throws(SDBusError) -> SDBus {
+    /// Opens the system bus (dbus-daemon) as its client, at `$DBUS_SYSTEM_BUS_ADDRESS` or the default.
+    public static func openSystemBus() throws(SDBusError) -> SDBus {
         var bus: OpaquePointer?
-        switch manager {
-        case .system:
-            let privateSocket = "/run/systemd/private"
-            if geteuid() == 0, access(privateSocket, F_OK) == 0 {
-                return try connect(address: "unix:path=\(privateSocket)", busClient: false)
-            }
-            try SDBusError.check(sd_bus_open_system(&bus), "connect to the system bus")
-        case .user:
-            if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"],
-               access(runtime + "/systemd/private", F_OK) == 0 {
-                return try connect(address: "unix:path=\(runtime)/systemd/private", busClient: false)
-            }
-            try SDBusError.check(sd_bus_open_user(&bus), "connect to the user bus")
-        case .address(let address):
-            return try connect(address: address, busClient: !address.hasSuffix("/systemd/private"))
-        }
+        try SDBusError.check(sd_bus_open_system(&bus), "connect to the system bus")
         return SDBus(bus: bus!, isBusClient: true)
     }
 
-    private static func connect(address: String, busClient: Bool) throws(SDBusError) -> SDBus {
+    /// Opens the calling user's bus, at `$DBUS_SESSION_BUS_ADDRESS` or under `$XDG_RUNTIME_DIR`.
+    public static func openUserBus() throws(SDBusError) -> SDBus {
+        var bus: OpaquePointer?
+        try SDBusError.check(sd_bus_open_user(&bus), "connect to the user bus")
+        return SDBus(bus: bus!, isBusClient: true)
+    }
+
+    /// Connects to `address`: a message bus when `busClient` (it says Hello, routes by name),
+    /// else a private socket to systemd itself (`unix:path=/run/systemd/private`).
+    public static func connect(address: String, busClient: Bool) throws(SDBusError) -> SDBus {
         var bus: OpaquePointer?
         try SDBusError.check(sd_bus_new(&bus), "make a bus connection")
         let connection = SDBus(bus: bus!, isBusClient: busClient)
@@ -54,15 +47,15 @@ final class SDBus {
     }
 
     /// systemd's bus name, for calls: none on a private socket (nothing routes there).
-    var destination: String? { isBusClient ? "org.freedesktop.systemd1" : nil }
+    public var destination: String? { isBusClient ? "org.freedesktop.systemd1" : nil }
 
-    var fileDescriptor: Int32 { sd_bus_get_fd(bus) }
-    var events: Int32 { sd_bus_get_events(bus) }
-    var isOpen: Bool { sd_bus_is_open(bus) > 0 }
+    public var fileDescriptor: Int32 { sd_bus_get_fd(bus) }
+    public var events: Int32 { sd_bus_get_events(bus) }
+    public var isOpen: Bool { sd_bus_is_open(bus) > 0 }
 
     /// When sd-bus wants to be called again without I/O (a call's timeout), in milliseconds from
     /// now for poll(2); -1 for never.
-    var pollTimeout: Int32 {
+    public var pollTimeout: Int32 {
         var deadline: UInt64 = 0
         guard sd_bus_get_timeout(bus, &deadline) >= 0, deadline != UInt64.max else { return -1 }
         var now = timespec()
@@ -74,11 +67,11 @@ final class SDBus {
 
     /// Dispatches what is readable, one message per call; > 0 while there may be more. Negative
     /// when the connection failed.
-    func process() -> Int32 { sd_bus_process(bus, nil) }
+    public func process() -> Int32 { sd_bus_process(bus, nil) }
 
     /// Calls `handler` with every message that matches `rule` (D-Bus match syntax) from now on,
     /// until the connection closes.
-    func addMatch(_ rule: String, _ handler: @escaping (OpaquePointer) -> Void) throws(SDBusError) {
+    public func addMatch(_ rule: String, _ handler: @escaping (OpaquePointer) -> Void) throws(SDBusError) {
         let box = Unmanaged.passRetained(MessageHandler(handler))
         var slot: OpaquePointer?
         let result = sd_bus_add_match(bus, &slot, rule, SDBus.dispatch, box.toOpaque())
@@ -91,22 +84,29 @@ final class SDBus {
 
     /// Sends a method call; `reply` gets the reply — or the error sd-bus makes up when the
     /// connection closes first — on this connection's thread, in arrival order with signals.
-    func call(path: String, interface: String, member: String, arguments: [String] = [], uint32Arguments: [UInt32] = [],
-              reply: @escaping (OpaquePointer) -> Void) throws(SDBusError) {
+    public func call(path: String, interface: String, member: String, arguments: [String] = [], uint32Arguments: [UInt32] = [],
+                     reply: @escaping (OpaquePointer) -> Void) throws(SDBusError) {
+        try call(path: path, interface: interface, member: member, body: { (writer) throws(SDBusError) in
+            for argument in arguments { try writer.string(argument) }
+            for argument in uint32Arguments { try writer.uint32(argument) }
+        }, reply: reply)
+    }
+
+    /// Sends a method call whose arguments `body` appends in order (containers, variants: a
+    /// `StartTransientUnit` with its properties); `reply` as above. `timeout`: how long sd-bus
+    /// waits for the reply before it makes up a timeout error; nil for its default (25 s).
+    public func call(path: String, interface: String, member: String, timeout: Duration? = nil,
+                     body: (SDBusMessageWriter) throws(SDBusError) -> Void,
+                     reply: @escaping (OpaquePointer) -> Void) throws(SDBusError) {
         var message: OpaquePointer?
         try SDBusError.check(sd_bus_message_new_method_call(bus, &message, destination, path, interface, member),
                              "make a \(member) call")
         defer { sd_bus_message_unref(message) }
-        for argument in arguments {
-            try SDBusError.check(argument.withCString { sd_bus_message_append_basic(message, Int8(UInt8(ascii: "s")), $0) },
-                                 "append to \(member)")
-        }
-        for var argument in uint32Arguments {
-            try SDBusError.check(sd_bus_message_append_basic(message, Int8(UInt8(ascii: "u")), &argument), "append to \(member)")
-        }
+        try body(SDBusMessageWriter(message: message!, member: member))
         let box = Unmanaged.passRetained(MessageHandler(reply))
         var slot: OpaquePointer?
-        let result = sd_bus_call_async(bus, &slot, message, SDBus.dispatch, box.toOpaque(), 0)
+        let microseconds = timeout.map { UInt64($0.components.seconds) * 1_000_000 + UInt64($0.components.attoseconds / 1_000_000_000_000) } ?? 0
+        let result = sd_bus_call_async(bus, &slot, message, SDBus.dispatch, box.toOpaque(), microseconds)
         guard result >= 0 else {
             box.release()
             throw SDBusError(code: result, doing: "send \(member)")
@@ -136,13 +136,18 @@ private final class MessageHandler {
 }
 
 /// A failed sd-bus call, with what was being done.
-struct SDBusError: Error, CustomStringConvertible {
-    let code: Int32
-    let doing: String
+public struct SDBusError: Error, CustomStringConvertible {
+    public let code: Int32
+    public let doing: String
 
-    static func check(_ result: Int32, _ doing: @autoclosure () -> String) throws(SDBusError) {
+    public init(code: Int32, doing: String) {
+        self.code = code
+        self.doing = doing
+    }
+
+    public static func check(_ result: Int32, _ doing: @autoclosure () -> String) throws(SDBusError) {
         if result < 0 { throw SDBusError(code: result, doing: doing()) }
     }
 
-    var description: String { "cannot \(doing): \(String(cString: strerror(-code)))" }
+    public var description: String { "cannot \(doing): \(String(cString: strerror(-code)))" }
 }
