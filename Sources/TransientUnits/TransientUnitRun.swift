@@ -1,0 +1,285 @@
+import CSystemd
+import Foundation
+import RuleActions
+import Synchronization
+import SystemCalls
+import SystemdBus
+
+/// One command as one transient unit, from `StartTransientUnit` to its end, on a thread of its
+/// own (`eventbus.unit`) that owns the run's own sd-bus connection.
+///
+/// ## Why a connection and a thread per run
+/// sd-bus objects are not thread-safe, and a run waits for signals for as long as its command
+/// runs. One connection per run keeps runs apart: the signals it matches are its unit's only,
+/// nothing routes them between runs, and a run that ends closes everything it opened. Opening
+/// a connection costs a socket and an authentication (about a millisecond), small beside a
+/// process start; a thread that sleeps in poll(2) costs no CPU. The async caller only waits
+/// on a continuation: no cooperative thread ever blocks.
+///
+/// ## Race-free
+/// The signals are matched, and `Subscribe` sent, before `StartTransientUnit`: the unit cannot
+/// change before the run hears of it. Its end is its removal (`UnitRemoved`: with
+/// `CollectMode=inactive-or-failed` systemd drops the unit once it is over, right after its
+/// last `PropertiesChanged`), or its state `failed`, or `inactive` after it was seen running or
+/// its main process was seen to exit — never the `inactive` a new unit reports before its start
+/// job ran. The outcome comes from the last values heard: `Result`, `ExecMainCode`,
+/// `ExecMainStatus`, and the start job's result (`JobRemoved`).
+///
+/// ## Cancelling
+/// ``cancel()`` may come from any thread, at any time: before the start (nothing is started:
+/// `stopped`), while the start call is under way (`StopUnit` as soon as it is answered), or
+/// while the unit runs (`StopUnit(name, "replace")`: SIGTERM to its processes, SIGKILL after
+/// `TimeoutStopSec=`). The run then waits for the unit to be gone and reports `stopped`.
+final class TransientUnitRun: @unchecked Sendable {
+    private let spec: CommandSpec
+    private let properties: [(name: String, value: SDBusVariant)]
+    private let endpoint: TransientUnitLauncher.Endpoint
+    private let started: @Sendable (CommandStart) -> Void
+    private let cancelled = Atomic<Bool>(false)
+    /// A pipe: written to wake the thread (a cancel), read by its poll(2).
+    private let wakeDescriptors: (read: Int32, write: Int32)
+
+    // The thread's own.
+    private var bus: SDBus?
+    private var unitPath: String
+    private var jobPath: String?
+    private var jobResult: String?
+    private var startRefusal: String?
+    private var stopSent = false
+    private var stopRefusal: String?
+    private var removed = false
+    private var sawRunning = false
+    private var activeState: String?
+    private var result: String?
+    private var execMainCode: Int?
+    private var execMainStatus: Int?
+    private var mainPID: Int?
+    private var startTold = false
+    private var startInstant: ContinuousClock.Instant?
+    /// After a start job that did not succeed, how long the run waits for the unit's last state.
+    private var failedJobDeadline: ContinuousClock.Instant?
+
+    private static let managerPath = "/org/freedesktop/systemd1"
+    private static let managerInterface = "org.freedesktop.systemd1.Manager"
+
+    init(spec: CommandSpec, properties: [(name: String, value: SDBusVariant)], endpoint: TransientUnitLauncher.Endpoint,
+         started: @escaping @Sendable (CommandStart) -> Void) {
+        self.spec = spec
+        self.properties = properties
+        self.endpoint = endpoint
+        self.started = started
+        unitPath = UnitPath.path(of: spec.unitName)
+        var pipeDescriptors: [Int32] = [-1, -1]
+        if pipe(&pipeDescriptors) != 0 {
+            fatalError("transient unit: no pipe for the run's thread: \(String(cString: strerror(errno)))")
+        }
+        for descriptor in pipeDescriptors {
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(descriptor, F_SETFL, O_NONBLOCK)
+        }
+        wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
+    }
+
+    deinit {
+        close(wakeDescriptors.read)
+        close(wakeDescriptors.write)
+    }
+
+    /// Starts the thread; `finished` gets the outcome on it, once.
+    func start(finished: @escaping @Sendable (CommandOutcome) -> Void) {
+        let thread = Thread { [self] in
+            System.nameCurrentThread("eventbus.unit")
+            let outcome = execute()
+            bus = nil  // closes the connection: its matches and pending calls go with it
+            finished(outcome)
+        }
+        thread.start()
+    }
+
+    /// Stops the command (or keeps it from starting); from any thread.
+    func cancel() {
+        cancelled.store(true, ordering: .releasing)
+        var byte: UInt8 = 1
+        _ = write(wakeDescriptors.write, &byte, 1)
+    }
+
+    // MARK: The thread
+
+    private func execute() -> CommandOutcome {
+        if cancelled.load(ordering: .acquiring) { return CommandOutcome(termination: .stopped, duration: .zero) }
+        let bus: SDBus
+        do throws(SDBusError) {
+            bus = try SDBus.connect(address: endpoint.address, busClient: endpoint.busClient)
+            self.bus = bus
+            let sender = bus.isBusClient ? "sender='org.freedesktop.systemd1'," : ""
+            try bus.addMatch("type='signal',\(sender)interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',path='\(unitPath)'") { [unowned self] in
+                propertiesChanged($0)
+            }
+            for member in ["JobRemoved", "UnitRemoved"] {
+                try bus.addMatch("type='signal',\(sender)path='\(Self.managerPath)',interface='\(Self.managerInterface)',member='\(member)'") { [unowned self] in
+                    managerSignal($0)
+                }
+            }
+            // Without it systemd sends a bus client no unit signals at all.
+            try bus.call(path: Self.managerPath, interface: Self.managerInterface, member: "Subscribe") { _ in }
+            let name = spec.unitName
+            let properties = properties
+            startInstant = .now
+            try bus.call(path: Self.managerPath, interface: Self.managerInterface, member: "StartTransientUnit", body: { (writer) throws(SDBusError) in
+                try writer.string(name)
+                // "fail": refuse rather than replace a job already queued for a unit of this name.
+                try writer.string("fail")
+                try writer.properties(properties)
+                try writer.container("a", "(sa(sv))") { () throws(SDBusError) in }  // no auxiliary units
+            }, reply: { [unowned self] in startAnswered($0) })
+        } catch {
+            return CommandOutcome(termination: .failedToStart("cannot ask systemd at \(endpoint.address) to start \(spec.unitName): \(error)"),
+                                  duration: .zero)
+        }
+
+        while true {
+            // > 0: a message was dispatched, maybe more are waiting; < 0: the connection failed.
+            var dispatched: Int32 = 1
+            while dispatched > 0 { dispatched = bus.process() }
+            if let startRefusal {
+                return CommandOutcome(termination: .failedToStart(startRefusal), duration: .zero)
+            }
+            if let outcome = outcomeIfOver() { return outcome }
+            if dispatched < 0 || !bus.isOpen {
+                let reason = dispatched < 0 ? String(cString: strerror(-dispatched)) : "closed"
+                return CommandOutcome(termination: .failedToStart("lost the connection to systemd at \(endpoint.address) (\(reason)) while \(spec.unitName) ran: it may still run"),
+                                      duration: elapsed)
+            }
+            if cancelled.load(ordering: .acquiring), jobPath != nil, !stopSent { stop(bus) }
+            waitForWork(bus)
+        }
+    }
+
+    private var elapsed: Duration { startInstant.map { ContinuousClock.now - $0 } ?? .zero }
+
+    private func stop(_ bus: SDBus) {
+        stopSent = true
+        do throws(SDBusError) {
+            try bus.call(path: Self.managerPath, interface: Self.managerInterface, member: "StopUnit",
+                         arguments: [spec.unitName, "replace"]) { [unowned self] reply in
+                // Refused (polkit): the unit runs on until it ends or its RuntimeMaxSec= stops it.
+                if let error = SDBusMessageReader(reply).errorName { stopRefusal = error }
+            }
+        } catch {
+            stopRefusal = error.description
+        }
+    }
+
+    private func waitForWork(_ bus: SDBus) {
+        var descriptors = [pollfd(fd: wakeDescriptors.read, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: bus.fileDescriptor, events: Int16(truncatingIfNeeded: bus.events), revents: 0)]
+        var timeout = bus.pollTimeout
+        if let failedJobDeadline {
+            let left = failedJobDeadline - ContinuousClock.now
+            let milliseconds = max(0, Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
+            timeout = timeout < 0 ? milliseconds : min(timeout, milliseconds)
+        }
+        _ = poll(&descriptors, nfds_t(descriptors.count), timeout)
+        var drained = [UInt8](repeating: 0, count: 16)
+        while read(wakeDescriptors.read, &drained, drained.count) > 0 {}
+    }
+
+    // MARK: Messages
+
+    private func startAnswered(_ reply: OpaquePointer) {
+        let reader = SDBusMessageReader(reply)
+        if let error = reader.errorName {
+            startRefusal = "systemd refused to start \(spec.unitName): \(error)"
+        } else {
+            jobPath = reader.objectPath()
+        }
+    }
+
+    private func managerSignal(_ message: OpaquePointer) {
+        let reader = SDBusMessageReader(message)
+        switch reader.member {
+        case "JobRemoved":
+            guard reader.uint32() != nil, let path = reader.objectPath(), path == jobPath || jobPath == nil,
+                  let unit = reader.string(), unit == spec.unitName, let result = reader.string() else { return }
+            // The first job of the unit is its start (a StopUnit's job comes later, and its
+            // result says nothing about how the command ended).
+            if jobResult == nil {
+                jobResult = result
+                if result != "done" { failedJobDeadline = .now + .seconds(10) }
+            }
+        case "UnitRemoved":
+            guard reader.string() == spec.unitName else { return }
+            removed = true
+        default:
+            break
+        }
+    }
+
+    private func propertiesChanged(_ message: OpaquePointer) {
+        let reader = SDBusMessageReader(message)
+        guard reader.path == unitPath, reader.string() != nil, let properties = reader.properties() else { return }
+        if let state = properties["ActiveState"]?.string {
+            activeState = state
+            if ["activating", "active", "deactivating", "reloading"].contains(state) { sawRunning = true }
+        }
+        if let value = properties["Result"]?.string { result = value }
+        if let value = properties["ExecMainCode"]?.integer { execMainCode = value }
+        if let value = properties["ExecMainStatus"]?.integer { execMainStatus = value }
+        for key in ["MainPID", "ExecMainPID"] {
+            if let pid = properties[key]?.integer, pid > 0 { mainPID = pid }
+        }
+        if !startTold, let mainPID {
+            startTold = true
+            started(CommandStart(pid: Int32(clamping: mainPID), unit: spec.unitName))
+        }
+    }
+
+    // MARK: The end
+
+    /// The outcome once the unit is over; nil while it may still run.
+    private func outcomeIfOver() -> CommandOutcome? {
+        let over = removed || activeState == "failed"
+            || (activeState == "inactive" && (sawRunning || (execMainCode ?? 0) != 0))
+        let waitedEnough = failedJobDeadline.map { ContinuousClock.now >= $0 } ?? false
+        guard (over && (jobResult != nil || removed)) || waitedEnough else { return nil }
+        let duration = elapsed
+        if stopSent { return CommandOutcome(termination: .stopped, duration: duration, outputTail: tail()) }
+        if let jobResult, jobResult != "done" {
+            return CommandOutcome(termination: .failedToStart("systemd could not start \(spec.unitName): job \(jobResult)\(failureDetail)"),
+                                  duration: .zero)
+        }
+        if !startTold {
+            startTold = true
+            started(CommandStart(pid: mainPID.map { Int32(clamping: $0) }, unit: spec.unitName))
+        }
+        let termination: CommandOutcome.Termination
+        switch (result, execMainCode) {
+        case ("timeout", _): termination = .timedOut
+        case (_, 1): termination = .exited(Int32(clamping: execMainStatus ?? 0))
+        // CLD_KILLED, CLD_DUMPED: the status is the signal.
+        case (_, 2), (_, 3): termination = .signalled(Int32(clamping: execMainStatus ?? 0))
+        case ("success", _): termination = .exited(0)
+        default: termination = .failedToStart("\(spec.unitName) ended without its main process exiting\(failureDetail)")
+        }
+        return CommandOutcome(termination: termination, duration: duration, outputTail: tail())
+    }
+
+    private func tail() -> [String] { UnitJournalTail.read(unit: spec.unitName, lines: spec.outputTailLines) }
+
+    /// `, result exit-code, status 217/USER`: what systemd said of the unit's failure.
+    private var failureDetail: String {
+        var detail = ""
+        if let result { detail += ", result \(result)" }
+        if let execMainStatus, execMainCode == 1 {
+            detail += ", status \(execMainStatus)" + (Self.exitStatusNames[execMainStatus].map { "/\($0)" } ?? "")
+        }
+        return detail
+    }
+
+    /// systemd's own exit statuses (systemd.exec(5), "Process exit codes") that a rule's command
+    /// meets most: the step of setting up the process that failed, before the program ran.
+    static let exitStatusNames: [Int: String] = [
+        200: "CHDIR", 203: "EXEC", 204: "MEMORY", 209: "STDOUT", 210: "CHROOT", 216: "GROUP", 217: "USER",
+        218: "CAPABILITIES", 226: "NAMESPACE", 228: "SECCOMP", 238: "STATE_DIRECTORY",
+    ]
+}
