@@ -12,7 +12,8 @@ import SystemdBus
 ///
 /// What a unit gets (docs/transient-units.md): `Type=exec` (the start succeeds once the program
 /// was executed, so a missing program or user is a failed start, not an exit status);
-/// `ExecStart=` the argv itself, never through a shell; `User=`, `Group=`,
+/// `ExecStart=` the argv itself, never through a shell (nor through systemd's `$VARIABLE`
+/// expansion); `User=`, `Group=`,
 /// `WorkingDirectory=` (`/` by default), `Environment=`; the standard input
 /// (`StandardInputData=`, then EOF); standard output and error to the journal;
 /// `RuntimeMaxSec=` from the timeout, `TimeoutStopSec=` from the stop grace;
@@ -112,7 +113,10 @@ public final class TransientUnitLauncher: CommandLauncher {
         var properties: [(name: String, value: SDBusVariant)] = [
             ("Description", .string("EventBus rule command \(spec.unitName): \(program)")),
             ("Type", .string("exec")),
-            ("ExecStart", .commands([SDBusExecCommand(path: program, arguments: spec.argv)])),
+            // systemd expands `$NAME`, `${NAME}` and `$$` in every argument when it executes
+            // the command, D-Bus or not: each `$` doubled reaches the program as one, exactly as
+            // the rule wrote it.
+            ("ExecStart", .commands([SDBusExecCommand(path: program, arguments: spec.argv.map { $0.replacingOccurrences(of: "$", with: "$$") })])),
             ("User", .string(spec.user ?? defaultUser)),
             ("WorkingDirectory", .string(spec.workingDirectory ?? "/")),
             ("StandardOutput", .string("journal")),

@@ -244,7 +244,7 @@ final class TransientUnitRun: @unchecked Sendable {
         guard (over && (jobResult != nil || removed)) || waitedEnough else { return nil }
         let duration = elapsed
         if stopSent { return CommandOutcome(termination: .stopped, duration: duration, outputTail: tail()) }
-        if let jobResult, jobResult != "done" {
+        if let jobResult, jobResult != "done", !commandRan {
             return CommandOutcome(termination: .failedToStart("systemd could not start \(spec.unitName): job \(jobResult)\(failureDetail)"),
                                   duration: .zero)
         }
@@ -262,6 +262,19 @@ final class TransientUnitRun: @unchecked Sendable {
         default: termination = .failedToStart("\(spec.unitName) ended without its main process exiting\(failureDetail)")
         }
         return CommandOutcome(termination: termination, duration: duration, outputTail: tail())
+    }
+
+    /// Whether the command itself ran and ended, even if its start job failed: a command that
+    /// exits before systemd saw its execve succeed fails the start job of a `Type=exec` unit,
+    /// but its status is its own. systemd's own statuses for a process it could not set up
+    /// (200–243, systemd.exec(5)) are a failed start; so a command that itself exits with one of
+    /// those that fast is reported as one too.
+    private var commandRan: Bool {
+        switch execMainCode {
+        case 1: !(200...243).contains(execMainStatus ?? 0)
+        case 2, 3: true
+        default: false
+        }
     }
 
     private func tail() -> [String] { UnitJournalTail.read(unit: spec.unitName, lines: spec.outputTailLines) }

@@ -9,7 +9,7 @@ import Testing
 /// from them, read back with sd-bus's own reader — without systemd (the bus is one end of a
 /// socketpair, opened but never authenticated: enough for sd-bus to make and seal messages).
 struct TransientUnitMessageTests {
-    private let spec = CommandSpec(argv: ["/usr/bin/printf", "%s\\n", "two words"], environment: ["EVENTBUS_EVENT": "user.x", "A": "1"],
+    private let spec = CommandSpec(argv: ["/usr/bin/printf", "%s\\n", "two words", "$HOME costs $5"], environment: ["EVENTBUS_EVENT": "user.x", "A": "1"],
                                    standardInput: Array(#"{"name":"user.x"}"#.utf8), user: nil, group: "adm",
                                    timeout: .milliseconds(1500), stopGrace: .seconds(3),
                                    unitProperties: [UnitProperty(name: "MemoryMax", value: "64M"), UnitProperty(name: "CPUQuota", value: "50%")],
@@ -19,7 +19,9 @@ struct TransientUnitMessageTests {
         let properties = try TransientUnitLauncher.unitProperties(for: spec, defaultUser: "nobody").get()
         let byName = Dictionary(properties.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
         #expect(byName["Type"] == .string("exec"))
-        #expect(byName["ExecStart"] == .commands([SDBusExecCommand(path: "/usr/bin/printf", arguments: ["/usr/bin/printf", "%s\\n", "two words"])]))
+        // `$` doubled: systemd would expand `$HOME` itself.
+        #expect(byName["ExecStart"] == .commands([SDBusExecCommand(path: "/usr/bin/printf",
+                                                                   arguments: ["/usr/bin/printf", "%s\\n", "two words", "$$HOME costs $$5"])]))
         #expect(byName["User"] == .string("nobody"), "no user: the launcher's default, never root")
         #expect(byName["Group"] == .string("adm"))
         #expect(byName["WorkingDirectory"] == .string("/"))
@@ -95,7 +97,7 @@ struct TransientUnitMessageTests {
                 var argv: [String] = []
                 while let argument = reader.string() { argv.append(argument) }
                 reader.exit()
-                #expect(argv == spec.argv)
+                #expect(argv == ["/usr/bin/printf", "%s\\n", "two words", "$$HOME costs $$5"])
                 #expect(reader.bool() == false)
                 reader.exit(); reader.exit(); reader.exit()
             } else if let value = try #require(reader.variant()) {
