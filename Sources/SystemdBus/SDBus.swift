@@ -49,6 +49,13 @@ public final class SDBus {
     /// systemd's bus name, for calls: none on a private socket (nothing routes there).
     public var destination: String? { isBusClient ? "org.freedesktop.systemd1" : nil }
 
+    /// This connection's unique name on a message bus (`:1.42`); nil on a private socket.
+    public var uniqueName: String? {
+        var name: UnsafePointer<CChar>?
+        guard sd_bus_get_unique_name(bus, &name) >= 0, let name else { return nil }
+        return String(cString: name)
+    }
+
     public var fileDescriptor: Int32 { sd_bus_get_fd(bus) }
     public var events: Int32 { sd_bus_get_events(bus) }
     public var isOpen: Bool { sd_bus_is_open(bus) > 0 }
@@ -93,13 +100,14 @@ public final class SDBus {
     }
 
     /// Sends a method call whose arguments `body` appends in order (containers, variants: a
-    /// `StartTransientUnit` with its properties); `reply` as above. `timeout`: how long sd-bus
-    /// waits for the reply before it makes up a timeout error; nil for its default (25 s).
-    public func call(path: String, interface: String, member: String, timeout: Duration? = nil,
+    /// `StartTransientUnit` with its properties); `reply` as above. `destination`: another
+    /// service on the bus than systemd (polkit). `timeout`: how long sd-bus waits for the reply
+    /// before it makes up a timeout error; nil for its default (25 s).
+    public func call(path: String, interface: String, member: String, destination: String? = nil, timeout: Duration? = nil,
                      body: (SDBusMessageWriter) throws(SDBusError) -> Void,
                      reply: @escaping (OpaquePointer) -> Void) throws(SDBusError) {
         var message: OpaquePointer?
-        try SDBusError.check(sd_bus_message_new_method_call(bus, &message, destination, path, interface, member),
+        try SDBusError.check(sd_bus_message_new_method_call(bus, &message, destination ?? self.destination, path, interface, member),
                              "make a \(member) call")
         defer { sd_bus_message_unref(message) }
         try body(SDBusMessageWriter(message: message!, member: member))

@@ -7,8 +7,11 @@ public struct TransientUnitError: Error, Sendable, Equatable, CustomStringConver
         case notBooted
         /// No connection to systemd could be made at the address tried.
         case noConnection
-        /// Connected, but systemd did not answer a question about itself.
+        /// Connected, but systemd (or polkit) did not answer.
         case noAnswer
+        /// systemd would refuse this user: not root, and polkit does not allow it to manage
+        /// units (or no polkit runs).
+        case notAllowed
     }
 
     public var code: Code

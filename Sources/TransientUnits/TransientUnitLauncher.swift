@@ -47,14 +47,16 @@ public final class TransientUnitLauncher: CommandLauncher {
     }
 
     /// A launcher when systemd can run units for this process, or why not: PID 1 is not systemd,
-    /// or no connection to it could be made, or it did not answer — naming the address tried.
+    /// no connection to it could be made, it did not answer, or it would refuse this user —
+    /// naming the address tried.
     ///
     /// `address`: nil for the system manager — its private socket `/run/systemd/private` when
-    /// this process is root (no dbus-daemon, no polkit in the path), else the system bus (then
-    /// polkit decides, at each start, whether this user may start units: a refusal is the run's
-    /// ``CommandOutcome/Termination/failedToStart(_:)`` with systemd's words, e.g. "Interactive
-    /// authentication required"). Checks with one synchronous call (systemd's `Version`), so call
-    /// it off the cooperative threads when that matters.
+    /// this process is root (no dbus-daemon, no polkit in the path), else the system bus, where
+    /// polkit decides: a non-root caller is asked about up front (``ManagerAccess``), and should
+    /// polkit change its mind later, a refused start is the run's
+    /// ``CommandOutcome/Termination/failedToStart(_:)`` with systemd's words ("Interactive
+    /// authentication required"). Synchronous (one or two calls, at most 10 s each): call it
+    /// off the cooperative threads when that matters.
     public static func connect(address: String? = nil, defaultUser: String = "nobody") -> Result<TransientUnitLauncher, TransientUnitError> {
         let endpoint: Endpoint
         if let address {
@@ -71,10 +73,7 @@ public final class TransientUnitLauncher: CommandLauncher {
                 endpoint = Endpoint(address: system, busClient: true)
             }
         }
-        switch SystemdVersion.ask(endpoint) {
-        case .success: return .success(TransientUnitLauncher(endpoint: endpoint, defaultUser: defaultUser))
-        case .failure(let error): return .failure(error)
-        }
+        return ManagerAccess.check(endpoint).map { TransientUnitLauncher(endpoint: endpoint, defaultUser: defaultUser) }
     }
 
     /// One problem per property that cannot be a unit property: not in the table, set by the

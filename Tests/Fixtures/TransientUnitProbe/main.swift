@@ -3,11 +3,13 @@
 // run it as root and as eventbus under the real systemd.
 //
 //   transient-unit-probe --unit NAME [--user U] [--group G] [--timeout SECONDS] [--tail LINES]
-//       [--stdin TEXT] [--env NAME=VALUE]... [--property Name=Value]... [--cancel-when PATH] -- PROGRAM ARG...
+//       [--stdin TEXT] [--env NAME=VALUE]... [--property Name=Value]... [--start-when PATH]
+//       [--cancel-when PATH] -- PROGRAM ARG...
 //
 // Lines: {"event":"unavailable","code":…,"message":…} when systemd cannot be used;
-// {"event":"started","pid":…,"unit":…}; {"event":"outcome","termination":"exited|signalled|
+// {"event":"connected"} (with --start-when) once the launcher is made; {"event":"started","pid":…,"unit":…}; {"event":"outcome","termination":"exited|signalled|
 // timedOut|stopped|failedToStart","status":…,"reason":…,"seconds":…,"tail":[…]}.
+// --start-when: the launcher is made (connect) at once, the run starts once PATH exists.
 // --cancel-when: the run is cancelled (as a rule's restart mode does) once PATH exists.
 import Foundation
 import RuleActions
@@ -21,6 +23,7 @@ func emit(_ object: [String: Any]) {
 var arguments = Array(CommandLine.arguments.dropFirst())
 var spec = CommandSpec(argv: [], unitName: "")
 var cancelWhen: String?
+var startWhen: String?
 while let option = arguments.first, option != "--" {
     arguments.removeFirst()
     guard let value = arguments.first else { FileHandle.standardError.write(Data("\(option) needs a value\n".utf8)); exit(64) }
@@ -39,6 +42,7 @@ while let option = arguments.first, option != "--" {
         let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
         spec.unitProperties.append(UnitProperty(name: parts[0], value: parts.count > 1 ? parts[1] : ""))
     case "--cancel-when": cancelWhen = value
+    case "--start-when": startWhen = value
     default: FileHandle.standardError.write(Data("unknown option \(option)\n".utf8)); exit(64)
     }
 }
@@ -52,6 +56,10 @@ case .failure(let error):
     exit(2)
 }
 
+if let startWhen {
+    emit(["event": "connected", "address": launcher.address])
+    while access(startWhen, F_OK) != 0 { try? await Task.sleep(for: .milliseconds(100)) }
+}
 let run = Task {
     await launcher.run(spec) { start in
         emit(["event": "started", "pid": start.pid.map { Int($0) } ?? 0, "unit": start.unit ?? "", "address": launcher.address])
