@@ -112,6 +112,11 @@ extension Production {
                             && (badProperty?["reason"] as? String ?? "").hasPrefix("MemoryMax: 'banana'"),
                             "a bad property never reaches systemd: \(String(describing: badProperty))", in: container)
 
+                // Cancelled at once — before the start, or while systemd answers it: stopped, nothing left.
+                try await succeed("touch /tmp/cancel-now", in: container)
+                let early = try await run("--unit eventbus-rule-probe-12.service --cancel-when /tmp/cancel-now -- /bin/sleep 300", in: container)
+                await check(early?["termination"] as? String == "stopped", "cancelled at once: \(String(describing: early))", in: container)
+
                 let left = try await container.sh("systemctl list-units --all --plain --no-legend 'eventbus-rule-*'").output
                 await check(left.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "every unit is gone: \(left)", in: container)
             }
