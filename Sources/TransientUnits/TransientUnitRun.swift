@@ -18,12 +18,8 @@ import SystemdBus
 ///
 /// ## Race-free
 /// The signals are matched, and `Subscribe` sent, before `StartTransientUnit`: the unit cannot
-/// change before the run hears of it. Its end is its removal (`UnitRemoved`: with
-/// `CollectMode=inactive-or-failed` systemd drops the unit once it is over, right after its
-/// last `PropertiesChanged`), or its state `failed`, or `inactive` after it was seen running or
-/// its main process was seen to exit — never the `inactive` a new unit reports before its start
-/// job ran. The outcome comes from the last values heard: `Result`, `ExecMainCode`,
-/// `ExecMainStatus`, and the start job's result (`JobRemoved`).
+/// change before the run hears of it. What they say, and when the unit is over, is
+/// ``UnitRunState``'s.
 ///
 /// ## Cancelling
 /// ``cancel()`` may come from any thread, at any time: before the start (nothing is started:
@@ -41,19 +37,11 @@ final class TransientUnitRun: @unchecked Sendable {
 
     // The thread's own.
     private var bus: SDBus?
-    private var unitPath: String
-    private var jobPath: String?
-    private var jobResult: String?
+    private let unitPath: String
+    private var state: UnitRunState
     private var startRefusal: String?
     private var stopSent = false
     private var stopRefusal: String?
-    private var removed = false
-    private var sawRunning = false
-    private var activeState: String?
-    private var result: String?
-    private var execMainCode: Int?
-    private var execMainStatus: Int?
-    private var mainPID: Int?
     private var startTold = false
     private var startInstant: ContinuousClock.Instant?
     /// After a start job that did not succeed, how long the run waits for the unit's last state.
@@ -69,6 +57,7 @@ final class TransientUnitRun: @unchecked Sendable {
         self.endpoint = endpoint
         self.started = started
         unitPath = UnitPath.path(of: spec.unitName)
+        state = UnitRunState(unit: spec.unitName)
         var pipeDescriptors: [Int32] = [-1, -1]
         if pipe(&pipeDescriptors) != 0 {
             fatalError("transient unit: no pipe for the run's thread: \(String(cString: strerror(errno)))")
@@ -150,7 +139,7 @@ final class TransientUnitRun: @unchecked Sendable {
                 return CommandOutcome(termination: .failedToStart("lost the connection to systemd at \(endpoint.address) (\(reason)) while \(spec.unitName) ran: it may still run"),
                                       duration: elapsed)
             }
-            if cancelled.load(ordering: .acquiring), jobPath != nil, !stopSent { stop(bus) }
+            if cancelled.load(ordering: .acquiring), state.jobPath != nil, !stopSent { stop(bus) }
             waitForWork(bus)
         }
     }
@@ -191,7 +180,7 @@ final class TransientUnitRun: @unchecked Sendable {
         if let error = reader.errorName {
             startRefusal = "systemd refused to start \(spec.unitName): \(error)"
         } else {
-            jobPath = reader.objectPath()
+            state.jobPath = reader.objectPath()
         }
     }
 
@@ -199,17 +188,13 @@ final class TransientUnitRun: @unchecked Sendable {
         let reader = SDBusMessageReader(message)
         switch reader.member {
         case "JobRemoved":
-            guard reader.uint32() != nil, let path = reader.objectPath(), path == jobPath || jobPath == nil,
-                  let unit = reader.string(), unit == spec.unitName, let result = reader.string() else { return }
-            // The first job of the unit is its start (a StopUnit's job comes later, and its
-            // result says nothing about how the command ended).
-            if jobResult == nil {
-                jobResult = result
-                if result != "done" { failedJobDeadline = .now + .seconds(10) }
-            }
+            guard reader.uint32() != nil, let path = reader.objectPath(), let unit = reader.string(), let result = reader.string() else { return }
+            let failedBefore = state.startJobFailed
+            state.jobRemoved(path: path, unit: unit, result: result)
+            if state.startJobFailed, !failedBefore { failedJobDeadline = .now + .seconds(10) }
         case "UnitRemoved":
-            guard reader.string() == spec.unitName else { return }
-            removed = true
+            guard let unit = reader.string() else { return }
+            state.unitRemoved(unit)
         default:
             break
         }
@@ -218,17 +203,8 @@ final class TransientUnitRun: @unchecked Sendable {
     private func propertiesChanged(_ message: OpaquePointer) {
         let reader = SDBusMessageReader(message)
         guard reader.path == unitPath, reader.string() != nil, let properties = reader.properties() else { return }
-        if let state = properties["ActiveState"]?.string {
-            activeState = state
-            if ["activating", "active", "deactivating", "reloading"].contains(state) { sawRunning = true }
-        }
-        if let value = properties["Result"]?.string { result = value }
-        if let value = properties["ExecMainCode"]?.integer { execMainCode = value }
-        if let value = properties["ExecMainStatus"]?.integer { execMainStatus = value }
-        for key in ["MainPID", "ExecMainPID"] {
-            if let pid = properties[key]?.integer, pid > 0 { mainPID = pid }
-        }
-        if !startTold, let mainPID {
+        state.propertiesChanged(properties)
+        if !startTold, let mainPID = state.mainPID {
             startTold = true
             started(CommandStart(pid: Int32(clamping: mainPID), unit: spec.unitName))
         }
@@ -236,63 +212,21 @@ final class TransientUnitRun: @unchecked Sendable {
 
     // MARK: The end
 
-    /// The outcome once the unit is over; nil while it may still run.
+    /// The outcome once the unit is over; nil while it may still run. After a start job that
+    /// failed, the unit's last state is waited for at most until ``failedJobDeadline``.
     private func outcomeIfOver() -> CommandOutcome? {
-        let over = removed || activeState == "failed"
-            || (activeState == "inactive" && (sawRunning || (execMainCode ?? 0) != 0))
         let waitedEnough = failedJobDeadline.map { ContinuousClock.now >= $0 } ?? false
-        guard (over && (jobResult != nil || removed)) || waitedEnough else { return nil }
-        let duration = elapsed
-        if stopSent { return CommandOutcome(termination: .stopped, duration: duration, outputTail: tail()) }
-        if let jobResult, jobResult != "done", !commandRan {
-            return CommandOutcome(termination: .failedToStart("systemd could not start \(spec.unitName): job \(jobResult)\(failureDetail)"),
-                                  duration: .zero)
+        guard state.isOver || waitedEnough else { return nil }
+        let termination = state.termination(stopRequested: stopSent)
+        if case .failedToStart = termination, state.startJobFailed {
+            return CommandOutcome(termination: termination, duration: .zero)
         }
-        if !startTold {
+        if !startTold, !stopSent {
             startTold = true
-            started(CommandStart(pid: mainPID.map { Int32(clamping: $0) }, unit: spec.unitName))
+            started(CommandStart(pid: state.mainPID.map { Int32(clamping: $0) }, unit: spec.unitName))
         }
-        let termination: CommandOutcome.Termination
-        switch (result, execMainCode) {
-        case ("timeout", _): termination = .timedOut
-        case (_, 1): termination = .exited(Int32(clamping: execMainStatus ?? 0))
-        // CLD_KILLED, CLD_DUMPED: the status is the signal.
-        case (_, 2), (_, 3): termination = .signalled(Int32(clamping: execMainStatus ?? 0))
-        case ("success", _): termination = .exited(0)
-        default: termination = .failedToStart("\(spec.unitName) ended without its main process exiting\(failureDetail)")
-        }
-        return CommandOutcome(termination: termination, duration: duration, outputTail: tail())
-    }
-
-    /// Whether the command itself ran and ended, even if its start job failed: a command that
-    /// exits before systemd saw its execve succeed fails the start job of a `Type=exec` unit,
-    /// but its status is its own. systemd's own statuses for a process it could not set up
-    /// (200–243, systemd.exec(5)) are a failed start; so a command that itself exits with one of
-    /// those that fast is reported as one too.
-    private var commandRan: Bool {
-        switch execMainCode {
-        case 1: !(200...243).contains(execMainStatus ?? 0)
-        case 2, 3: true
-        default: false
-        }
+        return CommandOutcome(termination: termination, duration: elapsed, outputTail: tail())
     }
 
     private func tail() -> [String] { UnitJournalTail.read(unit: spec.unitName, lines: spec.outputTailLines) }
-
-    /// `, result exit-code, status 217/USER`: what systemd said of the unit's failure.
-    private var failureDetail: String {
-        var detail = ""
-        if let result { detail += ", result \(result)" }
-        if let execMainStatus, execMainCode == 1 {
-            detail += ", status \(execMainStatus)" + (Self.exitStatusNames[execMainStatus].map { "/\($0)" } ?? "")
-        }
-        return detail
-    }
-
-    /// systemd's own exit statuses (systemd.exec(5), "Process exit codes") that a rule's command
-    /// meets most: the step of setting up the process that failed, before the program ran.
-    static let exitStatusNames: [Int: String] = [
-        200: "CHDIR", 203: "EXEC", 204: "MEMORY", 209: "STDOUT", 210: "CHROOT", 216: "GROUP", 217: "USER",
-        218: "CAPABILITIES", 226: "NAMESPACE", 228: "SECCOMP", 238: "STATE_DIRECTORY",
-    ]
 }
