@@ -76,6 +76,24 @@ public final class SDBus {
     /// when the connection failed.
     public func process() -> Int32 { sd_bus_process(bus, nil) }
 
+    /// Dispatches, waiting in poll(2), until `answered` holds or `limit` passes — for a caller
+    /// that needs an answer before it goes on (a check at start, a question after reconnecting).
+    /// False when the limit passed or the connection failed first.
+    public func wait(until answered: () -> Bool, within limit: Duration) -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while !answered() {
+            guard ContinuousClock.now < deadline else { return false }
+            var dispatched: Int32 = 1
+            while dispatched > 0, !answered() { dispatched = process() }
+            guard dispatched >= 0, isOpen else { return answered() }
+            if !answered() {
+                var descriptor = pollfd(fd: fileDescriptor, events: Int16(truncatingIfNeeded: events), revents: 0)
+                _ = poll(&descriptor, 1, 100)
+            }
+        }
+        return true
+    }
+
     /// Calls `handler` with every message that matches `rule` (D-Bus match syntax) from now on,
     /// until the connection closes.
     public func addMatch(_ rule: String, _ handler: @escaping (OpaquePointer) -> Void) throws(SDBusError) {

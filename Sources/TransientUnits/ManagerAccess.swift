@@ -93,24 +93,9 @@ enum ManagerAccess {
         }
     }
 
-    /// Dispatches until `answered` or `limit` passes (sd-bus's own call timeout, 25 s, is longer).
     private static func wait(_ bus: SDBus, _ endpoint: TransientUnitLauncher.Endpoint, _ limit: Duration,
                              until answered: () -> Bool) -> Result<Void, TransientUnitError> {
-        let deadline = ContinuousClock.now + limit
-        while !answered() {
-            guard ContinuousClock.now < deadline else {
-                return .failure(TransientUnitError(.noAnswer, "no answer at \(endpoint.address) within \(limit)"))
-            }
-            var dispatched: Int32 = 1
-            while dispatched > 0, !answered() { dispatched = bus.process() }
-            guard dispatched >= 0, bus.isOpen else {
-                return .failure(TransientUnitError(.noAnswer, "the connection at \(endpoint.address) closed before it answered"))
-            }
-            if !answered() {
-                var descriptor = pollfd(fd: bus.fileDescriptor, events: Int16(truncatingIfNeeded: bus.events), revents: 0)
-                _ = poll(&descriptor, 1, 100)
-            }
-        }
-        return .success(())
+        bus.wait(until: answered, within: limit) ? .success(())
+            : .failure(TransientUnitError(.noAnswer, "no answer at \(endpoint.address) within \(limit), or the connection closed"))
     }
 }

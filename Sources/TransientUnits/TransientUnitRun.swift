@@ -43,6 +43,8 @@ final class TransientUnitRun: @unchecked Sendable {
     private var stopSent = false
     private var stopRefusal: String?
     private var startTold = false
+    /// systemd said `UnitRemoved` for the unit: gone, or a reload under way (see managerSignal).
+    private var removalToCheck = false
     private var startInstant: ContinuousClock.Instant?
     /// After a start job that did not succeed, how long the run waits for the unit's last state.
     private var failedJobDeadline: ContinuousClock.Instant?
@@ -96,21 +98,9 @@ final class TransientUnitRun: @unchecked Sendable {
 
     private func execute() -> CommandOutcome {
         if cancelled.load(ordering: .acquiring) { return CommandOutcome(termination: .stopped, duration: .zero) }
-        let bus: SDBus
+        var bus: SDBus
         do throws(SDBusError) {
-            bus = try SDBus.connect(address: endpoint.address, busClient: endpoint.busClient)
-            self.bus = bus
-            let sender = bus.isBusClient ? "sender='org.freedesktop.systemd1'," : ""
-            try bus.addMatch("type='signal',\(sender)interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',path='\(unitPath)'") { [unowned self] in
-                propertiesChanged($0)
-            }
-            for member in ["JobRemoved", "UnitRemoved"] {
-                try bus.addMatch("type='signal',\(sender)path='\(Self.managerPath)',interface='\(Self.managerInterface)',member='\(member)'") { [unowned self] in
-                    managerSignal($0)
-                }
-            }
-            // Without it systemd sends a bus client no unit signals at all.
-            try bus.call(path: Self.managerPath, interface: Self.managerInterface, member: "Subscribe") { _ in }
+            bus = try watch()
             let name = spec.unitName
             let properties = properties
             startInstant = .now
@@ -133,15 +123,131 @@ final class TransientUnitRun: @unchecked Sendable {
             if let startRefusal {
                 return CommandOutcome(termination: .failedToStart(startRefusal), duration: .zero)
             }
+            if removalToCheck, bus.isOpen {
+                removalToCheck = false
+                switch readBack(bus) {
+                case .there(let properties): for set in properties { state.propertiesChanged(set) }
+                case .gone: state.unitRemoved(spec.unitName)
+                case .unclear:
+                    removalToCheck = true
+                    usleep(100_000)
+                    continue
+                }
+            }
             if let outcome = outcomeIfOver() { return outcome }
             if dispatched < 0 || !bus.isOpen {
                 let reason = dispatched < 0 ? String(cString: strerror(-dispatched)) : "closed"
-                return CommandOutcome(termination: .failedToStart("lost the connection to systemd at \(endpoint.address) (\(reason)) while \(spec.unitName) ran: it may still run"),
-                                      duration: elapsed)
+                switch reattach(after: reason) {
+                case .watching(let again): bus = again
+                case .ended(let outcome): return outcome
+                }
+                continue
             }
             if cancelled.load(ordering: .acquiring), state.jobPath != nil, !stopSent { stop(bus) }
             waitForWork(bus)
         }
+    }
+
+    /// A connection with the run's matches in place and `Subscribe` sent.
+    private func watch() throws(SDBusError) -> SDBus {
+        let bus = try SDBus.connect(address: endpoint.address, busClient: endpoint.busClient)
+        self.bus = bus
+        let sender = bus.isBusClient ? "sender='org.freedesktop.systemd1'," : ""
+        try bus.addMatch("type='signal',\(sender)interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',path='\(unitPath)'") { [unowned self] in
+            propertiesChanged($0)
+        }
+        for member in ["JobRemoved", "UnitRemoved"] {
+            try bus.addMatch("type='signal',\(sender)path='\(Self.managerPath)',interface='\(Self.managerInterface)',member='\(member)'") { [unowned self] in
+                managerSignal($0)
+            }
+        }
+        // Without it systemd sends a bus client no unit signals at all.
+        try bus.call(path: Self.managerPath, interface: Self.managerInterface, member: "Subscribe") { _ in }
+        return bus
+    }
+
+    /// The connection closed (systemd re-executed — a systemd upgrade does that —, dbus-daemon
+    /// restarted): connect again (every 100 ms, backing off to 1 s, for up to a minute), watch
+    /// again, and read the unit's state as it is now. The unit is a unit of systemd's, not of
+    /// this connection, so it ran on meanwhile; only what happened while no one listened has to
+    /// be read back. Gone meanwhile: its end was not seen, and the outcome says so.
+    private func reattach(after reason: String) -> Reattached {
+        let lost = "the connection to systemd at \(endpoint.address) closed (\(reason))"
+        let deadline = ContinuousClock.now + .seconds(60)
+        var delay = 100
+        var trouble = reason
+        while true {
+            self.bus = nil
+            if let bus = try? watch() {
+                switch readBack(bus) {
+                case .there(let properties):
+                    for set in properties { state.propertiesChanged(set) }
+                    state.startJobUnseen()
+                    if state.jobPath == nil { state.jobPath = "" }  // it was started: a cancel may stop it
+                    stopSent = false  // a StopUnit sent before may have been lost with the connection: again
+                    return .watching(bus)
+                case .gone:
+                    state.unitRemoved(spec.unitName)
+                    if state.isOver { return .watching(bus) }  // its end was heard before the loss
+                    if state.jobPath == nil && !stopSent {
+                        return .ended(CommandOutcome(termination: .failedToStart("\(lost) before systemd answered the start, and \(spec.unitName) is not there"),
+                                                     duration: .zero))
+                    }
+                    return .ended(CommandOutcome(termination: stopSent ? .stopped
+                                                     : .failedToStart("\(lost), and \(spec.unitName) ended meanwhile: how it ended was not seen"),
+                                                 duration: elapsed, outputTail: tail()))
+                case .unclear(let text):
+                    trouble = text
+                }
+            }
+            guard ContinuousClock.now < deadline else {
+                return .ended(CommandOutcome(termination: .failedToStart("\(lost) and could not be read again within a minute (\(trouble)): \(spec.unitName) may still run"),
+                                             duration: elapsed))
+            }
+            usleep(useconds_t(delay * 1000))
+            delay = min(1000, delay * 2)
+        }
+    }
+
+    private enum ReadBack {
+        /// The unit's Unit and Service properties as they are now.
+        case there([[String: PropertyValue]])
+        /// systemd has no such unit any more (`NoSuchUnit`).
+        case gone
+        /// No clear answer (systemd still starting again, the connection closed again): try again.
+        case unclear(String)
+    }
+
+    /// Asks systemd for the unit (`GetUnit`, which loads nothing: a unit that is gone stays gone)
+    /// and, when it is there, its properties.
+    private func readBack(_ bus: SDBus) -> ReadBack {
+        var unitAnswer: String??
+        var properties: [[String: PropertyValue]] = []
+        do throws(SDBusError) {
+            try bus.call(path: Self.managerPath, interface: Self.managerInterface, member: "GetUnit", arguments: [spec.unitName]) { reply in
+                unitAnswer = .some(SDBusMessageReader(reply).errorName)
+            }
+            guard bus.wait(until: { unitAnswer != nil }, within: .seconds(10)), let answer = unitAnswer else { return .unclear("no answer to GetUnit") }
+            if let error = answer {
+                return error.hasPrefix("org.freedesktop.systemd1.NoSuchUnit") ? .gone : .unclear(error)
+            }
+            for interface in ["org.freedesktop.systemd1.Unit", "org.freedesktop.systemd1.Service"] {
+                try bus.call(path: unitPath, interface: "org.freedesktop.DBus.Properties", member: "GetAll", arguments: [interface]) { reply in
+                    let reader = SDBusMessageReader(reply)
+                    properties.append(reader.errorName == nil ? reader.properties() ?? [:] : [:])
+                }
+            }
+            guard bus.wait(until: { properties.count == 2 }, within: .seconds(10)) else { return .unclear("no answer to GetAll") }
+        } catch {
+            return .unclear(error.description)
+        }
+        return .there(properties)
+    }
+
+    private enum Reattached {
+        case watching(SDBus)
+        /// The run is over: the unit ended unseen, or systemd could not be reached again.
+        case ended(CommandOutcome)
     }
 
     private var elapsed: Duration { startInstant.map { ContinuousClock.now - $0 } ?? .zero }
@@ -193,8 +299,9 @@ final class TransientUnitRun: @unchecked Sendable {
             state.jobRemoved(path: path, unit: unit, result: result)
             if state.startJobFailed, !failedBefore { failedJobDeadline = .now + .seconds(10) }
         case "UnitRemoved":
-            guard let unit = reader.string() else { return }
-            state.unitRemoved(unit)
+            // Not taken at its word: systemd removes every unit from the bus when it reloads or
+            // re-executes and puts them back after. The main loop asks whether it is gone.
+            if reader.string() == spec.unitName { removalToCheck = true }
         default:
             break
         }

@@ -5,8 +5,9 @@ import SystemdBus
 /// over and how it ended: pure state, no D-Bus, so the rules are tested without systemd
 /// (``TransientUnitRun`` feeds it on its thread).
 ///
-/// - The unit is over when systemd removes it (`UnitRemoved`: with
-///   `CollectMode=inactive-or-failed` it goes right after its last `PropertiesChanged`), or
+/// - The unit is over when systemd removes it (with `CollectMode=inactive-or-failed` it goes
+///   right after its last `PropertiesChanged`; `UnitRemoved` alone is no proof — systemd sends
+///   it for every unit when it reloads — so the run asks `GetUnit` before it calls ``unitRemoved(_:)``), or
 ///   reports it `failed`, or `inactive` after it was seen running or its main process was seen to
 ///   exit — never the `inactive` a new unit reports before its start job ran — and the start
 ///   job's end (`JobRemoved`) has been heard (or the unit is gone).
@@ -35,6 +36,13 @@ struct UnitRunState {
     mutating func jobRemoved(path: String, unit: String, result: String) {
         guard unit == self.unit, path == jobPath || jobPath == nil, jobResult == nil else { return }
         jobResult = result
+    }
+
+    /// The connection was lost and made again, and the unit is still there: its start job's
+    /// end may have passed unheard. Marked `unseen`: the end then decides alone whether the
+    /// command ran (``commandRan``).
+    mutating func startJobUnseen() {
+        if jobResult == nil { jobResult = "unseen" }
     }
 
     mutating func unitRemoved(_ name: String) {

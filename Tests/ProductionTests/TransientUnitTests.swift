@@ -12,7 +12,9 @@ extension Production {
         static let probe = "/usr/lib/eventbus/transient-unit-probe"
 
         /// As root (systemd's private socket): the unit is listed while it runs, as its `user:`,
-        /// with the rule's properties; cancelling the run stops it (`StopUnit`) and it is gone.
+        /// with the rule's properties; a second unit of the same name is refused; runs survive
+        /// `systemctl daemon-reload` and `daemon-reexec`; cancelling the run stops it (`StopUnit`)
+        /// and it is gone.
         @Test(.timeLimit(.minutes(8)))
         func aUnitRunsAsItsUserWithItsPropertiesUntilCancelled() async throws {
             try await Container.withInstalled { container in
@@ -46,6 +48,24 @@ extension Production {
                     try await container.sh("journalctl -u \(unit) -o cat").output.contains("running as nobody")
                 }
                 await check(wrote, "its output is in the journal under the unit", in: container)
+
+                // systemd reloaded (it removes every unit from the bus and puts it back) and
+                // re-executed (as a systemd upgrade does; the private socket closes) under two
+                // running units: each run reads its unit back and follows it to its end.
+                try await succeed("""
+                    systemd-run -q --unit=ebprobe-13 sh -c "exec \(Self.probe) --unit eventbus-rule-probe-13.service \
+                      -- /bin/sh -c 'sleep 5; exit 3' > /tmp/probe-13.jsonl 2>&1"
+                    """, in: container)
+                let running = try await poll(seconds: 60) {
+                    try await lines("/tmp/probe-13.jsonl", in: container).contains { $0["event"] as? String == "started" }
+                }
+                await check(running, "the second unit started: \(try await container.sh("cat /tmp/probe-13.jsonl").output)", in: container)
+                try await succeed("systemctl daemon-reload && systemctl daemon-reexec", in: container)
+                let afterReexec = try await outcome("/tmp/probe-13.jsonl", in: container)
+                await check(afterReexec?["termination"] as? String == "exited" && afterReexec?["status"] as? Int == 3,
+                            "its exit is seen across the re-execution: \(String(describing: afterReexec))", in: container)
+                await check(try await lines("/tmp/probe-1.jsonl", in: container).allSatisfy { $0["event"] as? String != "outcome" },
+                            "the first run still waits for its unit: \(try await container.sh("cat /tmp/probe-1.jsonl").output)", in: container)
 
                 try await succeed("touch /tmp/cancel-1", in: container)
                 let outcome = try await outcome("/tmp/probe-1.jsonl", in: container)
