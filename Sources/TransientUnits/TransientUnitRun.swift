@@ -25,7 +25,8 @@ import SystemdBus
 /// ``cancel()`` may come from any thread, at any time: before the start (nothing is started:
 /// `stopped`), while the start call is under way (`StopUnit` as soon as it is answered), or
 /// while the unit runs (`StopUnit(name, "replace")`: SIGTERM to its processes, SIGKILL after
-/// `TimeoutStopSec=`). The run then waits for the unit to be gone and reports `stopped`.
+/// `TimeoutStopSec=`). The run then waits for the unit to be gone and reports `stopped` — unless
+/// systemd refused the stop, and then the unit's own end.
 final class TransientUnitRun: @unchecked Sendable {
     private let spec: CommandSpec
     private let properties: [(name: String, value: SDBusVariant)]
@@ -36,11 +37,12 @@ final class TransientUnitRun: @unchecked Sendable {
     private let wakeDescriptors: (read: Int32, write: Int32)
 
     // The thread's own.
-    private var bus: SDBus?
     private let unitPath: String
     private var state: UnitRunState
     private var startRefusal: String?
     private var stopSent = false
+    /// systemd refused the StopUnit (polkit allowed the start but not the stop): the unit runs
+    /// on until it ends by itself or its RuntimeMaxSec= ends it, and its outcome is that end.
     private var stopRefusal: String?
     private var startTold = false
     /// systemd said `UnitRemoved` for the unit: gone, or a reload under way (see managerSignal).
@@ -80,8 +82,8 @@ final class TransientUnitRun: @unchecked Sendable {
     func start(finished: @escaping @Sendable (CommandOutcome) -> Void) {
         let thread = Thread { [self] in
             System.nameCurrentThread("eventbus.unit")
+            // The connection is closed when execute returns: its matches and calls go with it.
             let outcome = execute()
-            bus = nil  // closes the connection: its matches and pending calls go with it
             finished(outcome)
         }
         thread.start()
@@ -151,7 +153,6 @@ final class TransientUnitRun: @unchecked Sendable {
     /// A connection with the run's matches in place and `Subscribe` sent.
     private func watch() throws(SDBusError) -> SDBus {
         let bus = try SDBus.connect(address: endpoint.address, busClient: endpoint.busClient)
-        self.bus = bus
         let sender = bus.isBusClient ? "sender='org.freedesktop.systemd1'," : ""
         try bus.addMatch("type='signal',\(sender)interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',path='\(unitPath)'") { [unowned self] in
             propertiesChanged($0)
@@ -177,14 +178,15 @@ final class TransientUnitRun: @unchecked Sendable {
         var delay = 100
         var trouble = reason
         while true {
-            self.bus = nil
             if let bus = try? watch() {
                 switch readBack(bus) {
                 case .there(let properties):
                     for set in properties { state.propertiesChanged(set) }
                     state.startJobUnseen()
                     if state.jobPath == nil { state.jobPath = "" }  // it was started: a cancel may stop it
-                    stopSent = false  // a StopUnit sent before may have been lost with the connection: again
+                    // A StopUnit sent before may have been lost with the connection: again.
+                    stopSent = false
+                    stopRefusal = nil
                     return .watching(bus)
                 case .gone:
                     state.unitRemoved(spec.unitName)
@@ -193,7 +195,7 @@ final class TransientUnitRun: @unchecked Sendable {
                         return .ended(CommandOutcome(termination: .failedToStart("\(lost) before systemd answered the start, and \(spec.unitName) is not there"),
                                                      duration: .zero))
                     }
-                    return .ended(CommandOutcome(termination: stopSent ? .stopped
+                    return .ended(CommandOutcome(termination: stopSent && stopRefusal == nil ? .stopped
                                                      : .failedToStart("\(lost), and \(spec.unitName) ended meanwhile: how it ended was not seen"),
                                                  duration: elapsed, outputTail: tail()))
                 case .unclear(let text):
@@ -324,11 +326,11 @@ final class TransientUnitRun: @unchecked Sendable {
     private func outcomeIfOver() -> CommandOutcome? {
         let waitedEnough = failedJobDeadline.map { ContinuousClock.now >= $0 } ?? false
         guard state.isOver || waitedEnough else { return nil }
-        let termination = state.termination(stopRequested: stopSent)
+        let termination = state.termination(stopRequested: stopSent && stopRefusal == nil)
         if case .failedToStart = termination, state.startJobFailed {
             return CommandOutcome(termination: termination, duration: .zero)
         }
-        if !startTold, !stopSent {
+        if !startTold, !stopSent || stopRefusal != nil {
             startTold = true
             started(CommandStart(pid: state.mainPID.map { Int32(clamping: $0) }, unit: spec.unitName))
         }
