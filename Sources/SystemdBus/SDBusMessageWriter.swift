@@ -12,10 +12,6 @@ public struct SDBusMessageWriter {
         try check(value.withCString { sd_bus_message_append_basic(message, Self.code("s"), $0) })
     }
 
-    public func objectPath(_ value: String) throws(SDBusError) {
-        try check(value.withCString { sd_bus_message_append_basic(message, Self.code("o"), $0) })
-    }
-
     /// A `b`: D-Bus booleans are 32-bit.
     public func bool(_ value: Bool) throws(SDBusError) {
         var word: Int32 = value ? 1 : 0
