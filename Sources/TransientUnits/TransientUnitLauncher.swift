@@ -116,13 +116,16 @@ public final class TransientUnitLauncher: CommandLauncher {
             // the command, D-Bus or not: each `$` doubled reaches the program as one, exactly as
             // the rule wrote it.
             ("ExecStart", .commands([SDBusExecCommand(path: program, arguments: spec.argv.map { $0.replacingOccurrences(of: "$", with: "$$") })])),
-            ("User", .string(spec.user ?? defaultUser)),
             ("WorkingDirectory", .string(spec.workingDirectory ?? "/")),
             ("StandardOutput", .string("journal")),
             ("StandardError", .string("journal")),
             ("TimeoutStopUSec", .uint64(Self.microseconds(spec.stopGrace))),
             ("CollectMode", .string("inactive-or-failed")),
         ]
+        // DynamicUser=yes without `user:`: no User=, so systemd makes up a user of the unit's
+        // own (with User=nobody it would run as the real nobody instead).
+        let dynamicUser = spec.unitProperties.contains { $0.name == "DynamicUser" && UnitPropertyTable.boolean($0.value) == true }
+        if let user = spec.user ?? (dynamicUser ? nil : defaultUser) { properties.append(("User", .string(user))) }
         if let group = spec.group { properties.append(("Group", .string(group))) }
         if !spec.environment.isEmpty {
             properties.append(("Environment", .strings(spec.environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })))

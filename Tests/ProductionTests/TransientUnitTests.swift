@@ -118,6 +118,11 @@ extension Production {
                 await check(defaultUser?["termination"] as? String == "exited" && defaultUser?["tail"] as? [String] == ["nobody"],
                             "no user: nobody, not root: \(String(describing: defaultUser))", in: container)
 
+                let dynamic = try await run("--unit eventbus-rule-probe-14.service --property DynamicUser=yes --tail 1 -- /usr/bin/id -un", in: container)
+                let dynamicUser = (dynamic?["tail"] as? [String])?.first ?? ""
+                await check(dynamic?["termination"] as? String == "exited" && !dynamicUser.isEmpty && dynamicUser != "nobody" && dynamicUser != "root",
+                            "DynamicUser=yes: a user of the run's own: \(String(describing: dynamic))", in: container)
+
                 let noUser = try await run("--unit eventbus-rule-probe-6.service --user no-such-user -- /bin/true", in: container)
                 let noUserReason = noUser?["reason"] as? String ?? ""
                 await check(noUser?["termination"] as? String == "failedToStart" && noUserReason.contains("217/USER"),

@@ -36,6 +36,17 @@ struct TransientUnitMessageTests {
         #expect(properties.suffix(2).map(\.name) == ["MemoryMax", "CPUQuotaPerSecUSec"])
     }
 
+    /// DynamicUser=yes without `user:` gets no User=: the default user would be a real one.
+    @Test func aDynamicUserIsNotTheDefaultUser() throws {
+        var dynamic = spec
+        dynamic.unitProperties = [UnitProperty(name: "DynamicUser", value: "yes")]
+        let properties = try TransientUnitLauncher.unitProperties(for: dynamic, defaultUser: "nobody").get()
+        #expect(!properties.contains { $0.name == "User" } && properties.contains { $0.name == "DynamicUser" && $0.value == .bool(true) })
+        dynamic.user = "backup"
+        let named = try TransientUnitLauncher.unitProperties(for: dynamic, defaultUser: "nobody").get()
+        #expect(named.contains { $0.name == "User" && $0.value == .string("backup") })
+    }
+
     @Test func aRelativeProgramOrABadPropertyIsRefusedBeforeSystemdIsAsked() {
         var relative = spec
         relative.argv = ["printf", "x"]
