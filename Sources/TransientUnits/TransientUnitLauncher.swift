@@ -13,9 +13,8 @@ import SystemdBus
 /// What a unit gets (docs/transient-units.md): `Type=exec` (the start succeeds once the program
 /// was executed, so a missing program or user is a failed start, not an exit status);
 /// `ExecStart=` the argv itself, never through a shell (nor through systemd's `$VARIABLE`
-/// expansion); `User=`, `Group=`,
-/// `WorkingDirectory=` (`/` by default), `Environment=`; the standard input
-/// (`StandardInputData=`, then EOF); standard output and error to the journal;
+/// expansion); `User=`, `Group=`, `WorkingDirectory=` (`/` by default), `Environment=`; the
+/// standard input (`StandardInputData=`, then EOF); standard output and error to the journal;
 /// `RuntimeMaxSec=` from the timeout, `TimeoutStopSec=` from the stop grace;
 /// `CollectMode=inactive-or-failed`, so a finished unit is gone at once and its name free; and
 /// the rule's own unit properties (``check(_:)``).
