@@ -106,7 +106,19 @@ let package = Package(
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus"]
+        ),
+        // sd-bus for talking to systemd: one connection, message reading and writing, unit object
+        // paths; shared by the units source and the transient-unit launcher.
+        .target(name: "SystemdBus", dependencies: ["CSystemd"]),
+        // Rules' commands as transient systemd units (StartTransientUnit), for the host's rules.
+        .target(name: "TransientUnits", dependencies: ["RuleActions", "SystemdBus", "CSystemd", "SystemCalls"]),
+        // Runs one command through TransientUnitLauncher and prints what happened as JSON lines:
+        // ProductionTests install it into the container and drive it as root and as eventbus.
+        .executableTarget(
+            name: "transient-unit-probe",
+            dependencies: ["TransientUnits", "RuleActions"],
+            path: "Tests/Fixtures/TransientUnitProbe"
         ),
         // A journal consumer with a persisted position, which the resume tests SIGKILL and restart.
         .executableTarget(
@@ -283,7 +295,13 @@ let package = Package(
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
             name: "EventSourcesTests",
-            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
+            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources", "SystemdBus"]
+        ),
+        // The transient-unit launcher without systemd: the unit property table, `check`, the
+        // refusals. (Against a real systemd: ProductionTests' TransientUnits.)
+        .testTarget(
+            name: "TransientUnitsTests",
+            dependencies: ["TestSupport", "TransientUnits", "RuleActions", "SystemdBus"]
         ),
         // The .deb under a real systemd: a Debian 12 root made by debootstrap (cached in the build
         // folder), booted per test with systemd-nspawn (docs/production-tests.md). Runs the
