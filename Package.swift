@@ -177,6 +177,7 @@ let package = Package(
                 "SystemCalls",
                 "EventBusMetrics",
                 "RuleActions",
+                "TransientUnits",
             ]
         ),
         // Process isolation, both sides' shared part and the host's: the wire format, spawning a

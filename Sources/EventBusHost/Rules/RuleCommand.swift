@@ -20,8 +20,9 @@ enum RuleCommand {
         var reason: String
     }
 
-    static func spec(for action: RunAction, rule: String, run: String, trigger: RuleTriggerEvents,
-                     defaultUser: String?) throws(Refusal) -> CommandSpec {
+    /// Without `user:`, the launcher's default: eventbusd's own user for a child process,
+    /// `nobody` for a transient unit (never root unless the rule says so).
+    static func spec(for action: RunAction, rule: String, run: String, trigger: RuleTriggerEvents) throws(Refusal) -> CommandSpec {
         var argv: [String] = []
         for (index, element) in action.argv.enumerated() {
             let text = element.expand(trigger)
@@ -39,7 +40,7 @@ enum RuleCommand {
             environment[name] = text
         }
         return CommandSpec(argv: argv, environment: environment, standardInput: standardInput(for: trigger),
-                           user: action.user ?? defaultUser, group: action.group, workingDirectory: action.workingDirectory,
+                           user: action.user, group: action.group, workingDirectory: action.workingDirectory,
                            timeout: action.timeout, unitProperties: action.properties, unitName: unitName(rule: rule, run: run))
     }
 

@@ -4,6 +4,7 @@ import Glibc
 import ModuleLoading
 import RuleActions
 import SystemCalls
+import TransientUnits
 import Yams
 
 /// Reads `rules:` lists — the host config's and each `rules.d/*.yaml` file's — into
@@ -341,7 +342,9 @@ enum RuleConfigParser {
         if let properties = fields["properties"] {
             for (key, item) in try properties.mapping() {
                 guard case .scalar(let scalar) = item.node else { throw item.error("expected a value as a unit file would have it") }
-                action.properties.append(UnitProperty(name: key, value: scalar.string))
+                let property = UnitProperty(name: key, value: scalar.string)
+                if let problem = TransientUnitLauncher.check([property]).first { throw item.error(problem) }
+                action.properties.append(property)
             }
         }
         return action

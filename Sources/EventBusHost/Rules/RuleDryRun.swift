@@ -100,7 +100,7 @@ public enum RuleDryRun {
         switch action {
         case .run(let run):
             do {
-                let spec = try RuleCommand.spec(for: run, rule: rule, run: "RUN", trigger: trigger, defaultUser: nil)
+                let spec = try RuleCommand.spec(for: run, rule: rule, run: "RUN", trigger: trigger)
                 var text = "run " + spec.argv.map(quoted).joined(separator: " ")
                 var notes: [String] = []
                 if let user = spec.user { notes.append("user \(user)") }

@@ -5,6 +5,18 @@ import Glibc
 import Logging
 import RuleActions
 import Synchronization
+import TransientUnits
+
+/// `rules_launcher: systemd` without a systemd that will start units: each run fails, saying why.
+struct UnavailableLauncher: CommandLauncher {
+    let kind = "systemd"
+    let supportsUnitProperties = true
+    let reason: String
+
+    func run(_ spec: CommandSpec, started: @escaping @Sendable (CommandStart) -> Void) async -> CommandOutcome {
+        CommandOutcome(termination: .failedToStart(reason), duration: .zero)
+    }
+}
 
 /// Where a rule's `webhook:` actions go: the durable outbox.
 protocol RuleWebhookSink: Sendable {
@@ -48,9 +60,25 @@ final class RuleEngine: @unchecked Sendable {
         self.life = String(UInt32.random(in: 0...UInt32.max), radix: 16)
     }
 
-    /// The launcher `choice` means on this machine, and why when it falls back.
+    /// The launcher `choice` means on this machine. `auto` falls back to child processes when
+    /// no systemd manager will start units for this host, and says why.
     static func launcher(for choice: RulesLauncherChoice, logger: Logger) -> any CommandLauncher {
-        ChildProcessLauncher()
+        switch choice {
+        case .process:
+            return ChildProcessLauncher()
+        case .systemd, .auto:
+            switch TransientUnitLauncher.connect() {
+            case .success(let launcher):
+                logger.info("rules run their commands as transient systemd units (\(launcher.address))")
+                return launcher
+            case .failure(let problem) where choice == .auto:
+                logger.notice("rules run their commands as child processes of eventbusd: \(problem.message)")
+                return ChildProcessLauncher()
+            case .failure(let problem):
+                logger.error("rules_launcher: systemd, but \(problem.message); every run fails until a reload finds systemd")
+                return UnavailableLauncher(reason: problem.message)
+            }
+        }
     }
 
     /// Runs `rules` from now on (see the type's documentation for what changes).
@@ -62,7 +90,6 @@ final class RuleEngine: @unchecked Sendable {
             // (new or changed) uses the new one.
         }
         let launcher = launcher!
-        let defaultUser = getpwuid(geteuid()).map { String(cString: $0.pointee.pw_name) }
         var next: [String: RuleRunner] = [:]
         for rule in rules where rule.enabled {
             if let running = runners[rule.name], running.config == rule {
@@ -71,7 +98,7 @@ final class RuleEngine: @unchecked Sendable {
             }
             runners[rule.name]?.retire()
             let runner = RuleRunner(config: rule, bus: bus, launcher: launcher, webhooks: webhooks, logger: logger,
-                                    life: life, defaultUser: defaultUser, pool: pool)
+                                    life: life, pool: pool)
             runner.activate()
             next[rule.name] = runner
         }

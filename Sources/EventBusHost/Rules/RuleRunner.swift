@@ -29,7 +29,6 @@ final class RuleRunner: @unchecked Sendable {
     /// Names runs: `LIFE-N`, unique across host restarts (transient units of an earlier life
     /// may still be running).
     private let life: String
-    private let defaultUser: String?
     private var subscription: AnyCancellable?
     private var mode: RuleModeState<RuleTriggerEvents>
     private var tasks: [UInt64: Task<Void, Never>] = [:]
@@ -39,7 +38,7 @@ final class RuleRunner: @unchecked Sendable {
     static let mailboxBytes = 16 << 20
 
     init(config: RuleConfig, bus: Bus, launcher: any CommandLauncher, webhooks: (any RuleWebhookSink)?, logger: Logger,
-         life: String, defaultUser: String?, pool: DispatchQueue) {
+         life: String, pool: DispatchQueue) {
         self.config = config
         self.mailbox = Mailbox(label: "rule.\(config.name)", capacity: Self.mailboxCapacity, byteCapacity: Self.mailboxBytes, pool: pool)
         self.bus = bus
@@ -48,7 +47,6 @@ final class RuleRunner: @unchecked Sendable {
         self.recorder = RuleRecorder(bus: bus)
         self.logger = logger
         self.life = life
-        self.defaultUser = defaultUser
         self.mode = RuleModeState(mode: config.mode)
         self.counters = Mutex(RuleStatistics(name: config.name, location: config.location, mode: config.mode.name,
                                              launcher: launcher.kind))
@@ -277,8 +275,7 @@ final class RuleRunner: @unchecked Sendable {
     private func command(_ action: RunAction, step: RuleStep, trigger: RuleTriggerEvents) async -> StepResult {
         let spec: CommandSpec
         do {
-            spec = try RuleCommand.spec(for: action, rule: config.name, run: step.run, trigger: trigger,
-                                        defaultUser: launcher.supportsUnitProperties ? defaultUser : nil)
+            spec = try RuleCommand.spec(for: action, rule: config.name, run: step.run, trigger: trigger)
         } catch {
             recorder.failed(step, reason: error.reason)
             return StepResult(succeeded: false, outcome: "failed")
