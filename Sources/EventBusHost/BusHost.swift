@@ -81,6 +81,7 @@ public final class BusHost: @unchecked Sendable {
         metrics?.attach(modules: { modules.statistics })
         let rules = RuleEngine(bus: bus, logger: logger)
         self.rules = rules
+        metrics?.attach(rules: { rules.statistics })
         self.timers = HeldSources(bus: bus, logger: logger)
         self.watches = HeldSources(bus: bus, logger: logger)
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal

@@ -1,4 +1,5 @@
 import Dispatch
+import EventBusMetrics
 import EventBusKit
 import Foundation
 import Logging
@@ -48,8 +49,10 @@ final class RuleRunner: @unchecked Sendable {
         self.logger = logger
         self.life = life
         self.mode = RuleModeState(mode: config.mode)
-        self.counters = Mutex(RuleStatistics(name: config.name, location: config.location, mode: config.mode.name,
-                                             launcher: launcher.kind))
+        var statistics = RuleStatistics(name: config.name, location: config.location, mode: config.mode.name, launcher: launcher.kind)
+        statistics.durations = DurationHistogram(name: "eventbus_rule_run_duration_seconds", labels: [("rule", config.name)],
+                                                 buckets: RuleStatistics.durationBuckets)
+        self.counters = Mutex(statistics)
     }
 
     var statistics: RuleStatistics {
@@ -218,6 +221,7 @@ final class RuleRunner: @unchecked Sendable {
     // MARK: Actions (in the run's task)
 
     private func perform(_ trigger: RuleTriggerEvents, run: String) async {
+        let start = ContinuousClock.now
         var outcome = "success"
         for (index, action) in config.actions.enumerated() {
             let step = RuleStep(rule: config.name, run: run, action: index + 1, kind: action.kind, trigger: trigger.last.sequence)
@@ -226,7 +230,10 @@ final class RuleRunner: @unchecked Sendable {
             if !result.succeeded { break }  // then: stops at the first action that did not succeed
         }
         let summary = outcome
+        let (seconds, attoseconds) = (ContinuousClock.now - start).components
+        let elapsed = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
         counters.withLock { counters in
+            counters.durations?.recordNanoseconds(elapsed)
             counters.lastRun = (Date(), summary)
             switch summary {
             case "success": counters.succeeded += 1

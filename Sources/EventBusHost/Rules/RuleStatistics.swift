@@ -1,3 +1,4 @@
+import EventBusMetrics
 import Foundation
 
 /// One rule's counters and state, for `eventbus rules` and the metrics. Counted on the rule's
@@ -30,6 +31,23 @@ public struct RuleStatistics: Sendable, Equatable {
     public var queued: Int = 0
     /// When the last run ended, and how ("success", "exit 3", "timeout"…).
     public var lastRun: (time: Date, outcome: String)?
+    /// How long its runs took, start to end of the last action.
+    var durations: DurationHistogram?
+
+    /// Bounds of ``durations``: from a quick `touch` to an hour-long backup.
+    static let durationBuckets: [Duration] = [.milliseconds(10), .milliseconds(50), .milliseconds(250), .seconds(1), .seconds(5),
+                                              .seconds(30), .seconds(120), .seconds(600), .seconds(3600)]
+
+    /// `eventbus_rule_run_duration_seconds`, one histogram per rule.
+    static func durationText(_ rules: [RuleStatistics]) -> String {
+        var text = ""
+        let histograms = rules.compactMap(\.durations)
+        guard !histograms.isEmpty else { return text }
+        text += "# HELP eventbus_rule_run_duration_seconds How long the rule's runs took, from their start to the end of their last action.\n"
+        text += "# TYPE eventbus_rule_run_duration_seconds histogram\n"
+        for histogram in histograms { histogram.emit(into: &text) }
+        return text
+    }
 
     public static func == (lhs: RuleStatistics, rhs: RuleStatistics) -> Bool {
         lhs.name == rhs.name && lhs.fired == rhs.fired && lhs.skipped == rhs.skipped && lhs.runs == rhs.runs
