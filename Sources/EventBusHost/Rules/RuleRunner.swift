@@ -102,6 +102,10 @@ final class RuleRunner: @unchecked Sendable {
             // Never its own records nor its own derived events: a rule cannot trigger itself.
             if event.source == RuleRecorder.source, event.fields["rule"]?.stringValue == name { return false }
             if event.source == derivedSource { return false }
+            if let depth = event.fields[Self.depthField]?.intValue, depth >= Self.maximumDepth {
+                self?.tooDeep(event)
+                return false
+            }
             return conditions.accepts(event)
         }
         var triggers: AnyPublisher<[Event], Never>
@@ -159,6 +163,19 @@ final class RuleRunner: @unchecked Sendable {
     private static func stride(_ duration: Duration) -> DispatchQueue.OCombine.SchedulerTimeType.Stride {
         let (seconds, attoseconds) = duration.components
         return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+    }
+
+    /// The field a derived event carries: how many rules' posts led to it. Rules that post what
+    /// other rules react to could go round for ever (A posts x, B on x posts y, A on y…); a
+    /// rule takes no event ``maximumDepth`` posts deep.
+    static let depthField = "@rule.depth"
+    static let maximumDepth: Int64 = 8
+
+    private func tooDeep(_ event: Event) {
+        counters.withLock { $0.skipped += 1 }
+        recorder.skipped(rule: config.name, mode: config.mode,
+                         reason: "derived \(Self.maximumDepth) rules deep (\(event.source)): rules that post what each other reacts to",
+                         trigger: RuleTriggerEvents([event]))
     }
 
     /// The rule's mailbox dropped events (it could not keep up): counted and announced.
@@ -268,7 +285,8 @@ final class RuleRunner: @unchecked Sendable {
                 recorder.failed(step, reason: "cannot post \"\(name)\": \(HostConfig.message(of: error))")
                 return StepResult(succeeded: false, outcome: "failed")
             }
-            let fields = fieldTemplates.mapValues { FieldValue.string($0.expand(trigger)) }
+            var fields = fieldTemplates.mapValues { FieldValue.string($0.expand(trigger)) }
+            fields[Self.depthField] = .int((trigger.last.fields[Self.depthField]?.intValue ?? 0) + 1)
             let sequence = bus.post(Event(name: name, source: "rule:\(config.name)", fields: fields))
             recorder.finished(step, details: ["outcome": "success", "posted_seq": .int(Int64(sequence))], duration: .zero)
             return StepResult(succeeded: true, outcome: "success")

@@ -354,6 +354,28 @@ import Testing
         await host.stop()
     }
 
+    /// Two rules that post what each other reacts to stop after a bounded number of rounds, and say so.
+    @Test func rulesThatTriggerEachOtherStopAtTheDepthLimit() async throws {
+        let host = try await Host(rules: """
+              - name: ping
+                on: [user.start, user.pong]
+                mode: parallel
+                post: user.ping
+              - name: pong
+                on: user.ping
+                mode: parallel
+                post: user.pong
+            """)
+        _ = try host.post("user.start")
+        let skipped = try await host.waitFor(1, "rule.skipped", of: "ping")
+        #expect(Self.field(skipped[0], "reason")?.stringValue?.contains("8 rules deep") == true, "\(skipped)")
+        try await Task.sleep(for: .milliseconds(300))
+        let fired = try host.record(of: "ping").filter { $0["name"] == "rule.fired" }.count
+        #expect(fired == 4, "ping fires on the start and on pongs of depth 2, 4 and 6")
+        #expect(try host.record(of: "pong").filter { $0["name"] == "rule.fired" }.count == 4)
+        await host.stop()
+    }
+
     /// A reload adds, changes and removes rules; a removed rule's running command goes on to its end.
     @Test func aReloadRetiresARemovedRuleButLetsItsRunningCommandFinish() async throws {
         let host = try await Host(rules: """
