@@ -46,6 +46,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Rules' commands as child processes (process group, teardown) when systemd cannot run them.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        // Rules' webhooks: HTTP/1.1 and TLS, pooled connections, per-request deadlines
+        // (Sources/WebhookOutbox/README.md). SwiftNIO comes with it; named for its types.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
         .executableTarget(
@@ -60,6 +64,18 @@ let package = Package(
         .target(
             name: "RuleActions",
             dependencies: ["SystemCalls", .product(name: "Subprocess", package: "swift-subprocess")]
+        ),
+        // A rule's webhooks: the durable outbox in the state directory and their delivery with
+        // retries (Sources/WebhookOutbox/README.md).
+        .target(
+            name: "WebhookOutbox",
+            dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log"), "SystemCalls"],
+            exclude: ["README.md"]
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
