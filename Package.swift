@@ -77,6 +77,13 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log"), "SystemCalls"],
             exclude: ["README.md"]
         ),
+        // Enqueues webhook deliveries into an outbox folder and waits to be SIGKILLed: the
+        // durability tests' first life.
+        .executableTarget(
+            name: "webhook-outbox-fixture",
+            dependencies: ["WebhookOutbox", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/Fixtures/WebhookOutboxFixture"
+        ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
         .target(name: "ControlProtocol", dependencies: ["SystemCalls"], exclude: ["PROTOCOL.md"]),
@@ -293,6 +300,13 @@ let package = Package(
             name: "NATSBridgeTests",
             dependencies: ["TestSupport", "NATSBridge", "EventFieldCoding", "CNATS", .product(name: "EventBusKit", package: "EventBusKit"),
                            .product(name: "Logging", package: "swift-log")]
+        ),
+        // The webhook outbox against a real HTTP receiver (a Python script, Tests/Fixtures/webhook-receiver)
+        // and a real SIGKILL of a process that enqueued.
+        .testTarget(
+            name: "WebhookOutboxTests",
+            dependencies: ["TestSupport", "WebhookOutbox", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "InMemoryLogging", package: "swift-log")]
         ),
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
