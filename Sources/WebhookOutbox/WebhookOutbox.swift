@@ -140,18 +140,22 @@ public final class WebhookOutbox: Sendable {
     /// until delivered or given up, in this life or the next. False when it was dropped —
     /// the outbox is full, the body is over ``maximumBodySize``, the URL is not http(s) with a
     /// host, a header or the key cannot be sent in HTTP, or the file could not be written —
-    /// counted in ``WebhookStatistics/dropped`` and reported. Any thread; call after ``start()``.
-    /// After ``shutdown(within:)`` began it still stores, for the next life.
+    /// counted in ``WebhookStatistics/dropped`` and reported; also before ``start()`` succeeded.
+    /// Any thread. After ``shutdown(within:)`` began it still stores, for the next life.
     public func enqueue(_ delivery: WebhookDelivery) -> Bool {
         if let refusal = Self.refusal(of: delivery) { return drop(delivery, reason: refusal) }
-        let reserved: (engine: Engine, sequence: UInt64)? = state.withLockedValue { state in
-            precondition(state.phase != .created, "WebhookOutbox.enqueue(_:) before start()")
-            guard let engine = state.engine, state.stored < capacity else { return nil }
+        let reserved: Result<(engine: Engine, sequence: UInt64), Refusal> = state.withLockedValue { state in
+            guard let engine = state.engine else { return .failure(Refusal(reason: "the outbox has not started")) }
+            guard state.stored < capacity else { return .failure(Refusal(reason: "outbox full (\(capacity) deliveries)")) }
             state.stored += 1
             defer { state.nextSequence += 1 }
-            return (engine, state.nextSequence)
+            return .success((engine, state.nextSequence))
         }
-        guard let (engine, sequence) = reserved else { return drop(delivery, reason: "outbox full (\(capacity) deliveries)") }
+        let engine: Engine, sequence: UInt64
+        switch reserved {
+        case .success(let place): (engine, sequence) = place
+        case .failure(let refusal): return drop(delivery, reason: refusal.reason)
+        }
         do {
             try engine.folder.write(delivery, sequence: sequence)
         } catch {
@@ -380,6 +384,10 @@ public final class WebhookOutbox: Sendable {
     /// No CR, LF or NUL: what would split or end a header.
     private static func isFieldValue(_ text: String) -> Bool {
         !text.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }
+    }
+
+    private struct Refusal: Error {
+        var reason: String
     }
 
     private func drop(_ delivery: WebhookDelivery, reason: String) -> Bool {

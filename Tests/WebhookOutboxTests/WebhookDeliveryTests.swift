@@ -127,19 +127,21 @@ import TestSupport
         // Long waits between attempts: the three stay stored while the test looks.
         let (outbox, reports) = makeOutbox(folder.at("outbox"), capacity: 3,
                                            backoff: WebhookBackoff(base: .seconds(600), cap: .seconds(600)))
+        #expect(!outbox.enqueue(delivery("key-early", to: url)))
+        #expect(reports.dropped.map(\.reason) == ["the outbox has not started"])
         try outbox.start()
         let accepted = (0..<5).map { outbox.enqueue(delivery("key-\($0)", to: url)) }
         #expect(accepted == [true, true, true, false, false])
-        #expect(reports.dropped.map(\.id) == ["key-3", "key-4"])
-        #expect(reports.dropped.allSatisfy { $0.reason == "outbox full (3 deliveries)" })
+        #expect(reports.dropped.map(\.id) == ["key-early", "key-3", "key-4"])
+        #expect(reports.dropped.dropFirst().allSatisfy { $0.reason == "outbox full (3 deliveries)" })
         // What could never be sent is dropped before it is stored.
         var large = delivery("key-large", to: url)
         large.body = [UInt8](repeating: 0x61, count: WebhookOutbox.maximumBodySize + 1)
         #expect(!outbox.enqueue(large))
         #expect(!outbox.enqueue(delivery("key-ftp", to: "ftp://127.0.0.1/hook")))
         #expect(!outbox.enqueue(delivery("key-header", to: url, headers: [WebhookHeader(name: "X-Bad", value: "a\r\nb")])))
-        #expect(reports.dropped.count == 5)
-        #expect(outbox.statistics.dropped == 5)
+        #expect(reports.dropped.count == 6)
+        #expect(outbox.statistics.dropped == 6)
         #expect(outbox.statistics.pending == 3)
         // Private: the folder 0700, each file 0600.
         #expect(try permissions(folder.at("outbox")) == 0o700)
