@@ -56,7 +56,11 @@ let package = Package(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "EventFieldCoding", "CNATS",
-                           "EventBusMetrics", "SystemCalls",
+                           "EventBusMetrics", "SystemCalls", "WebhookOutbox",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")]
         ),
         // What a rule's command is and how it runs: the launcher protocol and its child-process
