@@ -67,11 +67,14 @@ import TestSupport
         let receiver = try await WebhookReceiver(in: folder)
         let (outbox, reports) = makeOutbox(folder.at("outbox"))
         try outbox.start()
-        #expect(outbox.enqueue(delivery("key-hang", to: receiver.url("/do/hang,200"), attemptTimeout: .milliseconds(500))))
+        #expect(outbox.enqueue(delivery("key-hang", to: receiver.url("/do/hang,200"), attemptTimeout: .seconds(1))))
         #expect(await eventually { reports.delivered.count == 1 })
-        #expect(reports.retrying.map(\.reason) == ["no answer within 500 ms"])
-        #expect(receiver.requests(key: "key-hang").count == 2)
-        #expect(reports.delivered.first?.attempts == 2)
+        // The second attempt is answered at once — unless a loaded machine keeps it past the
+        // timeout too, which only adds attempts.
+        #expect(reports.retrying.first?.reason == "no answer within 1000 ms")
+        let attempts = try #require(reports.delivered.first?.attempts)
+        #expect(attempts >= 2)
+        #expect(receiver.requests(key: "key-hang").count == attempts)
         await outbox.shutdown(within: .seconds(5))
     }
 
