@@ -7,7 +7,7 @@ import NIOPosix
 import SystemCalls
 
 /// Rules' webhooks, delivered at least once across restarts and SIGKILLs: each accepted
-/// delivery is a file in `directory` until a receiver answered 2xx or the outbox gave up on it.
+/// delivery is in the log in `directory` until a receiver answered 2xx or the outbox gave up on it.
 ///
 /// **What is retried.** 2xx is delivered; 408, 429 and 5xx, refused and reset connections and
 /// an attempt with no answer within the delivery's `attemptTimeout` are retried; other 4xx and
@@ -25,19 +25,20 @@ import SystemCalls
 /// holds one slot until the attempt's timeout, then waits its backoff without one — it costs
 /// retries, never an enqueue, another delivery's slot beyond its own or a host thread.
 ///
-/// **Threads.** ``enqueue(_:)`` writes and syncs the delivery's file on the caller's thread (any
-/// thread; enqueues at the same time share the folder's sync) and takes the outbox's lock only
-/// to count and queue. Everything else — starting attempts, their connections (AsyncHTTPClient,
-/// HTTP/1.1 or HTTP/2 over TLS), answers, timers for retries, removing done files, reports — runs
+/// **Threads.** ``enqueue(_:)`` appends the delivery to the log and waits for its sync on the
+/// caller's thread (any thread; enqueues at the same time share one sync) and takes the outbox's
+/// lock only to count and queue. Everything else — starting attempts, their connections (AsyncHTTPClient,
+/// HTTP/1.1 or HTTP/2 over TLS), answers, timers for retries, done records, reports — runs
 /// on the outbox's own event loop: one thread (`webhook-outbox`) of a SwiftNIO group the outbox
 /// starts in ``start()`` and shares with nobody, so a flood of webhooks never takes a Dispatch or
 /// cooperative thread. ``shutdown(within:)`` is awaited from any task.
 ///
-/// **Files.** One per delivery, written atomically and checksummed ([OutboxFolder](OutboxFolder.swift));
-/// the folder is 0700, the files 0600.
+/// **Disk.** An append-only log in segments with group commit, a length and CRC-32 per record,
+/// compacted as it goes and at each start ([OutboxLog](OutboxLog.swift)); the folder is 0700,
+/// the segments 0600.
 public final class WebhookOutbox: Sendable {
     /// The largest body ``enqueue(_:)`` accepts: 1 MiB. A webhook is a notice, not a transfer,
-    /// and `capacity` files of this size must fit the state directory.
+    /// and `capacity` deliveries of this size must fit the state directory.
     public static let maximumBodySize = 1 << 20
     /// How many of an answer's last body bytes ``WebhookReport/delivered(_:status:attempts:duration:responseTail:)`` carries.
     public static let responseTailBytes = 512
@@ -50,9 +51,9 @@ public final class WebhookOutbox: Sendable {
     private let report: @Sendable (WebhookReport) -> Void
     private let state = NIOLockedValueBox(State())
 
-    /// What ``start()`` makes: the folder, the event loop and the client on it.
+    /// What ``start()`` makes: the log, the event loop and the client on it.
     private struct Engine: Sendable {
-        let folder: OutboxFolder
+        let log: OutboxLog
         let group: MultiThreadedEventLoopGroup
         let loop: any EventLoop
         let client: HTTPClient
@@ -72,7 +73,7 @@ public final class WebhookOutbox: Sendable {
         var engine: Engine?
         var nextSequence: UInt64 = 1
         /// Deliveries on disk and not done (``WebhookStatistics/pending``): counted against the
-        /// capacity from before their file is written.
+        /// capacity from before their record is written.
         var stored = 0
         /// Waiting for a slot, oldest first.
         var ready = CircularBuffer<Entry>()
@@ -102,14 +103,14 @@ public final class WebhookOutbox: Sendable {
         self.report = report
     }
 
-    /// Creates the folder (0700), reads what a previous life left — removing half-written
-    /// `.tmp` files, setting aside and logging files that are not whole deliveries — and starts
+    /// Creates the folder (0700), reads what a previous life left — ignoring a record the last
+    /// write of that life did not finish, logging and setting aside a damaged segment — and starts
     /// delivering it, oldest first, reporting ``WebhookReport/recovered(count:)`` when there was
     /// any. Call once; call ``shutdown(within:)`` at the end whether or not this succeeded.
     public func start() throws(WebhookOutboxError) {
         precondition(state.withLockedValue { $0.phase } == .created, "WebhookOutbox.start() called twice or after shutdown")
-        let folder = try OutboxFolder(path: directory, logger: logger)
-        let found = try folder.recover(logger: logger)
+        let log = try OutboxLog(path: directory, logger: logger)
+        let (found, highestSequence) = try log.recover()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         loop.execute { System.nameCurrentThread("webhook-outbox") }
@@ -121,12 +122,12 @@ public final class WebhookOutbox: Sendable {
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
         configuration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroup: group, configuration: configuration, backgroundActivityLogger: logger)
-        let engine = Engine(folder: folder, group: group, loop: loop, client: client)
+        let engine = Engine(log: log, group: group, loop: loop, client: client)
         state.withLockedValue { state in
             state.engine = engine
             state.phase = .running
             state.stored = found.count
-            state.nextSequence = (found.last?.sequence ?? 0) + 1
+            state.nextSequence = highestSequence + 1
             for stored in found { state.ready.append(Entry(sequence: stored.sequence, delivery: stored.delivery)) }
         }
         if !found.isEmpty {
@@ -139,7 +140,7 @@ public final class WebhookOutbox: Sendable {
     /// Stores `delivery` and returns true once it is durable on disk: from then on it is sent
     /// until delivered or given up, in this life or the next. False when it was dropped —
     /// the outbox is full, the body is over ``maximumBodySize``, the URL is not http(s) with a
-    /// host, a header or the key cannot be sent in HTTP, or the file could not be written —
+    /// host, a header or the key cannot be sent in HTTP, or the log could not be written —
     /// counted in ``WebhookStatistics/dropped`` and reported; also before ``start()`` succeeded.
     /// Any thread. After ``shutdown(within:)`` began it still stores, for the next life.
     public func enqueue(_ delivery: WebhookDelivery) -> Bool {
@@ -157,7 +158,7 @@ public final class WebhookOutbox: Sendable {
         case .failure(let refusal): return drop(delivery, reason: refusal.reason)
         }
         do {
-            try engine.folder.write(delivery, sequence: sequence)
+            try engine.log.append(delivery, sequence: sequence)
         } catch {
             state.withLockedValue { $0.stored -= 1 }
             logger.error("webhook outbox cannot store a delivery: \(error)", metadata: ["rule": "\(delivery.rule)", "id": "\(delivery.id)"])
@@ -268,7 +269,7 @@ public final class WebhookOutbox: Sendable {
         var outcome: WebhookReport?
         switch verdict {
         case .retry where stopping:
-            // Cancelled by the shutdown, or failed during it: the file stays for the next life.
+            // Cancelled by the shutdown, or failed during it: it stays pending for the next life.
             outcome = nil
         case .delivered(let status):
             remove(entry, from: engine)
@@ -301,7 +302,7 @@ public final class WebhookOutbox: Sendable {
                     self.retryDue(entry)
                 }
             default:
-                // The shutdown began since: the file stays for the next life.
+                // The shutdown began since: it stays pending for the next life.
                 outcome = nil
             }
             guard state.phase == .stopping, state.busy == 0 else { return (outcome, nil) }
@@ -332,11 +333,9 @@ public final class WebhookOutbox: Sendable {
         if queued { startAttempts() }
     }
 
-    /// Removes a done delivery's file; one that cannot be removed is sent again by the next life.
+    /// Records a delivery done in the log.
     private func remove(_ entry: Entry, from engine: Engine) {
-        do { try engine.folder.remove(entry.sequence) } catch {
-            logger.error("webhook outbox cannot remove a done delivery; the next start sends it again: \(error)")
-        }
+        engine.log.markDone(entry.sequence)
     }
 
     // MARK: - Requests

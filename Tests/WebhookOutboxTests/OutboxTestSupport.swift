@@ -20,9 +20,10 @@ func delivery(_ id: String, to url: String, body: String = #"{"event":"test"}"#,
                     attemptTimeout: attemptTimeout, maxAttempts: maxAttempts)
 }
 
-/// The outbox's delivery files in `folder` (not `.tmp`, not `.corrupt`).
-func storedFiles(_ folder: String) -> [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(".webhook") }.sorted()
+/// The ids of the deliveries pending in the log in `folder`, in enqueue order (read without
+/// changing anything).
+func pendingOnDisk(_ folder: String) throws -> [String] {
+    try OutboxLog.read(folder).pending.sorted { $0.key < $1.key }.map(\.value.id)
 }
 
 /// A logger whose messages the test can read back: swift-log's in-memory handler, at every level.

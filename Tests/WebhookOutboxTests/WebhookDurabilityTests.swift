@@ -50,7 +50,7 @@ import TestSupport
         #expect(keys == Set(acknowledged))
         #expect(Set(receiver.requests.map(\.body)).count == count)
         #expect(outbox.statistics.delivered == count && outbox.statistics.pending == 0)
-        #expect(storedFiles(folder.at("outbox")).isEmpty)
+        #expect(try pendingOnDisk(folder.at("outbox")).isEmpty)
         await outbox.shutdown(within: .seconds(5))
     }
 
@@ -70,49 +70,56 @@ import TestSupport
         #expect(await eventually { reports.delivered.count == recovered })
         #expect(Set(acknowledged).isSubset(of: Set(receiver.requests.compactMap(\.key))))
         #expect(!log.entries.contains { $0.level == .error }, "\(log.entries.map(\.message))")
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: folder.at("outbox"))) ?? []).isEmpty)
+        #expect(try pendingOnDisk(folder.at("outbox")).isEmpty)
         await outbox.shutdown(within: .seconds(5))
     }
 
-    @Test func tornAndCorruptFilesAreSetAsideWithALog() async throws {
+    /// The last write of a life cut short (a torn tail) is ignored with a notice; a segment
+    /// damaged in its middle keeps the records before the damage, is logged as an error and set
+    /// aside — the loader never traps.
+    @Test func tornAndDamagedSegmentsAreReadUpToTheDamageWithALog() async throws {
         let folder = try TemporaryDirectory("webhook")
         let outboxFolder = folder.at("outbox")
         let port = try NATSServer.freePort()
-        // A first life stores one delivery (to a port nobody listens on) and stops.
+        // A first life stores three deliveries (to a port nobody listens on) and stops.
         let (first, _) = makeOutbox(outboxFolder, backoff: WebhookBackoff(base: .seconds(600), cap: .seconds(600)))
         try first.start()
-        #expect(first.enqueue(delivery("key-whole", to: "http://127.0.0.1:\(port)/hook")))
+        for index in 0..<3 { #expect(first.enqueue(delivery("key-\(index)", to: "http://127.0.0.1:\(port)/hook"))) }
         await first.shutdown(within: .seconds(5))
-        let whole = try #require(storedFiles(outboxFolder).first)
-        let bytes = try #require(FileManager.default.contents(atPath: outboxFolder + "/" + whole))
-        // Beside it: a torn copy, one with a flipped byte, garbage, an empty file, a .tmp.
-        var flipped = bytes
-        flipped[flipped.count - 5] ^= 0x20
-        let damaged: [(String, Data)] = [("00000000000000000100.webhook", bytes.prefix(bytes.count - 7)),
-                                         ("00000000000000000101.webhook", flipped),
-                                         ("00000000000000000102.webhook", Data("{\"id\":".utf8)),
-                                         ("00000000000000000103.webhook", Data()),
-                                         ("00000000000000000104.webhook.tmp", bytes.prefix(20))]
-        for (name, content) in damaged {
-            #expect(FileManager.default.createFile(atPath: outboxFolder + "/" + name, contents: content))
+        let segments = try FileManager.default.contentsOfDirectory(atPath: outboxFolder).sorted()
+        let segment = try #require(segments.last)
+        let bytes = try #require(FileManager.default.contents(atPath: outboxFolder + "/" + segment))
+        // The torn tail: the first 20 bytes of another record appended to the segment.
+        try (bytes + bytes.prefix(20)).write(to: URL(fileURLWithPath: outboxFolder + "/" + segment))
+        // A newer segment damaged in its middle: its first record whole, then a flipped byte in
+        // the second, then the third.
+        let records = LogRecord.decode(Array(bytes)).records
+        #expect(records.count == 3)
+        var damaged = try records.prefix(3).enumerated().map { index, record -> [UInt8] in
+            guard case .add(_, var delivery) = record else { return [] }
+            delivery.id = "later-\(index)"
+            return try LogRecord.add(sequence: 100 + UInt64(index), delivery: delivery).encoded()
         }
+        damaged[1][damaged[1].count - 3] ^= 0x20
+        let damagedName = String(format: "%020d.log", 90)
+        #expect(FileManager.default.createFile(atPath: outboxFolder + "/" + damagedName, contents: Data(damaged.joined())))
 
         let receiver = try await WebhookReceiver(in: folder, port: port)
         let (logger, log) = recordingLogger()
         let (outbox, reports) = makeOutbox(outboxFolder, logger: logger)
         try outbox.start()
-        #expect(reports.recovered == [1])
-        #expect(await eventually { reports.delivered.count == 1 })
-        #expect(receiver.requests.compactMap(\.key) == ["key-whole"])
-        let skipped = log.entries.filter { $0.level == .error }.map(\.message.description)
-        #expect(skipped.count == 4, "\(skipped)")
-        #expect(skipped.allSatisfy { $0.hasPrefix("webhook outbox file skipped: ") })
-        #expect(skipped.contains { $0.contains("(torn)") })
-        #expect(skipped.contains { $0.contains("checksum mismatch") })
-        let left = try FileManager.default.contentsOfDirectory(atPath: outboxFolder).sorted()
-        #expect(left == ["00000000000000000100.webhook.corrupt", "00000000000000000101.webhook.corrupt",
-                         "00000000000000000102.webhook.corrupt", "00000000000000000103.webhook.corrupt"])
-        #expect(outbox.statistics.pending == 0)
+        #expect(reports.recovered == [4])
+        #expect(await eventually { reports.delivered.count == 4 })
+        #expect(Set(receiver.requests.compactMap(\.key)) == ["key-0", "key-1", "key-2", "later-0"])
+        let notices = log.entries.filter { $0.level == .notice }.map(\.message.description)
+        #expect(notices.contains { $0.contains("\(segment) ends in a write the previous life did not finish") }, "\(notices)")
+        let errors = log.entries.filter { $0.level == .error }.map(\.message.description)
+        #expect(errors.count == 1, "\(errors)")
+        #expect(errors.first?.contains("\(damagedName) is damaged (a record whose checksum does not match") == true)
+        let left = try FileManager.default.contentsOfDirectory(atPath: outboxFolder)
+        #expect(left.contains(damagedName + ".corrupt"))
+        #expect(!left.contains(segment))
+        #expect(try pendingOnDisk(outboxFolder).isEmpty)
         await outbox.shutdown(within: .seconds(5))
     }
 }
