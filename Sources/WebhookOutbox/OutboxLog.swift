@@ -55,6 +55,7 @@ final class OutboxLog: @unchecked Sendable {
     private var syncing = false
     /// A write failed and could not be undone: the next append begins a new segment.
     private var mustRotate = false
+    private var closed = false
 
     private struct Segment {
         let number: UInt64
@@ -93,11 +94,28 @@ final class OutboxLog: @unchecked Sendable {
         guard directory >= 0 else {
             throw WebhookOutboxError(.folder, "cannot open \(path): \(String(cString: strerror(errno)))")
         }
+        // Two outboxes on one log — a second process, or a new outbox before the old one's
+        // shutdown — would each compact away what the other appends.
+        guard flock(directory, LOCK_EX | LOCK_NB) == 0 else {
+            let reason = errno == EWOULDBLOCK ? "another outbox has it open" : String(cString: strerror(errno))
+            Glibc.close(directory)
+            throw WebhookOutboxError(.inUse, "cannot use \(path): \(reason)")
+        }
     }
 
-    deinit {
-        for segment in segments { close(segment.descriptor) }
-        close(directory)
+    deinit { close() }
+
+    /// Closes the segments and the folder, letting another outbox open it; appends fail from now on.
+    func close() {
+        condition.lock()
+        defer { condition.unlock() }
+        while syncing { condition.wait() }
+        guard !closed else { return }
+        closed = true
+        for segment in segments { Glibc.close(segment.descriptor) }
+        segments = []
+        location = [:]
+        Glibc.close(directory)
     }
 
     func file(_ number: UInt64) -> String {
@@ -194,6 +212,7 @@ final class OutboxLog: @unchecked Sendable {
         let record = try LogRecord.add(sequence: sequence, delivery: delivery).encoded()
         condition.lock()
         do {
+            guard !closed else { throw System.CallError(call: "append", path: path, errno: EBADF) }
             try rotateIfNeeded(adding: record.count)
             try write(record)
         } catch {
@@ -238,7 +257,7 @@ final class OutboxLog: @unchecked Sendable {
     }
 
     private func doneLocked(_ sequence: UInt64) {
-        guard let number = location.removeValue(forKey: sequence) else { return }
+        guard !closed, let number = location.removeValue(forKey: sequence) else { return }
         do {
             try rotateIfNeeded(adding: LogRecord.headerSize + 9)
             try write(LogRecord.done(sequence: sequence).encoded())
@@ -278,17 +297,21 @@ final class OutboxLog: @unchecked Sendable {
         let segment = try createSegment(newest.number + 1)
         segments.append(segment)
         mustRotate = false
-        // What is pending in the oldest segment moves into the new one, for the oldest to go.
+        // What is pending in the oldest segment is copied into the new one, for the oldest to go.
+        // It counts as moved only once the copies are synced: until then the oldest stays, and a
+        // copy that a crash keeps beside its original is the same delivery under the same number.
         if segments.count > 2, segments[0].pending > 0 {
             let oldest = segments[0].number
             let (records, _) = LogRecord.decode(try System.readFile(file(oldest)))
+            var moved: [UInt64] = []
             for case .add(let sequence, let delivery) in records where location[sequence] == oldest {
                 try write(LogRecord.add(sequence: sequence, delivery: delivery).encoded())
-                location[sequence] = segment.number
-                segments[0].pending -= 1
-                segments[segments.count - 1].pending += 1
+                moved.append(sequence)
             }
             _ = try System.call("fdatasync", file(segment.number)) { fdatasync(segment.descriptor) }
+            for sequence in moved { location[sequence] = segment.number }
+            segments[0].pending -= moved.count
+            segments[segments.count - 1].pending += moved.count
         }
         removeDoneSegments()
     }
@@ -298,7 +321,7 @@ final class OutboxLog: @unchecked Sendable {
         let name = file(number)
         let descriptor = try System.call("open", name) { open(name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o600) }
         do { _ = try System.call("fsync", path) { fsync(directory) } } catch {
-            close(descriptor)
+            Glibc.close(descriptor)
             unlink(name)
             throw error
         }
@@ -309,7 +332,7 @@ final class OutboxLog: @unchecked Sendable {
     /// first: a done record always sits in a segment newer than its stored record.
     private func removeDoneSegments() {
         while segments.count > 1, segments[0].pending == 0 {
-            close(segments[0].descriptor)
+            Glibc.close(segments[0].descriptor)
             unlink(file(segments[0].number))
             segments.removeFirst()
         }

@@ -141,11 +141,13 @@ public final class WebhookOutbox: Sendable {
     /// until delivered or given up, in this life or the next. False when it was dropped —
     /// the outbox is full, the body is over ``maximumBodySize``, the URL is not http(s) with a
     /// host, a header or the key cannot be sent in HTTP, or the log could not be written —
-    /// counted in ``WebhookStatistics/dropped`` and reported; also before ``start()`` succeeded.
-    /// Any thread. After ``shutdown(within:)`` began it still stores, for the next life.
+    /// counted in ``WebhookStatistics/dropped`` and reported; also before ``start()`` succeeded
+    /// and once ``shutdown(within:)`` has returned. Any thread. While the shutdown runs it still
+    /// stores, for the next life.
     public func enqueue(_ delivery: WebhookDelivery) -> Bool {
         if let refusal = Self.refusal(of: delivery) { return drop(delivery, reason: refusal) }
         let reserved: Result<(engine: Engine, sequence: UInt64), Refusal> = state.withLockedValue { state in
+            guard state.phase != .stopped else { return .failure(Refusal(reason: "the outbox has stopped")) }
             guard let engine = state.engine else { return .failure(Refusal(reason: "the outbox has not started")) }
             guard state.stored < capacity else { return .failure(Refusal(reason: "outbox full (\(capacity) deliveries)")) }
             state.stored += 1
@@ -175,7 +177,8 @@ public final class WebhookOutbox: Sendable {
 
     /// Stops: no new attempt starts, waits to retry are cancelled, attempts in flight get until
     /// `within` to end and are then cancelled. What was not delivered stays on disk for the next
-    /// life. Then the connections and the event loop are closed. A second call returns at once.
+    /// life. Then the connections, the event loop and the log are closed, and another outbox may
+    /// open the folder. A second call returns at once.
     public func shutdown(within: Duration) async {
         let stopping: (engine: Engine, timers: [Scheduled<Void>])? = state.withLockedValue { state in
             guard state.phase == .running, let engine = state.engine else {
@@ -205,6 +208,7 @@ public final class WebhookOutbox: Sendable {
             logger.warning("webhook outbox: stopping its event loop: \(error)")
         }
         state.withLockedValue { $0.phase = .stopped }
+        engine.log.close()
     }
 
     /// The counts of this life, and what is pending now.

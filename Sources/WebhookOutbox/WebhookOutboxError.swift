@@ -5,6 +5,8 @@ public struct WebhookOutboxError: Error, Sendable, Equatable, CustomStringConver
         case folder
         /// Its entries could not be listed.
         case listing
+        /// Another outbox, in this process or another, has the folder open.
+        case inUse
     }
 
     public var code: Code

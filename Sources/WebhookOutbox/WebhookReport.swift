@@ -16,7 +16,7 @@ public enum WebhookReport: Sendable {
     /// or the last of `maxAttempts` failed. It is done in the log too.
     case failed(WebhookDelivery, reason: String, attempts: Int)
     /// Not accepted by ``WebhookOutbox/enqueue(_:)``: the outbox is full, the body too large, the
-    /// URL not http(s), the outbox not started, or the log could not be written. Nothing was stored.
+    /// URL not http(s), the outbox not started or stopped, or the log could not be written. Nothing was stored.
     case dropped(WebhookDelivery, reason: String)
     /// ``WebhookOutbox/start()`` found this many deliveries a previous life left and sends them
     /// (told only when there were some).

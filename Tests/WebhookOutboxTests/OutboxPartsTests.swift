@@ -76,6 +76,7 @@ import TestSupport
         }
         #expect(most <= 3)
         #expect(try pendingOnDisk(folder.path) == ["key-3"])
+        log.close()
         let next = try OutboxLog(path: folder.path, logger: Logger(label: "test"), segmentLimit: 4096)
         let recovered = try next.recover()
         #expect(recovered.deliveries.map(\.delivery.id) == ["key-3"])

@@ -74,6 +74,31 @@ import TestSupport
         await outbox.shutdown(within: .seconds(5))
     }
 
+    /// One folder, one outbox at a time: a second one would compact away what the first appends.
+    @Test func aSecondOutboxOnTheFolderIsRefusedUntilTheFirstStops() async throws {
+        let folder = try TemporaryDirectory("webhook")
+        let url = "http://127.0.0.1:\(try NATSServer.freePort())/hook"
+        let (first, firstReports) = makeOutbox(folder.at("outbox"), backoff: WebhookBackoff(base: .seconds(600), cap: .seconds(600)))
+        try first.start()
+        #expect(first.enqueue(delivery("key-first", to: url)))
+        let (second, secondReports) = makeOutbox(folder.at("outbox"))
+        do {
+            try second.start()
+            Issue.record("a second outbox started on a folder the first has open")
+        } catch {
+            #expect(error.code == .inUse)
+        }
+        await first.shutdown(within: .seconds(5))
+        #expect(!first.enqueue(delivery("key-late", to: url)))
+        #expect(firstReports.dropped.map(\.reason) == ["the outbox has stopped"])
+        let (third, thirdReports) = makeOutbox(folder.at("outbox"), backoff: WebhookBackoff(base: .seconds(600), cap: .seconds(600)))
+        try third.start()
+        #expect(thirdReports.recovered == [1])
+        #expect(secondReports.value.isEmpty)
+        await second.shutdown(within: .seconds(1))
+        await third.shutdown(within: .seconds(5))
+    }
+
     /// The last write of a life cut short (a torn tail) is ignored with a notice; a segment
     /// damaged in its middle keeps the records before the damage, is logged as an error and set
     /// aside — the loader never traps.
