@@ -78,6 +78,19 @@ import TestSupport
         await outbox.shutdown(within: .seconds(5))
     }
 
+    @Test func aSlowAnswerWithinTheTimeoutIsDeliveredAtOnce() async throws {
+        let folder = try TemporaryDirectory("webhook")
+        let receiver = try await WebhookReceiver(in: folder)
+        let (outbox, reports) = makeOutbox(folder.at("outbox"))
+        try outbox.start()
+        #expect(outbox.enqueue(delivery("key-slow", to: receiver.url("/do/slow:400"), attemptTimeout: .seconds(60))))
+        #expect(await eventually { reports.delivered.count == 1 })
+        #expect(reports.delivered.first?.attempts == 1)
+        #expect(reports.retrying.isEmpty)
+        #expect(receiver.requests(key: "key-slow").count == 1)
+        await outbox.shutdown(within: .seconds(5))
+    }
+
     @Test func aResetConnectionIsRetried() async throws {
         let folder = try TemporaryDirectory("webhook")
         let receiver = try await WebhookReceiver(in: folder)
