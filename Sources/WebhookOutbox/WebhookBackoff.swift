@@ -30,12 +30,3 @@ public struct WebhookBackoff: Sendable, Equatable {
         return wait
     }
 }
-
-extension Duration {
-    /// Whole nanoseconds, rounded down (saturating far beyond any wait the outbox makes).
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : scaled + attoseconds / 1_000_000_000
-    }
-}

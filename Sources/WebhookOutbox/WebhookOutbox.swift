@@ -276,15 +276,15 @@ public final class WebhookOutbox: Sendable {
             // Cancelled by the shutdown, or failed during it: it stays pending for the next life.
             outcome = nil
         case .delivered(let status):
-            remove(entry, from: engine)
+            engine.log.markDone(entry.sequence)
             outcome = .delivered(delivery, status: status, attempts: entry.attempts,
                                  duration: ContinuousClock.now - (entry.firstStart ?? .now),
                                  responseTail: String(decoding: tail, as: UTF8.self))
         case .fail(let reason):
-            remove(entry, from: engine)
+            engine.log.markDone(entry.sequence)
             outcome = .failed(delivery, reason: reason, attempts: entry.attempts)
         case .retry(let reason, _) where entry.attempts >= delivery.maxAttempts:
-            remove(entry, from: engine)
+            engine.log.markDone(entry.sequence)
             outcome = .failed(delivery, reason: "gave up after \(entry.attempts) attempts: \(reason)", attempts: entry.attempts)
         case .retry(let reason, let retryAfter):
             var generator = SystemRandomNumberGenerator()
@@ -335,11 +335,6 @@ public final class WebhookOutbox: Sendable {
             return true
         }
         if queued { startAttempts() }
-    }
-
-    /// Records a delivery done in the log.
-    private func remove(_ entry: Entry, from engine: Engine) {
-        engine.log.markDone(entry.sequence)
     }
 
     // MARK: - Requests
