@@ -23,13 +23,13 @@ import SystemCalls
 ///
 /// **Recovery.** ``recover()`` reads every segment in order, replays stored and done records,
 /// writes what is pending into a fresh segment, syncs it and removes the old ones — so each life
-/// starts from one compact segment. A segment damaged in its middle (valid records after a bad
-/// one) is logged and renamed `NAME.corrupt` for a person to read; a torn tail is logged and dropped.
+/// starts from one compact segment. A segment damaged in its middle (bytes after a bad
+/// record) is logged and renamed `NAME.corrupt` for a person to read; a torn tail is logged and dropped.
 ///
 /// Why a log and not a file per delivery (tmp, sync, rename, folder sync): measured on this
 /// project's machines (ext4, 600-byte records) while four other builds ran, a file per delivery
-/// made 281 durable enqueues/s from one thread and 1 075/s from four; a log with a sync per
-/// append made 414/s and 6 746/s. A file per delivery costs two journal commits (the file, the
+/// made 281 durable enqueues/s from one thread and 1 075/s from four; appends with a sync
+/// each (in C, a log per thread) made 414/s and 6 746/s. A file per delivery costs two journal commits (the file, the
 /// rename) where an append costs one, and concurrent appends share it.
 ///
 /// Every method may block on the disk: ``append(_:sequence:)`` on the enqueuing thread;
