@@ -61,7 +61,9 @@ import TestSupport
     }
 
     /// With small segments and one delivery pending while hundreds come and go, the log keeps a
-    /// few segments — the pending one is carried forward — and a new life finds just it.
+    /// few segments — the pending one is carried forward — and a new life finds just it. After
+    /// every append and every done, what is on disk reads back as exactly what is pending (what a
+    /// crash at that moment would leave; a done record is in the page cache, which a SIGKILL keeps).
     @Test func theLogStaysSmallWhileOneDeliveryStaysPending() throws {
         let folder = try TemporaryDirectory("webhook")
         let log = try OutboxLog(path: folder.path, logger: Logger(label: "test"), segmentLimit: 4096)
@@ -71,7 +73,9 @@ import TestSupport
             var delivery = sample
             delivery.id = "key-\(sequence)"
             try log.append(delivery, sequence: sequence)
+            #expect(Set(try OutboxLog.read(folder.path).pending.keys) == Set([3, sequence].filter { $0 <= sequence }))
             if sequence != 3 { log.markDone(sequence) }
+            #expect(Set(try OutboxLog.read(folder.path).pending.keys) == (sequence >= 3 ? [3] : []))
             most = max(most, try FileManager.default.contentsOfDirectory(atPath: folder.path).count)
         }
         #expect(most <= 3)
