@@ -47,13 +47,21 @@ let package = Package(
         // Rules' commands as child processes (process group, teardown) when systemd cannot run them.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        // Rules' webhooks: HTTP/1.1 and TLS, pooled connections, per-request deadlines
+        // (Sources/WebhookOutbox/README.md). SwiftNIO comes with it; named for its types.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
         .executableTarget(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "EventFieldCoding", "CNATS",
-                           "EventBusMetrics", "SystemCalls",
+                           "EventBusMetrics", "SystemCalls", "WebhookOutbox",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")]
         ),
         // What a rule's command is and how it runs: the launcher protocol and its child-process
@@ -62,6 +70,25 @@ let package = Package(
             name: "RuleActions",
             dependencies: ["SystemCalls", .product(name: "Subprocess", package: "swift-subprocess"),
                            .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        // A rule's webhooks: the durable outbox in the state directory and their delivery with
+        // retries (Sources/WebhookOutbox/README.md).
+        .target(
+            name: "WebhookOutbox",
+            dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log"), "SystemCalls"],
+            exclude: ["README.md"]
+        ),
+        // Enqueues webhook deliveries into an outbox folder and waits to be SIGKILLed: the
+        // durability tests' first life.
+        .executableTarget(
+            name: "webhook-outbox-fixture",
+            dependencies: ["WebhookOutbox", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/Fixtures/WebhookOutboxFixture"
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
@@ -292,6 +319,13 @@ let package = Package(
             name: "NATSBridgeTests",
             dependencies: ["TestSupport", "NATSBridge", "EventFieldCoding", "CNATS", .product(name: "EventBusKit", package: "EventBusKit"),
                            .product(name: "Logging", package: "swift-log")]
+        ),
+        // The webhook outbox against a real HTTP receiver (a Python script, Tests/Fixtures/webhook-receiver)
+        // and a real SIGKILL of a process that enqueued.
+        .testTarget(
+            name: "WebhookOutboxTests",
+            dependencies: ["TestSupport", "WebhookOutbox", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "InMemoryLogging", package: "swift-log")]
         ),
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
