@@ -205,6 +205,7 @@ let package = Package(
                 "EventBusMetrics",
                 "RuleActions",
                 "TransientUnits",
+                "WebhookOutbox",
             ]
         ),
         // Process isolation, both sides' shared part and the host's: the wire format, spawning a

@@ -168,7 +168,7 @@ public final class BusHost: @unchecked Sendable {
             metrics?.name(journalWatches: config.watches)
             modules.apply(config.modules, defaultMailbox: config.moduleMailbox, progress: progress)
             // Like modules, subscribed before the first tick or file change.
-            rules.apply(config.rules, launcher: config.rulesLauncher)
+            rules.apply(config.rules, launcher: config.rulesLauncher, stateDirectory: config.stateDirectory)
             timers.apply(config.timers)
             watches.apply(config.watches)
             // Last, so modules are subscribed before the first imported event arrives.
@@ -211,7 +211,7 @@ public final class BusHost: @unchecked Sendable {
             timers.apply(new.timers)
             watches.apply(new.watches)
             modules.apply(new.modules, defaultMailbox: new.moduleMailbox, progress: progress)
-            rules.apply(new.rules, launcher: new.rulesLauncher)
+            rules.apply(new.rules, launcher: new.rulesLauncher, stateDirectory: new.stateDirectory)
             controlServer?.apply(new.control)
             do throws(MetricsListenerError) {
                 try metrics?.apply(new.metrics, logger: logger)

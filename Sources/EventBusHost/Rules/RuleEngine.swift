@@ -5,6 +5,7 @@ import Glibc
 import Logging
 import RuleActions
 import Synchronization
+import WebhookOutbox
 import TransientUnits
 
 /// `rules_launcher: systemd` without a systemd that will start units: each run fails, saying why.
@@ -43,7 +44,10 @@ final class RuleEngine: @unchecked Sendable {
 
     private let bus: Bus
     private let logger: Logger
-    private let webhooks: (any RuleWebhookSink)?
+    /// Started with the first rule that has a webhook action; nil until then, or when it could
+    /// not start (its runs then fail, saying why).
+    private var webhooks: RuleWebhooks?
+    private var webhooksProblem: String?
     private var runners: [String: RuleRunner] = [:]
     private let published = Mutex<[RuleRunner]>([])
     private var launcher: (any CommandLauncher)?
@@ -53,10 +57,9 @@ final class RuleEngine: @unchecked Sendable {
     /// Rules' pipelines share the default pool: they never block (commands are awaited).
     private let pool = DispatchQueue.global()
 
-    init(bus: Bus, logger: Logger, webhooks: (any RuleWebhookSink)? = nil) {
+    init(bus: Bus, logger: Logger) {
         self.bus = bus
         self.logger = logger
-        self.webhooks = webhooks
         self.life = String(UInt32.random(in: 0...UInt32.max), radix: 16)
     }
 
@@ -81,8 +84,18 @@ final class RuleEngine: @unchecked Sendable {
         }
     }
 
-    /// Runs `rules` from now on (see the type's documentation for what changes).
-    func apply(_ rules: [RuleConfig], launcher choice: RulesLauncherChoice) {
+    /// Runs `rules` from now on (see the type's documentation for what changes); webhooks wait
+    /// in `stateDirectory/webhooks`.
+    func apply(_ rules: [RuleConfig], launcher choice: RulesLauncherChoice, stateDirectory: String) {
+        let wantsWebhooks = rules.contains { $0.enabled && $0.actions.contains { if case .webhook = $0 { true } else { false } } }
+        if wantsWebhooks && webhooks == nil && webhooksProblem == nil {
+            do throws(WebhookOutboxError) {
+                webhooks = try RuleWebhooks(directory: stateDirectory + "/webhooks", bus: bus, logger: logger)
+            } catch {
+                webhooksProblem = "the webhook outbox in \(stateDirectory)/webhooks cannot be used: \(error.message)"
+                logger.error("\(webhooksProblem!)")
+            }
+        }
         if launcherChoice != choice {
             launcher = Self.launcher(for: choice, logger: logger)
             launcherChoice = choice
@@ -97,8 +110,8 @@ final class RuleEngine: @unchecked Sendable {
                 continue
             }
             runners[rule.name]?.retire()
-            let runner = RuleRunner(config: rule, bus: bus, launcher: launcher, webhooks: webhooks, logger: logger,
-                                    life: life, pool: pool)
+            let runner = RuleRunner(config: rule, bus: bus, launcher: launcher, webhooks: webhooks, webhooksProblem: webhooksProblem,
+                                    logger: logger, life: life, pool: pool)
             runner.activate()
             next[rule.name] = runner
         }
@@ -129,6 +142,16 @@ final class RuleEngine: @unchecked Sendable {
             let left = deadline - .now
             let seconds = max(0, Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
             if done.wait(timeout: .now() + seconds) == .timedOut { unfinished.append(name) }
+        }
+        // What is not delivered by then stays on disk for the next life.
+        if let webhooks {
+            let done = DispatchSemaphore(value: 0)
+            let left = max(.milliseconds(100), deadline - .now)
+            Task {
+                await webhooks.shutdown(within: left)
+                done.signal()
+            }
+            done.wait()
         }
         return unfinished
     }

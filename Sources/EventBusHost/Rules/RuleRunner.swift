@@ -25,6 +25,8 @@ final class RuleRunner: @unchecked Sendable {
     private var queue: DispatchQueue { mailbox.queue }
     private let launcher: any CommandLauncher
     private let webhooks: (any RuleWebhookSink)?
+    /// Why webhooks cannot be sent, when they cannot.
+    private let webhooksProblem: String?
     private let recorder: RuleRecorder
     private let logger: Logger
     /// Names runs: `LIFE-N`, unique across host restarts (transient units of an earlier life
@@ -38,13 +40,15 @@ final class RuleRunner: @unchecked Sendable {
     static let mailboxCapacity = 10_000
     static let mailboxBytes = 16 << 20
 
-    init(config: RuleConfig, bus: Bus, launcher: any CommandLauncher, webhooks: (any RuleWebhookSink)?, logger: Logger,
+    init(config: RuleConfig, bus: Bus, launcher: any CommandLauncher, webhooks: (any RuleWebhookSink)?, webhooksProblem: String? = nil,
+         logger: Logger,
          life: String, pool: DispatchQueue) {
         self.config = config
         self.mailbox = Mailbox(label: "rule.\(config.name)", capacity: Self.mailboxCapacity, byteCapacity: Self.mailboxBytes, pool: pool)
         self.bus = bus
         self.launcher = launcher
         self.webhooks = webhooks
+        self.webhooksProblem = webhooksProblem
         self.recorder = RuleRecorder(bus: bus)
         self.logger = logger
         self.life = life
@@ -272,7 +276,7 @@ final class RuleRunner: @unchecked Sendable {
             return await command(run, step: step, trigger: trigger)
         case .webhook(let webhook):
             guard let webhooks else {
-                recorder.failed(step, reason: "webhooks are not available on this host")
+                recorder.failed(step, reason: webhooksProblem ?? "the webhook outbox is not running")
                 return StepResult(succeeded: false, outcome: "failed")
             }
             return webhooks.enqueue(webhook, step: step, trigger: trigger, recorder: recorder)

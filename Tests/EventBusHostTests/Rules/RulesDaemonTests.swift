@@ -2,6 +2,7 @@ import ControlProtocol
 import EventBusHost
 import Foundation
 import Testing
+import TestSupport
 
 /// Rules in the real eventbusd, driven by the real CLI: real files, real commands, real process
 /// groups; the record read back with `eventbus tail` and `eventbus rules`.
@@ -374,6 +375,68 @@ import Testing
         #expect(fired == 4, "ping fires on the start and on pongs of depth 2, 4 and 6")
         #expect(try host.record(of: "pong").filter { $0["name"] == "rule.fired" }.count == 4)
         await host.stop()
+    }
+
+    /// A webhook goes through the durable outbox: delivered with an idempotency key, recorded with
+    /// its HTTP status; a 500 costs a retry with the same key.
+    @Test func aWebhookIsDeliveredWithItsKeyAndRetriedAfterA500() async throws {
+        let folder = try TemporaryDirectory()
+        let receiver = try await WebhookReceiver(in: folder)
+        let host = try await Host(rules: """
+              - name: hook
+                on: user.alert
+                mode: parallel
+                webhook:
+                  url: "\(receiver.url("/do/500,200"))"
+                  headers: { X-Unit: "{{unit}}" }
+              - name: plain
+                on: user.alert
+                webhook: "\(receiver.url("/plain"))"
+            """)
+        let sequence = try host.post("user.alert", ["unit": "nginx.service"])
+        let finished = try await host.waitFor(1, "action.finished", of: "hook")
+        #expect(Self.field(finished[0], "http_status")?.intValue == 200)
+        #expect(Self.field(finished[0], "attempts")?.intValue == 2)
+        let started = try await host.waitFor(1, "action.started", of: "hook")
+        let key = try #require(Self.field(started[0], "idempotency_key")?.stringValue)
+        let requests = receiver.requests(key: key)
+        #expect(requests.count == 2, "the same key on both attempts: \(receiver.requests)")
+        #expect(requests.allSatisfy { $0.headers(named: "X-Unit") == ["nginx.service"] })
+        // Without a body: the event as JSON.
+        _ = try await host.waitFor(1, "action.finished", of: "plain")
+        let plain = try #require(receiver.requests.first { $0.path == "/plain" })
+        let event = try JSON.parse(plain.body)
+        #expect(event["seq"]?.intValue == sequence && event["fields"]?["unit"] == "nginx.service", "\(plain.body)")
+        await host.stop()
+    }
+
+    /// Deliveries queued while the receiver is down survive a SIGKILL of the host: its next life
+    /// delivers every one, each key at least once.
+    @Test func webhooksQueuedBeforeASIGKILLAreDeliveredByTheNextHost() async throws {
+        let folder = try TemporaryDirectory()
+        let receiver = try await WebhookReceiver(in: folder)
+        let port = receiver.port
+        receiver.stop()
+        let host = try await Host(rules: """
+              - name: durable
+                on: user.alert
+                mode: parallel
+                max: 100
+                webhook: { url: "http://127.0.0.1:\(port)/in", attempts: 1000 }
+            """)
+        for index in 0..<20 { _ = try host.post("user.alert", ["n": .int(Int64(index))]) }
+        let started = try await host.waitFor(20, "action.started", of: "durable")
+        let keys = Set(started.compactMap { Self.field($0, "idempotency_key")?.stringValue })
+        #expect(keys.count == 20)
+        host.daemon.signal(SIGKILL)
+        _ = await host.daemon.exitStatus()
+        let back = try await WebhookReceiver(in: folder, port: port)
+        let next = try DaemonProcessTests.Daemon(arguments: ["--config", host.configPath], in: host.directory)
+        #expect(await next.waitFor("ready; SIGHUP reloads"), "\(next.output)")
+        let delivered = await eventually { Set(back.requests.compactMap(\.key)).isSuperset(of: keys) }
+        #expect(delivered, "missing: \(keys.subtracting(back.requests.compactMap(\.key)))")
+        next.signal(SIGTERM)
+        _ = await next.exitStatus()
     }
 
     /// A reload adds, changes and removes rules; a removed rule's running command goes on to its end.
