@@ -18,6 +18,10 @@ import Synchronization
 /// control queue — until done or timed out), crash handling (told by the session's reader
 /// thread), scheduled restarts and the heartbeat watchdog. So a restart never races a reload or
 /// a shutdown. ``snapshot`` is readable from any thread.
+///
+/// An exec module (``Configuration/exec``) is supervised the same way — crash, restart, start
+/// limit, held mailbox, process group — with its program in the worker's place
+/// (`WorkerSupervisor+Exec.swift`); it sends no heartbeat, so it has no watchdog.
 public final class WorkerSupervisor: @unchecked Sendable {
     // @unchecked: `configuration`, `session`, `policy`, `stopping`, `generation`, `watchdog`
     // are touched only on `queue`; `state` has its own lock.
@@ -33,10 +37,15 @@ public final class WorkerSupervisor: @unchecked Sendable {
         /// Records the module's timed handler calls, as `ModuleContext.handlerDuration` does in
         /// eventbusd; nil: the worker does not time them.
         public var handlerDuration: (@Sendable (Int64) -> Void)?
+        /// Set for an exec module: the program run instead of a worker loading `path`, and how
+        /// its lines are made.
+        public var exec: ExecSettings?
+        public var lineFormat: ExecLineFormat?
 
         public init(name: String, path: String, config: ModuleConfig, settings: WorkerSettings,
                     callTimeout: Duration, executable: String = WorkerProcess.defaultExecutable,
-                    handlerDuration: (@Sendable (Int64) -> Void)? = nil) {
+                    handlerDuration: (@Sendable (Int64) -> Void)? = nil,
+                    exec: ExecSettings? = nil, lineFormat: ExecLineFormat? = nil) {
             self.name = name
             self.path = path
             self.config = config
@@ -44,6 +53,8 @@ public final class WorkerSupervisor: @unchecked Sendable {
             self.callTimeout = callTimeout
             self.executable = executable
             self.handlerDuration = handlerDuration
+            self.exec = exec
+            self.lineFormat = lineFormat
         }
     }
 
@@ -86,27 +97,34 @@ public final class WorkerSupervisor: @unchecked Sendable {
         public var inWorker = 0
         public var reportedName: String?
         public var version: String?
-        /// Handler errors the worker reported, over every worker of this module.
+        /// Handler errors the worker reported, over every worker of this module; for an exec
+        /// module, its protocol errors.
         public var errors = 0
+        /// An exec module whose program has not read its input for a while (``stallAfter``): what
+        /// comes for it waits in its mailbox, and past its bound is dropped.
+        public var stalled = false
     }
 
-    private let bus: Bus
-    private let mailbox: Mailbox
-    private let log: ModuleLog
-    private let queue: DispatchQueue
-    private var configuration: Configuration
+    /// How long an exec module's input stays full before it counts as stalled.
+    public static let stallAfter = Duration.seconds(1)
+
+    let bus: Bus
+    let mailbox: Mailbox
+    let log: ModuleLog
+    let queue: DispatchQueue
+    var configuration: Configuration
     private var policy: RestartPolicy
-    private var session: WorkerSession?
+    var session: WorkerSession?
     private var stopping = true
     /// Bumped by every start and stop, so a restart scheduled before them does nothing.
     private var generation = 0
     private var watchdog: DispatchSourceTimer?
-    private let state = Locked(Snapshot())
+    let state = Locked(Snapshot())
     private var retiredErrors = 0
     /// The module's subscriptions on the host, kept across a crash and handed to the next worker.
-    private let forwarding: ModuleForwarding
+    let forwarding: ModuleForwarding
     /// What the last worker to start took over (see ``ModuleForwarding/attach(_:worker:)``).
-    private var lastHandover: ModuleForwarding.Handover?
+    var lastHandover: ModuleForwarding.Handover?
 
     /// - Parameters:
     ///   - bus: the host's bus: subscriptions are made on it (scoped to `mailbox`), posts and
@@ -130,6 +148,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         if let session = state.withLock({ _ in currentSessionForSnapshot }) {
             snapshot.errors += Int(session.errors.load(ordering: .relaxed))
             snapshot.inWorker = Int(clamping: Self.inFlight(session))
+            snapshot.stalled = session.exec != nil && session.channel.heldFor >= Self.stallAfter
         }
         return snapshot
     }
@@ -137,7 +156,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
     /// Read by ``snapshot`` under `state`'s lock; written on `queue` under it.
     private var currentSessionForSnapshot: WorkerSession?
 
-    private func setSession(_ new: WorkerSession?) {
+    func setSession(_ new: WorkerSession?) {
         session = new
         state.withLock { state in
             currentSessionForSnapshot = new
@@ -167,6 +186,8 @@ public final class WorkerSupervisor: @unchecked Sendable {
 
     public func reconfigure(_ config: ModuleConfig) -> ReconfigureOutcome {
         queue.sync {
+            // A program reads its config once, in its hello: a new one means a new program.
+            if configuration.exec != nil { return .reactivate }
             guard let session else {
                 // Between a crash and its restart: the restart takes the new section.
                 configuration.config = config
@@ -212,6 +233,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 return .deactivated
             }
             let deadline = ContinuousClock.now + timeout
+            if session.exec != nil { return stopExec(session, deadline: deadline) }
             // What waits in the host mailbox goes out before the deactivate frame: a drain whose
             // marker also sends the batch it ends (a drain's marker runs before the batch's flush).
             let drained = DispatchSemaphore(value: 0)
@@ -238,15 +260,16 @@ public final class WorkerSupervisor: @unchecked Sendable {
     }
 
     /// Events forwarded to the worker that it has not reported handled.
-    private static func inFlight(_ session: WorkerSession) -> UInt64 {
+    static func inFlight(_ session: WorkerSession) -> UInt64 {
         let sent = session.sent.load(ordering: .relaxed)
-        let consumed = session.consumed.load(ordering: .relaxed)
+        let consumed = session.handled
         return sent > consumed ? sent - consumed : 0
     }
 
     // MARK: On the queue
 
-    private func startWorker() -> StartOutcome {
+    func startWorker() -> StartOutcome {
+        if let exec = configuration.exec, let format = configuration.lineFormat { return startExec(exec, format: format) }
         let process: WorkerProcess
         do {
             process = try WorkerProcess.spawn(executable: configuration.executable, name: configuration.name,
@@ -309,7 +332,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
 
     /// Takes the session down on the host side: its socket. The module's subscriptions stay
     /// (``ModuleForwarding``) until the next worker takes them over or they are discarded.
-    private func end(_ session: WorkerSession) {
+    func end(_ session: WorkerSession) {
         session.channel.close()
         if self.session === session {
             retiredErrors += Int(session.errors.load(ordering: .relaxed))
@@ -320,7 +343,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
 
     /// The session's reader saw the socket end. Unless the host is stopping or replacing it on
     /// purpose, the worker crashed.
-    private func sessionEnded(_ session: WorkerSession, reason: String) {
+    func sessionEnded(_ session: WorkerSession, reason: String) {
         guard session === self.session, !stopping else { return }
         stopWatchdog()
         end(session)
@@ -335,6 +358,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         // (a module can write anything to the socket): say that, not only how the worker ended.
         let cause = hung ? "no heartbeat within \(configuration.settings.heartbeatTimeout) (killed with SIGKILL)"
             : reason == FrameChannel.endOfInput ? describe(exit, cpuSeconds: cpuSeconds)
+            : session.exec != nil ? "\(reason), so the host ended it; the program \(exit)"
             : "it broke the worker protocol (\(reason)), so the host ended its session; the worker \(exit)"
         crashed(cause: cause, exit: exit, lost: lost)
     }
@@ -428,7 +452,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
                        fields: ["module": .string(configuration.name), "reason": .string(reason), "lost": .int(Int64(clamping: held))]))
     }
 
-    private func startWatchdog() {
+    func startWatchdog() {
         stopWatchdog()
         let timeout = configuration.settings.heartbeatTimeout
         let timer = DispatchSource.makeTimerSource(queue: queue)
