@@ -21,23 +21,23 @@ final class ExecLines: @unchecked Sendable {
     // thread at a time); `filters` has its own lock.
     private let encode: (Event, inout [UInt8]) -> Void
     private let makeFilter: @Sendable ([String: [String]]) -> @Sendable (Event) -> Bool
-    /// The field matches of each subscription that has any, by the id its events carry.
-    private let filters = Mutex<[UInt64: @Sendable (Event) -> Bool]>([:])
+    /// The module's subscriptions' ids and field matches, over its program's restarts.
+    let subscriptions: ExecSubscriptions
     private var lastSequence: UInt64 = 0
     /// The events translations took in: they left the host for the program
     /// (``WorkerSession/handled``).
     let taken = Atomic<UInt64>(0)
 
-    init(format: ExecLineFormat) {
+    init(format: ExecLineFormat, subscriptions: ExecSubscriptions) {
         encode = format.makeEncoder()
         makeFilter = format.makeFilter
+        self.subscriptions = subscriptions
     }
 
-    /// Before the subscription `id` is made: its events pass only when they match.
-    func filter(_ id: UInt64, _ subscription: ExecSubscription) {
-        guard !subscription.matches.isEmpty else { return }
-        let filter = makeFilter(subscription.matches)
-        filters.withLock { $0[id] = filter }
+    /// A new id for `subscription`, whose events pass only when its field matches accept them:
+    /// called before the subscription is made.
+    func register(_ subscription: ExecSubscription) -> UInt64 {
+        subscriptions.register(subscription.matches.isEmpty ? nil : makeFilter(subscription.matches))
     }
 
     /// Replaces `bytes` (whole frames, as ``FrameBuffer`` writes them) with their lines.
@@ -45,7 +45,7 @@ final class ExecLines: @unchecked Sendable {
         var lines: [UInt8] = []
         lines.reserveCapacity(bytes.count * 2)
         var events: UInt64 = 0
-        let filters = self.filters.withLock { $0 }
+        let filters = subscriptions.filters
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset + 5 <= raw.count {

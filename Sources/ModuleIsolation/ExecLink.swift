@@ -15,8 +15,6 @@ final class ExecLink: @unchecked Sendable {
     let lines: ExecLines
     let output: ReadEnd
     let errors: ReadEnd
-    /// The ids subscriptions get (config ones first, then the program's own).
-    let nextID = Atomic<UInt64>(1)
     var allowance: PostAllowance
     /// Posts dropped over the allowance, over the session.
     var postsDropped = 0
@@ -28,10 +26,10 @@ final class ExecLink: @unchecked Sendable {
     static let maximumLine = 1 << 20
     static let maximumErrorLine = 4 << 10
 
-    init(program: ExecProcess, settings: ExecSettings, format: ExecLineFormat) {
+    init(program: ExecProcess, settings: ExecSettings, format: ExecLineFormat, subscriptions: ExecSubscriptions) {
         self.program = program
         self.settings = settings
-        self.lines = ExecLines(format: format)
+        self.lines = ExecLines(format: format, subscriptions: subscriptions)
         self.output = ReadEnd(program.output)
         self.errors = ReadEnd(program.errors)
         self.allowance = PostAllowance(rate: settings.postsPerSecond)

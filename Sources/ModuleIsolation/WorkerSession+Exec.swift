@@ -185,8 +185,7 @@ extension WorkerSession {
 
     /// Subscribes on the module's behalf; its field matches apply before it is made.
     func subscribeExec(_ subscription: ExecSubscription, _ exec: ExecLink) throws {
-        let id = exec.nextID.add(1, ordering: .relaxed).oldValue
-        exec.lines.filter(id, subscription)
+        let id = exec.lines.register(subscription)
         try forwarding.subscribe(worker: worker, id: id, spec: subscription.spec)
     }
 

@@ -63,9 +63,10 @@ final class WorkerSession: @unchecked Sendable {
     }
 
     /// An exec module's session: `program` was spawned, its lines made as `format` says.
-    init(program: ExecProcess, settings: ExecSettings, format: ExecLineFormat, name: String, hostBus: Bus,
-         forwarding: ModuleForwarding, worker: Int, log: ModuleLog, onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
-        let link = ExecLink(program: program, settings: settings, format: format)
+    init(program: ExecProcess, settings: ExecSettings, format: ExecLineFormat, subscriptions: ExecSubscriptions,
+         name: String, hostBus: Bus, forwarding: ModuleForwarding, worker: Int, log: ModuleLog,
+         onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
+        let link = ExecLink(program: program, settings: settings, format: format, subscriptions: subscriptions)
         self.process = program.process
         self.name = name
         self.hostBus = hostBus

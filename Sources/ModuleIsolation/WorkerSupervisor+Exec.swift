@@ -21,7 +21,8 @@ extension WorkerSupervisor {
             return .failed(error.description)
         }
         let worker = forwarding.beginWorker()
-        let session = WorkerSession(program: program, settings: exec, format: format, name: configuration.name, hostBus: bus,
+        let session = WorkerSession(program: program, settings: exec, format: format, subscriptions: execSubscriptions,
+                                    name: configuration.name, hostBus: bus,
                                     forwarding: forwarding, worker: worker, log: log) { [weak self] session, reason in
             guard let self else { return }
             self.queue.async { self.sessionEnded(session, reason: reason) }
@@ -50,7 +51,7 @@ extension WorkerSupervisor {
         ]
         session.channel.send { $0.append(.start, json: hello) }
         setSession(session)
-        lastHandover = forwarding.attach(session, worker: worker)
+        lastHandover = forwarding.attach(session, worker: worker, retiring: false)
         let name = (exec.program[0] as NSString).lastPathComponent
         state.withLock {
             $0.reportedName = name

@@ -123,8 +123,11 @@ public final class WorkerSupervisor: @unchecked Sendable {
     private var retiredErrors = 0
     /// The module's subscriptions on the host, kept across a crash and handed to the next worker.
     let forwarding: ModuleForwarding
-    /// What the last worker to start took over (see ``ModuleForwarding/attach(_:worker:)``).
+    /// What the last worker to start took over (see ``ModuleForwarding/attach(_:worker:retiring:)``).
     var lastHandover: ModuleForwarding.Handover?
+    /// An exec module's subscription ids and field matches, kept across its program's restarts
+    /// (its held subscriptions' events keep their ids until the new program makes them again).
+    var execSubscriptions = ExecSubscriptions()
 
     /// - Parameters:
     ///   - bus: the host's bus: subscriptions are made on it (scoped to `mailbox`), posts and
@@ -174,6 +177,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             policy = RestartPolicy(settings: configuration.settings)
             stopping = false
             generation += 1
+            execSubscriptions = ExecSubscriptions()
             state.withLock {
                 $0.gaveUp = nil
                 $0.restarting = false
@@ -378,6 +382,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
         }
     }
 
+    /// What runs the module, in log lines: its worker, or an exec module's program.
+    private var kind: String { configuration.exec == nil ? "worker" : "program" }
+
     /// A worker died (or failed to start again): announce it, then restart or give up.
     private func crashed(cause: String, exit: WorkerProcess.Exit?, lost: UInt64) {
         let decision = policy.afterCrash(at: .now)
@@ -404,7 +411,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         switch decision {
         case .restart(let delay):
             fields["restarting"] = true
-            log.error("module worker crashed: \(cause); \(lost) event(s) in flight lost; restart \(restarts) in \(delay)")
+            log.error("module \(kind) crashed: \(cause); \(lost) event(s) in flight lost; restart \(restarts) in \(delay)")
             bus.post(Event(name: "module.crashed", source: "eventbusd", fields: fields))
             let generation = self.generation
             queue.asyncAfter(deadline: .now() + DispatchTimeInterval(delay)) { [weak self] in
@@ -415,7 +422,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
                     let held = handover.map { $0.carried + $0.queued } ?? 0
                     let retired = handover?.retired ?? 0
                     let unless = retired == 0 ? "" : " (less those of the \(retired) subscription(s) it did not make again)"
-                    self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0)); \(held) event(s) held for it meanwhile follow\(unless)")
+                    self.log.notice("module restarted (\(name) \(version), \(self.kind) pid \(self.session?.process.pid ?? 0)); \(held) event(s) held for it meanwhile follow\(unless)")
                 case .failed(let reason):
                     self.crashed(cause: "restart failed: \(reason)", exit: nil, lost: 0)
                 case .unloadable(let reason):
@@ -432,7 +439,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 $0.restarting = false
             }
             let held = forwarding.discardAll()
-            log.error("module worker crashed: \(cause); \(lost) event(s) in flight lost; \(reason); the module stays down until a reload, and the \(held) event(s) held for it are lost")
+            log.error("module \(kind) crashed: \(cause); \(lost) event(s) in flight lost; \(reason); the module stays down until a reload, and the \(held) event(s) held for it are lost")
             bus.post(Event(name: "module.crashed", source: "eventbusd", fields: fields))
             bus.post(Event(name: "module.failed", source: "eventbusd",
                            fields: ["module": .string(configuration.name), "reason": .string(reason), "lost": .int(Int64(clamping: held))]))
