@@ -67,7 +67,7 @@ import Testing
                   monotonicNanoseconds: 7).withSequence(sequence)
         }
         var frames = FrameBuffer()
-        frames.append(.start, json: ["type": "hello", "protocol": 1])
+        frames.append(.start, json: ["type": "hello", "protocol": .int(1)])
         frames.appendEvent(event(1, 1), type: .events, subscription: failed)  // filtered out
         frames.appendEvent(event(1, 1), type: .events, subscription: all)
         frames.appendEvent(event(2, 2), type: .events, subscription: all)
@@ -95,7 +95,7 @@ import Testing
         do {
             _ = try load(yaml)
         } catch {
-            return error.description
+            return "\(error)"
         }
         Issue.record("loaded:\n\(yaml)")
         return ""

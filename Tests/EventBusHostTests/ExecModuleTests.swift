@@ -94,8 +94,9 @@ import Testing
 
     @Test func aCrashIsAnnouncedWithItsExitStatusAndTheProgramRestarted() async throws {
         let directory = try TemporaryDirectory()
-        let (_, socket) = try await daemon(directory, name: "exits", exec: [Self.fixture("hostile.py"), "exits"],
-                                           entry: "subscribe: [\"user.ping\"]")
+        // Held to the end: the daemon is killed when it is let go.
+        let (daemon, socket) = try await daemon(directory, name: "exits", exec: [Self.fixture("hostile.py"), "exits"],
+                                                entry: "subscribe: [\"user.ping\"]")
         let firstPID = try await module("exits", socket, in: directory)?["pid"]?.intValue
         let crashes = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "1", "module.crashed"], in: directory)
         #expect(await waitForTailing(socket, count: 1))
@@ -112,6 +113,7 @@ import Testing
         }
         #expect(restarted, "\(String(describing: row))")
         #expect(row?["last_crash"]?.stringValue == "exited with status 3")
+        #expect(daemon.output.contains("module program crashed: exited with status 3"), "\(daemon.output)")
     }
 
     @Test func garbageAndA100MBLineAreProtocolErrorsCountedAndTheModuleGoesOn() async throws {
