@@ -20,6 +20,9 @@ final class ExecLink: @unchecked Sendable {
     var postsDropped = 0
     /// Left when each reader has ended.
     let readers = DispatchGroup()
+    /// The subscriptions made for this program: one it asks for again (its config's, or twice)
+    /// is not made twice.
+    let made = Mutex<Set<ExecSubscription>>([])
 
     /// The longest line the program may write on standard output (as a control socket request),
     /// and on standard error (longer ones are left out, said in the log).

@@ -183,8 +183,10 @@ extension WorkerSession {
         }
     }
 
-    /// Subscribes on the module's behalf; its field matches apply before it is made.
+    /// Subscribes on the module's behalf, unless it already did for this program; its field
+    /// matches apply before it is made.
     func subscribeExec(_ subscription: ExecSubscription, _ exec: ExecLink) throws {
+        guard exec.made.withLock({ $0.insert(subscription).inserted }) else { return }
         let id = exec.lines.register(subscription)
         try forwarding.subscribe(worker: worker, id: id, spec: subscription.spec)
     }

@@ -37,10 +37,13 @@ func execBenchmark(events: Int, latencySeconds: Int = 3) async {
     cc.waitUntilExit()
     guard cc.terminationStatus == 0 else { exit(1) }
     print("exec benchmark: \(events) events for throughput, 1k events/s for \(latencySeconds) s for latency, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+    // Subscribed by the host before the program starts: the run posts at once, before a
+    // program (Python's start takes tens of milliseconds) could have subscribed itself.
+    let subscribe = "\nsubscribe: [\"bench.event\", \"bench.report\"]"
     let modules = [
         ("swift worker", "path: \(build)/libFixtureLatencyProbe.so\nisolation: process"),
-        ("exec C", "exec: [\"\(compiled)\"]"),
-        ("exec Python", "exec: [\"\(fixtures)/latency_probe.py\"]"),
+        ("exec C", "exec: [\"\(compiled)\"]" + subscribe),
+        ("exec Python", "exec: [\"\(fixtures)/latency_probe.py\"]" + subscribe),
     ]
     var runs: [IsolationRun] = []
     for (label, entry) in modules {
