@@ -228,6 +228,31 @@ import Testing
         #expect(try await ping(1, socket, in: directory).first?["fields"]?["prefix"]?.stringValue == "two")
     }
 
+    /// What a newcomer does: scaffold a Python module, add its sample section to the config,
+    /// post its ping and see its pong in a tail.
+    @Test func aScaffoldedPythonModuleRunsAsItIs() async throws {
+        let directory = try TemporaryDirectory()
+        let scaffold = try await eventbus(["module", "new", "--lang", "python", "greeter", "--path", directory.path + "/modules"],
+                                          in: directory)
+        #expect(scaffold.status == 0, "\(scaffold.stderr)")
+        let folder = directory.path + "/modules/greeter"
+        #expect(FileManager.default.isExecutableFile(atPath: folder + "/greeter.py"))
+        #expect(FileManager.default.fileExists(atPath: folder + "/eventbus_module.py"))
+        let sample = try String(contentsOfFile: folder + "/sample.yaml", encoding: .utf8)
+        let (yaml, socket) = controlConfig(directory, rest: sample)
+        let daemon = try await Daemon.running(yaml, in: directory)
+        #expect(await daemon.waitFor("greeter started, greeting 'hello'"), "\(daemon.output)")
+        let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--count", "1", "user.greeter.pong"], in: directory)
+        #expect(await waitForTailing(socket, count: 1))
+        #expect(try await eventbus(["post", "--socket", socket, "user.greeter.ping", "who=me"], in: directory).status == 0)
+        let pong = await tail.finish().jsonLines.first
+        #expect(pong?["fields"]?["greeting"]?.stringValue == "hello")
+        #expect(pong?["fields"]?["who"]?.stringValue == "me")
+        // A second time is refused: nothing is overwritten.
+        let again = try await eventbus(["module", "new", "--lang", "python", "greeter", "--path", directory.path + "/modules"], in: directory)
+        #expect(again.status == 1 && again.stderr.contains("already exists"), "\(again.stderr)")
+    }
+
     /// Whether `pid` has ended: no such process, or a zombie no one reaped yet.
     static func isGone(_ pid: Int32) -> Bool {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
