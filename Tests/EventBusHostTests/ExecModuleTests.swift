@@ -228,6 +228,31 @@ import Testing
         #expect(try await ping(1, socket, in: directory).first?["fields"]?["prefix"]?.stringValue == "two")
     }
 
+    /// `--check-config` checks an exec module's program as its start would: trusted, a file,
+    /// executable. An untrusted one is refused at start too, and the host runs on without it.
+    @Test func aProgramOthersCanWriteIsRefusedByTheCheckAndAtStart() async throws {
+        let directory = try TemporaryDirectory()
+        let program = try directory.write("writable.sh", "#!/bin/sh\nexec cat >/dev/null\n")
+        chmod(program, 0o757)
+        let config = try directory.write("check.yaml", """
+            modules:
+              good:
+                exec: ["\(Self.fixture("pong.sh"))"]
+              writable:
+                exec: ["\(program)"]
+            """)
+        let check = try Daemon(arguments: ["--check-config", "--config", config], in: directory)
+        #expect(await check.exitStatus() == 1, "\(check.output)")
+        #expect(check.output.contains("module good: exec \(Self.fixture("pong.sh")), 0 subscription(s)"), "\(check.output)")
+        #expect(check.output.contains("module writable: \(config):5: program refused: \(program) is writable by every user"), "\(check.output)")
+        #expect(check.output.contains("1 problem(s) found"))
+
+        let (daemon, socket) = try await daemon(directory, name: "writable", exec: [program])
+        #expect(await daemon.waitFor("program refused: \(program) is writable by every user"), "\(daemon.output)")
+        #expect(try await module("writable", socket, in: directory)?["state"]?.stringValue == "failed")
+        #expect(try await statusAnswers(socket, in: directory))
+    }
+
     /// What a newcomer does: scaffold a Python module, add its sample section to the config,
     /// post its ping and see its pong in a tail.
     @Test func aScaffoldedPythonModuleRunsAsItIs() async throws {
