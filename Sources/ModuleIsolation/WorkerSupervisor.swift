@@ -23,8 +23,8 @@ import Synchronization
 /// limit, held mailbox, process group — with its program in the worker's place
 /// (`WorkerSupervisor+Exec.swift`); it sends no heartbeat, so it has no watchdog.
 public final class WorkerSupervisor: @unchecked Sendable {
-    // @unchecked: `configuration`, `session`, `policy`, `stopping`, `generation`, `watchdog`
-    // are touched only on `queue`; `state` has its own lock.
+    // @unchecked: `configuration`, `session`, `policy`, `stopping`, `generation`, `watchdog`,
+    // `lastHandover`, `execSubscriptions` are touched only on `queue`; `state` has its own lock.
 
     public struct Configuration: Sendable {
         public var name: String
@@ -272,7 +272,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
 
     // MARK: On the queue
 
-    func startWorker() -> StartOutcome {
+    private func startWorker() -> StartOutcome {
         if let exec = configuration.exec, let format = configuration.lineFormat { return startExec(exec, format: format) }
         let process: WorkerProcess
         do {
@@ -459,7 +459,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
                        fields: ["module": .string(configuration.name), "reason": .string(reason), "lost": .int(Int64(clamping: held))]))
     }
 
-    func startWatchdog() {
+    private func startWatchdog() {
         stopWatchdog()
         let timeout = configuration.settings.heartbeatTimeout
         let timer = DispatchSource.makeTimerSource(queue: queue)
