@@ -125,7 +125,9 @@ class Module:
 
     def on(self, *patterns):
         """Decorator: calls the function with each event whose name matches one of the
-        patterns (subscribed when ``run()`` starts)."""
+        patterns (subscribed when ``run()`` starts). A pattern may carry field matches
+        (``"unit.state active=failed"``): they narrow what the host sends, and the handler is
+        chosen by the name alone."""
         def register(handler):
             self._handlers.append((patterns, handler))
             return handler
