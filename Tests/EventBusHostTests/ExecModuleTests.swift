@@ -136,6 +136,20 @@ import Testing
         #expect(log.contains("protocol error: a line of 104857600 bytes was left out"))
     }
 
+    @Test func aStandardErrorFloodIsLoggedLineByLineWithinTheLogLimit() async throws {
+        let directory = try TemporaryDirectory()
+        let (daemon, socket) = try await daemon(directory, name: "noisy", exec: [Self.fixture("hostile.py"), "stderr-flood"])
+        let after = try CLIProcess(["tail", "--socket", socket, "--json", "--since", "1", "--count", "1", "hostile.after"], in: directory)
+        #expect(await after.finish().jsonLines.first?["source"]?.stringValue == "noisy", "\(daemon.output)")
+        #expect(await daemon.waitFor("stderr: (a line of 102400 bytes, longer than 4096, left out)"), "\(daemon.output.suffix(2000))")
+        #expect(try await statusAnswers(socket, in: directory))
+        let log = daemon.output
+        #expect(log.contains("module=noisy") && log.contains("stderr: line 0"))
+        // The per-module log limit (1 000 at once, then 100 a second) let through a small part.
+        let logged = log.split(separator: "\n").filter { $0.contains("stderr: line ") }.count
+        #expect(logged < 50_000, "\(logged) of 100 000 lines logged")
+    }
+
     @Test func aPostFloodIsBoundedByTheAllowanceAndCounted() async throws {
         let directory = try TemporaryDirectory()
         let (daemon, socket) = try await daemon(directory, name: "flood", exec: [Self.fixture("hostile.py"), "flood"],

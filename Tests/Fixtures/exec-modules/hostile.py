@@ -37,6 +37,17 @@ elif mode == "flood":
     out.flush()
     for _ in sys.stdin.buffer:
         pass
+elif mode == "stderr-flood":
+    # A line of 100 KB and 100 000 short ones on standard error, then a post: the log stays
+    # bounded (the long line first: past the log limit, its notice would be left out too).
+    err = sys.stderr.buffer
+    err.write(b"y" * 102400 + b"\n")
+    for n in range(100000):
+        err.write(b"line %d\n" % n)
+    err.flush()
+    line('{"type":"post","name":"hostile.after","fields":{"mode":"stderr-flood"}}')
+    for _ in sys.stdin.buffer:
+        pass
 elif mode == "deaf":
     # Never reads its input again.
     line('{"type":"log","message":"deaf: not reading"}')
