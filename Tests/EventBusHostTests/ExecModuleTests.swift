@@ -220,7 +220,7 @@ import Testing
         #expect(daemon.output.contains("module stubborn did not finish deactivating within"), "\(daemon.output)")
     }
 
-    @Test func aReloadThatChangesExecStartsANewProgram() async throws {
+    @Test func aReloadThatChangesExecOrConfigStartsANewProgram() async throws {
         let directory = try TemporaryDirectory()
         let (daemon, socket) = try await daemon(directory, name: "pong", exec: [Self.fixture("pong.py")],
                                                 entry: "config: { prefix: one }")
@@ -240,6 +240,18 @@ import Testing
         let after = try await module("pong", socket, in: directory)?["pid"]?.intValue
         #expect(after != nil && after != before)
         #expect(try await ping(1, socket, in: directory).first?["fields"]?["prefix"]?.stringValue == "two")
+        // Only its config: a program reads it once, in its hello, so a new one starts too.
+        let (three, _) = controlConfig(directory, rest: """
+            modules:
+              pong:
+                exec: ["\(Self.fixture("pong.py"))", "--again"]
+                config: { prefix: three }
+            """)
+        _ = try directory.write("eventbus.yaml", three)
+        #expect(try await eventbus(["reload", "--socket", socket], in: directory).status == 0)
+        #expect(await daemon.waitFor("pong ready, prefix three"), "\(daemon.output)")
+        #expect(daemon.output.contains("module pong restarts with its new config"))
+        #expect(try await ping(2, socket, in: directory).first?["fields"]?["prefix"]?.stringValue == "three")
     }
 
     /// `--check-config` checks an exec module's program as its start would: trusted, a file,
