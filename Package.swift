@@ -92,7 +92,7 @@ let package = Package(
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
-        .target(name: "ControlProtocol", dependencies: ["SystemCalls"], exclude: ["PROTOCOL.md"]),
+        .target(name: "ControlProtocol", dependencies: ["SystemCalls"], exclude: ["PROTOCOL.md", "EXEC-PROTOCOL.md"]),
         // The OS boundary: libc calls wrapped as Swift values and one error type, and the fatal
         // signal handling every process that runs module code installs. Depends on libc only.
         .target(name: "SystemCalls"),

@@ -56,7 +56,7 @@ public struct PostedEvent: Equatable, Sendable {
         self.fields = fields
     }
 
-    static func decode(_ members: [String: JSON], validName: (String) -> ControlError?) -> Result<PostedEvent, ControlError> {
+    public static func decode(_ members: [String: JSON], validName: (String) -> ControlError?) -> Result<PostedEvent, ControlError> {
         guard let name = members["name"]?.stringValue else {
             return .failure(.badRequest("post needs \"name\": the event's name"))
         }

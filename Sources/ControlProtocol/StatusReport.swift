@@ -135,7 +135,8 @@ public struct StatusReport: Equatable, Sendable {
 public struct ModuleReport: Equatable, Sendable {
     public var name: String
     public var path: String
-    /// `starting`, `active`, `disabled`, `stopped`, `restarting` or `failed` (with ``reason``).
+    /// `starting`, `active`, `disabled`, `stopped`, `restarting`, `stalled` (an exec module's
+    /// program does not read its input) or `failed` (with ``reason``).
     public var state: String
     public var reason: String?
     public var delivered: Int64
@@ -145,7 +146,7 @@ public struct ModuleReport: Equatable, Sendable {
     public var errors: Int64
     public var reportedName: String?
     public var version: String?
-    /// `none` or `process`.
+    /// `none`, `process` or `exec` (a program in any language, run as a worker is).
     public var isolation: String
     public var restarts: Int64
     /// The worker's pid, for an isolated module that runs.

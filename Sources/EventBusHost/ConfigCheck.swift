@@ -62,6 +62,16 @@ public enum ConfigCheck {
                 lines.append("  module \(module.name): disabled (\(module.path))")
                 continue
             }
+            if let exec = module.exec {
+                // A program is not loaded: what its start checks first is all there is to check.
+                if let problem = HostConfig.execProblem(exec) {
+                    problems += 1
+                    lines.append("  module \(module.name): \(module.location): \(problem)")
+                } else {
+                    lines.append("  module \(module.name): exec \(exec.program.joined(separator: " ")), \(exec.subscriptions.count) subscription(s)")
+                }
+                continue
+            }
             let outcome = LoadCheck.run(name: module.name, path: module.path, config: module.config,
                                         settings: module.isolation == .process ? module.worker : WorkerSettings(),
                                         timeout: loadTimeout)

@@ -336,9 +336,11 @@ extension HostConfig {
                 guard isValidModuleName(name) else {
                     throw value.error("a module name is letters, digits, '.', '_' and '-', starting with a letter or digit")
                 }
-                let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "mailbox_bytes", "config", "isolation", "worker"])
-                guard let pathNode = fields["path"] else { throw value.error("a module needs a path (its .so file)") }
-                let path = try pathNode.string()
+                let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "mailbox_bytes", "config", "isolation", "worker"] + execKeys)
+                guard let pathNode = fields["path"] ?? fields["exec"] else {
+                    throw value.error("a module needs a path (its .so file) or exec (a program and its arguments)")
+                }
+                let path = fields["exec"] == nil ? try pathNode.string() : "exec"  // an exec module's path is set below
                 guard !path.isEmpty else { throw pathNode.error("must not be empty") }
                 var config = ModuleConfig()
                 var lines: [String: Int] = [:]
@@ -365,6 +367,7 @@ extension HostConfig {
                 }
                 entry.mailboxBytes = try fields["mailbox_bytes"]?.byteSize(atLeast: 1)
                 if let worker = fields["worker"] { entry.worker = try parseWorker(worker) }
+                try parseExec(fields, into: &entry, directory: directory)
                 modules.append(entry)
             }
         }

@@ -110,6 +110,9 @@ public struct ModuleEntry: Sendable {
     public var isolation: IsolationMode = HostConfig.defaultIsolation
     /// How its worker runs (`worker:`), when isolated.
     public var worker = WorkerSettings()
+    /// Set for an exec module (`exec:`, `subscribe:`, `posts_per_second`): a program in any
+    /// language run in the worker's place, whose path is then ``path``.
+    public var exec: ExecSettings?
     /// No `isolation` key: the host's `module_isolation` applies (set while parsing).
     var isolationFromHost = false
     /// Where the entry is, `file:line`, so load errors can point at it.

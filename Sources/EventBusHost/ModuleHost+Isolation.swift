@@ -9,9 +9,16 @@ import ModuleIsolation
 extension ModuleHost {
     func activateInWorker(_ slot: ModuleSlot, entry: ModuleEntry, progress: (HostProgress) -> Void) {
         let logger = log(for: slot.name)
+        // An exec module's program is trusted as a module's file is, before it is started.
+        if let exec = entry.exec, let problem = HostConfig.execProblem(exec) {
+            logger.error("\(entry.location): modules.\(slot.name): \(problem)")
+            slot.status = .failed(problem)
+            return
+        }
         let configuration = WorkerSupervisor.Configuration(
             name: slot.name, path: entry.path, config: entry.config, settings: entry.worker, callTimeout: callTimeout,
-            handlerDuration: handlerTiming?(slot.name))
+            handlerDuration: entry.exec == nil ? handlerTiming?(slot.name) : nil,
+            exec: entry.exec, lineFormat: entry.exec == nil ? nil : .host)
         let supervisor = slot.worker ?? WorkerSupervisor(configuration: configuration, bus: bus, mailbox: slot.mailbox,
                                                          log: .bridged(to: self.logger, module: slot.name))
         slot.worker = supervisor
@@ -19,7 +26,8 @@ extension ModuleHost {
         switch supervisor.start(configuration) {
         case .activated(let name, let version):
             slot.didActivate(.init(instance: .worker(supervisor), reportedName: name, version: version), entry: entry)
-            logger.info("module \(slot.name) active (\(name) \(version), \(entry.path), worker pid \(supervisor.snapshot.pid ?? 0))")
+            let kind = entry.exec == nil ? "worker" : "program"
+            logger.info("module \(slot.name) active (\(name) \(version), \(entry.path), \(kind) pid \(supervisor.snapshot.pid ?? 0))")
         case .configRefused(let problems, let keysSummary):
             // Placed in the file here: the worker knows the module's declaration, not the lines.
             let refusal = ModuleConfigRefusal.refusal(problems, keysSummary: keysSummary, at: entry.configLocations)

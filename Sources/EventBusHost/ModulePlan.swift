@@ -17,8 +17,9 @@ enum ModuleAction: Equatable {
     /// applies when the module is next started.
     case restartNeededForCapacity(name: String)
     /// Running, and its isolation or worker settings changed — or it runs in a worker and its
-    /// path changed or its file was replaced (a new worker loads the new file): deactivate it and
-    /// start it again.
+    /// path changed or its file was replaced (a new worker loads the new file), or it is an exec
+    /// module whose `exec:`, `subscribe:` or `posts_per_second` changed: deactivate it and start
+    /// it again.
     case restart(name: String, reason: String)
 }
 
@@ -60,10 +61,13 @@ enum ModulePlan {
                 continue
             }
             let replaced = now.entry.path == entry.path && now.fileChanged
-            if entry.isolation == .process && (now.entry.path != entry.path || now.entry.worker != entry.worker || replaced) {
+            // An exec module's program, arguments or subscriptions: a new program is started.
+            let execChanged = now.entry.exec != entry.exec
+            if entry.isolation == .process && (now.entry.path != entry.path || now.entry.worker != entry.worker || replaced || execChanged) {
                 changes.append(.restart(name: entry.name, reason: now.entry.path != entry.path
                     ? "path changed from \(now.entry.path) to \(entry.path)"
-                    : replaced ? "its file \(entry.path) was replaced since it was loaded" : "worker settings changed"))
+                    : replaced ? "its file \(entry.path) was replaced since it was loaded"
+                    : execChanged ? "exec settings changed" : "worker settings changed"))
                 if entry.mailboxLimits(default: defaultMailbox) != now.mailbox {
                     changes.append(.restartNeededForCapacity(name: entry.name))
                 }

@@ -141,6 +141,7 @@ final class ModuleSlot: Sendable {
         statistics.queuedBytes = mailboxStatistics.queuedBytes
         if state.status == .active { statistics.configNotApplied = state.configNotApplied }
         statistics.isolation = state.entry.isolation
+        statistics.isExec = state.entry.exec != nil
         if let snapshot {
             // Forwarded to the worker is not handled yet: those count as queued.
             let inWorker = UInt64(snapshot.inWorker)
@@ -158,6 +159,8 @@ final class ModuleSlot: Sendable {
                     statistics.state = .failed(reason)
                 } else if snapshot.restarting {
                     statistics.state = .restarting
+                } else if snapshot.stalled {
+                    statistics.state = .stalled
                 }
             }
         }

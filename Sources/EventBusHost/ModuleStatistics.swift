@@ -16,6 +16,9 @@ public enum ModuleState: Sendable, Equatable, CustomStringConvertible {
     case stopped
     /// Its worker process crashed; a new one starts after the restart delay.
     case restarting
+    /// An exec module whose program has not read its input for a while: its events wait in its
+    /// mailbox, and past its bound are dropped (counted, and announced to it as a gap).
+    case stalled
 
     public var description: String {
         switch self {
@@ -25,6 +28,7 @@ public enum ModuleState: Sendable, Equatable, CustomStringConvertible {
         case .disabled: return "disabled"
         case .stopped: return "stopped"
         case .restarting: return "restarting"
+        case .stalled: return "stalled"
         }
     }
 }
@@ -50,6 +54,8 @@ public struct ModuleStatistics: Sendable, Equatable {
     public var errors: Int
     /// Where it runs: in a worker process (`process`) or in eventbusd (`none`).
     public var isolation: IsolationMode = .none
+    /// An exec module: a program in its worker's place (shown as isolation `exec`).
+    public var isExec = false
     /// Its worker's process id while one runs.
     public var workerPID: Int32?
     /// How often its worker was restarted after a crash, and the last crash (what killed it).

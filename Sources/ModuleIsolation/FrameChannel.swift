@@ -51,11 +51,25 @@ public final class FrameChannel: @unchecked Sendable {
     /// The `whenDrained` of a ``sendOrHold(_:whenDrained:)`` that answered `.held`: called once,
     /// when the writer has taken the pending bytes or the channel closed.
     private var onDrained: (@Sendable () -> Void)?
+    /// `CLOCK_MONOTONIC` when the sender was last held (``sendOrHold(_:whenDrained:)`` answered
+    /// `.held`) and not yet let go; nil while it is not held.
+    private var heldAt: UInt64?
+    /// Rewrites the frames taken for writing, in their order, before they are written: an exec
+    /// module's channel turns them into its program's JSON lines (``ExecLines``). It runs while
+    /// the channel is writing, so never twice at once. nil: frames are written as they are.
+    private let translate: (@Sendable (inout [UInt8]) -> Void)?
 
-    public init(fd: Int32, name: String, highWater: Int = 2 << 20) {
+    public init(fd: Int32, name: String, highWater: Int = 2 << 20, translate: (@Sendable (inout [UInt8]) -> Void)? = nil) {
         self.fd = fd
         self.name = name
         self.highWater = highWater
+        self.translate = translate
+    }
+
+    /// How long the sender has been held because its peer does not read (zero when it is not):
+    /// a program that stopped reading its input is *stalled*.
+    public var heldFor: Duration {
+        condition.withLock { heldAt.map { .nanoseconds(Int64(clamping: MonotonicClock.now() &- $0)) } ?? .zero }
     }
 
     /// Starts the writer thread.
@@ -107,6 +121,7 @@ public final class FrameChannel: @unchecked Sendable {
             pending.take(into: &outgoing)
             condition.broadcast()  // throttled senders may go on
             condition.unlock()
+            translate?(&outgoing)
             ok = writeAll(outgoing)
             condition.lock()
         }
@@ -143,6 +158,7 @@ public final class FrameChannel: @unchecked Sendable {
         body(&pending)
         if pending.count > highWater {
             onDrained = whenDrained
+            if heldAt == nil { heldAt = MonotonicClock.now() }
             if writerIdle { condition.broadcast() }
             condition.unlock()
             return .held
@@ -157,6 +173,7 @@ public final class FrameChannel: @unchecked Sendable {
         swap(&outgoing, &inlineBuffer)
         pending.take(into: &outgoing)
         condition.unlock()
+        translate?(&outgoing)
         let written = writeAvailable(outgoing)
         condition.lock()
         writing = false
@@ -191,6 +208,7 @@ public final class FrameChannel: @unchecked Sendable {
     private func closeLocked() -> (@Sendable () -> Void)? {
         closed = true
         condition.broadcast()
+        heldAt = nil
         defer { onDrained = nil }
         return onDrained
     }
@@ -237,7 +255,8 @@ public final class FrameChannel: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            if carry.isEmpty {
+            let taken = carry.isEmpty
+            if taken {
                 pending.take(into: &outgoing)
             } else {
                 swap(&outgoing, &carry)
@@ -247,12 +266,14 @@ public final class FrameChannel: @unchecked Sendable {
             if pending.count <= highWater {
                 drained = onDrained
                 onDrained = nil
+                heldAt = nil
             }
             flushing = true
             writing = true
             condition.broadcast()  // throttled senders may go on
             condition.unlock()
             drained?()
+            if taken { translate?(&outgoing) }
             let ok = writeAll(outgoing)
             outgoing.removeAll(keepingCapacity: outgoing.capacity <= 8 << 20)
             condition.lock()

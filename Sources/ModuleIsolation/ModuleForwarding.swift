@@ -117,7 +117,7 @@ final class ModuleForwarding: @unchecked Sendable {
         }
     }
 
-    /// What ``attach(_:worker:)`` handed over.
+    /// What ``attach(_:worker:retiring:)`` handed over.
     struct Handover {
         /// Events kept while no worker ran, sent to the new one first.
         var carried: Int
@@ -129,11 +129,17 @@ final class ModuleForwarding: @unchecked Sendable {
 
     /// The started worker `worker` takes over: subscriptions it did not adopt are retired, what
     /// was kept is sent to it, then the mailbox goes on.
-    func attach(_ session: WorkerSession, worker: Int) -> Handover {
+    ///
+    /// Without `retiring`, the subscriptions it did not adopt stay and their events go to it —
+    /// for an exec module, whose program subscribes after it started (after its `hello`), can
+    /// only add subscriptions, and restarted is the same program with the same config: it
+    /// adopts them as it makes them again (``subscribe(worker:id:spec:)`` adopts a held one at
+    /// any time), and until then their events still reach it.
+    func attach(_ session: WorkerSession, worker: Int, retiring: Bool = true) -> Handover {
         let (kept, retired, wasHeld) = condition.withLock { () -> ([(Relay, Event)], [Relay], Bool) in
             mode = .attached(session)
-            let retired = relays.filter { $0.owner != worker }
-            relays.removeAll { $0.owner != worker }
+            let retired = retiring ? relays.filter { $0.owner != worker } : []
+            if retiring { relays.removeAll { $0.owner != worker } }
             for relay in retired { relay.retired.store(true, ordering: .relaxed) }
             // Events kept for a subscription the worker cancelled meanwhile are let go, as the
             // worker drops what comes for a cancelled one: its id may name another one by now.

@@ -62,13 +62,20 @@ public struct WorkerProcess: Sendable {
         }
         var arguments = [executable, "--module", name, "--parent", String(getpid())]
         if mode == .check { arguments += ["--mode", "check"] }
-        if let memory = settings.memoryLimit { arguments += ["--memory-limit", String(memory)] }
-        if let cpu = settings.cpuLimitSeconds { arguments += ["--cpu-limit", String(cpu)] }
-        if let files = settings.openFilesLimit { arguments += ["--open-files", String(files)] }
+        arguments += limitArguments(settings)
         let result = Spawner.shared.run { () -> Result<WorkerProcess, SpawnError> in
             spawnNow(executable: executable, arguments: arguments)
         }
         return try result.get()
+    }
+
+    /// The worker's arguments for the resource limits it sets itself.
+    static func limitArguments(_ settings: WorkerSettings) -> [String] {
+        var arguments: [String] = []
+        if let memory = settings.memoryLimit { arguments += ["--memory-limit", String(memory)] }
+        if let cpu = settings.cpuLimitSeconds { arguments += ["--cpu-limit", String(cpu)] }
+        if let files = settings.openFilesLimit { arguments += ["--open-files", String(files)] }
+        return arguments
     }
 
     private static func spawnNow(executable: String, arguments: [String]) -> Result<WorkerProcess, SpawnError> {
@@ -83,13 +90,30 @@ public struct WorkerProcess: Sendable {
             Glibc.close(pair[1])
         }
         defer { Glibc.close(childEnd) }
+        let spawned = posixSpawn(executable: executable, arguments: arguments) { actions in
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_adddup2(&actions, childEnd, 3)
+            return 4
+        }
+        switch spawned {
+        case .success(let pid): return .success(WorkerProcess(pid: pid, socket: pair[0]))
+        case .failure(let error):
+            Glibc.close(pair[0])
+            return .failure(error)
+        }
+    }
+
+    /// `posix_spawn` of `executable` as every worker is spawned: `arrange` sets the child's
+    /// descriptors and returns the first one to close (every one from it up is closed), signal
+    /// dispositions and mask reset to default, a process group of its own, the worker
+    /// environment.
+    static func posixSpawn(executable: String, arguments: [String],
+                           arrange: (inout posix_spawn_file_actions_t) -> Int32) -> Result<pid_t, SpawnError> {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, childEnd, 3)
-        guard let closeFrom = Self.addCloseFrom, closeFrom(&actions, 4) == 0 else {
-            Glibc.close(pair[0])
+        let firstClosed = arrange(&actions)
+        guard let closeFrom = Self.addCloseFrom, closeFrom(&actions, firstClosed) == 0 else {
             return .failure(SpawnError(description: "posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later is needed)"))
         }
         var attributes = posix_spawnattr_t()
@@ -111,10 +135,9 @@ public struct WorkerProcess: Sendable {
         defer { for pointer in environment { free(pointer) } }
         let status = posix_spawn(&pid, executable, &actions, &attributes, &argv, &environment)
         guard status == 0 else {
-            Glibc.close(pair[0])
             return .failure(SpawnError(description: "posix_spawn \(executable): \(String(cString: strerror(status)))"))
         }
-        return .success(WorkerProcess(pid: pid, socket: pair[0]))
+        return .success(pid)
     }
 
     /// How a crashing worker's Swift runtime reports, unless `SWIFT_BACKTRACE` is set already:

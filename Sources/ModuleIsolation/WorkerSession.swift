@@ -8,6 +8,11 @@ import SystemCalls
 /// The host's side of one running worker process: the subscriptions it makes on the module's
 /// behalf, the events it forwards, what the worker sends back.
 ///
+/// Two kinds: an `eventbus-module-worker` speaking the binary frame protocol, or an exec
+/// module's program speaking JSON lines (``exec``, `WorkerSession+Exec.swift`). Both are fed the
+/// same way — the same subscriptions, mailbox and channel — and only the ends differ: an exec
+/// session's channel turns frames into lines (``ExecLines``), and its reader reads lines.
+///
 /// ## Threads
 /// - The **reader thread** (one per session) reads the socket: it makes and cancels the
 ///   module's subscriptions (through ``ModuleForwarding``, which outlives the session), posts
@@ -19,15 +24,15 @@ import SystemCalls
 final class WorkerSession: @unchecked Sendable {
     let process: WorkerProcess
     let channel: FrameChannel
-    private let name: String
+    let name: String
     /// Unscoped: the module's posts are posted here.
-    private let hostBus: Bus
-    private let log: ModuleLog
+    let hostBus: Bus
+    let log: ModuleLog
     /// The module's subscriptions, made under ``worker``'s number.
-    private let forwarding: ModuleForwarding
-    private let worker: Int
-    private let replies = ReplySlot()
-    private let onEnd: @Sendable (WorkerSession, String) -> Void
+    let forwarding: ModuleForwarding
+    let worker: Int
+    let replies = ReplySlot()
+    let onEnd: @Sendable (WorkerSession, String) -> Void
     /// Where the module's timed handler calls are recorded (the host's histogram); nil: not timed.
     private let handlerDuration: (@Sendable (Int64) -> Void)?
 
@@ -40,6 +45,8 @@ final class WorkerSession: @unchecked Sendable {
     let lastHeard = Atomic<UInt64>(MonotonicClock.now())
     /// Set when the watchdog killed it for missing heartbeats.
     let killedAsHung = Atomic<Bool>(false)
+    /// An exec module's program and its line protocol; nil for a worker.
+    let exec: ExecLink?
 
     init(process: WorkerProcess, name: String, hostBus: Bus, forwarding: ModuleForwarding, worker: Int, log: ModuleLog,
          handlerDuration: (@Sendable (Int64) -> Void)?, onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
@@ -52,9 +59,40 @@ final class WorkerSession: @unchecked Sendable {
         self.onEnd = onEnd
         self.handlerDuration = handlerDuration
         self.channel = FrameChannel(fd: process.socket, name: "worker.\(name)")
+        self.exec = nil
+    }
+
+    /// An exec module's session: `program` was spawned, its lines made as `format` says.
+    init(program: ExecProcess, settings: ExecSettings, format: ExecLineFormat, subscriptions: ExecSubscriptions,
+         name: String, hostBus: Bus, forwarding: ModuleForwarding, worker: Int, log: ModuleLog,
+         onEnd: @escaping @Sendable (WorkerSession, String) -> Void) {
+        let link = ExecLink(program: program, settings: settings, format: format, subscriptions: subscriptions)
+        self.process = program.process
+        self.name = name
+        self.hostBus = hostBus
+        self.forwarding = forwarding
+        self.worker = worker
+        self.log = log
+        self.onEnd = onEnd
+        self.handlerDuration = nil
+        // A smaller high water than a worker's: what waits here is JSON for a program that may
+        // be slow, and the mailbox, not this buffer, is what bounds it and counts the loss.
+        self.channel = FrameChannel(fd: program.process.socket, name: "exec.\(name)", highWater: 256 << 10,
+                                    translate: { [lines = link.lines] in lines.translate(&$0) })
+        self.exec = link
+    }
+
+    /// Events the module has taken: a worker reports those its module handled; for an exec
+    /// module, those written towards its program (it does not say which it handled).
+    var handled: UInt64 {
+        exec?.lines.taken.load(ordering: .relaxed) ?? consumed.load(ordering: .relaxed)
     }
 
     func start() {
+        if let exec {
+            startExec(exec)
+            return
+        }
         channel.start()
         let thread = Thread { [self] in
             System.nameCurrentThread("r<" + name)  // Linux keeps 15 bytes of a thread's name

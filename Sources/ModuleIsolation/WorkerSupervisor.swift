@@ -18,9 +18,13 @@ import Synchronization
 /// control queue — until done or timed out), crash handling (told by the session's reader
 /// thread), scheduled restarts and the heartbeat watchdog. So a restart never races a reload or
 /// a shutdown. ``snapshot`` is readable from any thread.
+///
+/// An exec module (``Configuration/exec``) is supervised the same way — crash, restart, start
+/// limit, held mailbox, process group — with its program in the worker's place
+/// (`WorkerSupervisor+Exec.swift`); it sends no heartbeat, so it has no watchdog.
 public final class WorkerSupervisor: @unchecked Sendable {
-    // @unchecked: `configuration`, `session`, `policy`, `stopping`, `generation`, `watchdog`
-    // are touched only on `queue`; `state` has its own lock.
+    // @unchecked: `configuration`, `session`, `policy`, `stopping`, `generation`, `watchdog`,
+    // `lastHandover`, `execSubscriptions` are touched only on `queue`; `state` has its own lock.
 
     public struct Configuration: Sendable {
         public var name: String
@@ -33,10 +37,15 @@ public final class WorkerSupervisor: @unchecked Sendable {
         /// Records the module's timed handler calls, as `ModuleContext.handlerDuration` does in
         /// eventbusd; nil: the worker does not time them.
         public var handlerDuration: (@Sendable (Int64) -> Void)?
+        /// Set for an exec module: the program run instead of a worker loading `path`, and how
+        /// its lines are made.
+        public var exec: ExecSettings?
+        public var lineFormat: ExecLineFormat?
 
         public init(name: String, path: String, config: ModuleConfig, settings: WorkerSettings,
                     callTimeout: Duration, executable: String = WorkerProcess.defaultExecutable,
-                    handlerDuration: (@Sendable (Int64) -> Void)? = nil) {
+                    handlerDuration: (@Sendable (Int64) -> Void)? = nil,
+                    exec: ExecSettings? = nil, lineFormat: ExecLineFormat? = nil) {
             self.name = name
             self.path = path
             self.config = config
@@ -44,6 +53,8 @@ public final class WorkerSupervisor: @unchecked Sendable {
             self.callTimeout = callTimeout
             self.executable = executable
             self.handlerDuration = handlerDuration
+            self.exec = exec
+            self.lineFormat = lineFormat
         }
     }
 
@@ -86,27 +97,37 @@ public final class WorkerSupervisor: @unchecked Sendable {
         public var inWorker = 0
         public var reportedName: String?
         public var version: String?
-        /// Handler errors the worker reported, over every worker of this module.
+        /// Handler errors the worker reported, over every worker of this module; for an exec
+        /// module, its protocol errors.
         public var errors = 0
+        /// An exec module whose program has not read its input for a while (``stallAfter``): what
+        /// comes for it waits in its mailbox, and past its bound is dropped.
+        public var stalled = false
     }
 
-    private let bus: Bus
-    private let mailbox: Mailbox
-    private let log: ModuleLog
-    private let queue: DispatchQueue
-    private var configuration: Configuration
+    /// How long an exec module's input stays full before it counts as stalled.
+    public static let stallAfter = Duration.seconds(1)
+
+    let bus: Bus
+    let mailbox: Mailbox
+    let log: ModuleLog
+    let queue: DispatchQueue
+    var configuration: Configuration
     private var policy: RestartPolicy
-    private var session: WorkerSession?
+    var session: WorkerSession?
     private var stopping = true
     /// Bumped by every start and stop, so a restart scheduled before them does nothing.
     private var generation = 0
     private var watchdog: DispatchSourceTimer?
-    private let state = Locked(Snapshot())
+    let state = Locked(Snapshot())
     private var retiredErrors = 0
     /// The module's subscriptions on the host, kept across a crash and handed to the next worker.
-    private let forwarding: ModuleForwarding
-    /// What the last worker to start took over (see ``ModuleForwarding/attach(_:worker:)``).
-    private var lastHandover: ModuleForwarding.Handover?
+    let forwarding: ModuleForwarding
+    /// What the last worker to start took over (see ``ModuleForwarding/attach(_:worker:retiring:)``).
+    var lastHandover: ModuleForwarding.Handover?
+    /// An exec module's subscription ids and field matches, kept across its program's restarts
+    /// (its held subscriptions' events keep their ids until the new program makes them again).
+    var execSubscriptions = ExecSubscriptions()
 
     /// - Parameters:
     ///   - bus: the host's bus: subscriptions are made on it (scoped to `mailbox`), posts and
@@ -130,6 +151,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         if let session = state.withLock({ _ in currentSessionForSnapshot }) {
             snapshot.errors += Int(session.errors.load(ordering: .relaxed))
             snapshot.inWorker = Int(clamping: Self.inFlight(session))
+            snapshot.stalled = session.exec != nil && session.channel.heldFor >= Self.stallAfter
         }
         return snapshot
     }
@@ -137,7 +159,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
     /// Read by ``snapshot`` under `state`'s lock; written on `queue` under it.
     private var currentSessionForSnapshot: WorkerSession?
 
-    private func setSession(_ new: WorkerSession?) {
+    func setSession(_ new: WorkerSession?) {
         session = new
         state.withLock { state in
             currentSessionForSnapshot = new
@@ -155,6 +177,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             policy = RestartPolicy(settings: configuration.settings)
             stopping = false
             generation += 1
+            execSubscriptions = ExecSubscriptions()
             state.withLock {
                 $0.gaveUp = nil
                 $0.restarting = false
@@ -167,6 +190,8 @@ public final class WorkerSupervisor: @unchecked Sendable {
 
     public func reconfigure(_ config: ModuleConfig) -> ReconfigureOutcome {
         queue.sync {
+            // A program reads its config once, in its hello: a new one means a new program.
+            if configuration.exec != nil { return .reactivate }
             guard let session else {
                 // Between a crash and its restart: the restart takes the new section.
                 configuration.config = config
@@ -212,6 +237,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 return .deactivated
             }
             let deadline = ContinuousClock.now + timeout
+            if session.exec != nil { return stopExec(session, deadline: deadline) }
             // What waits in the host mailbox goes out before the deactivate frame: a drain whose
             // marker also sends the batch it ends (a drain's marker runs before the batch's flush).
             let drained = DispatchSemaphore(value: 0)
@@ -238,15 +264,16 @@ public final class WorkerSupervisor: @unchecked Sendable {
     }
 
     /// Events forwarded to the worker that it has not reported handled.
-    private static func inFlight(_ session: WorkerSession) -> UInt64 {
+    static func inFlight(_ session: WorkerSession) -> UInt64 {
         let sent = session.sent.load(ordering: .relaxed)
-        let consumed = session.consumed.load(ordering: .relaxed)
+        let consumed = session.handled
         return sent > consumed ? sent - consumed : 0
     }
 
     // MARK: On the queue
 
     private func startWorker() -> StartOutcome {
+        if let exec = configuration.exec, let format = configuration.lineFormat { return startExec(exec, format: format) }
         let process: WorkerProcess
         do {
             process = try WorkerProcess.spawn(executable: configuration.executable, name: configuration.name,
@@ -309,7 +336,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
 
     /// Takes the session down on the host side: its socket. The module's subscriptions stay
     /// (``ModuleForwarding``) until the next worker takes them over or they are discarded.
-    private func end(_ session: WorkerSession) {
+    func end(_ session: WorkerSession) {
         session.channel.close()
         if self.session === session {
             retiredErrors += Int(session.errors.load(ordering: .relaxed))
@@ -320,7 +347,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
 
     /// The session's reader saw the socket end. Unless the host is stopping or replacing it on
     /// purpose, the worker crashed.
-    private func sessionEnded(_ session: WorkerSession, reason: String) {
+    func sessionEnded(_ session: WorkerSession, reason: String) {
         guard session === self.session, !stopping else { return }
         stopWatchdog()
         end(session)
@@ -335,6 +362,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         // (a module can write anything to the socket): say that, not only how the worker ended.
         let cause = hung ? "no heartbeat within \(configuration.settings.heartbeatTimeout) (killed with SIGKILL)"
             : reason == FrameChannel.endOfInput ? describe(exit, cpuSeconds: cpuSeconds)
+            : session.exec != nil ? "\(reason), so the host ended it; the program \(exit)"
             : "it broke the worker protocol (\(reason)), so the host ended its session; the worker \(exit)"
         crashed(cause: cause, exit: exit, lost: lost)
     }
@@ -353,6 +381,9 @@ public final class WorkerSupervisor: @unchecked Sendable {
             return "\(exit)"
         }
     }
+
+    /// What runs the module, in log lines: its worker, or an exec module's program.
+    private var kind: String { configuration.exec == nil ? "worker" : "program" }
 
     /// A worker died (or failed to start again): announce it, then restart or give up.
     private func crashed(cause: String, exit: WorkerProcess.Exit?, lost: UInt64) {
@@ -380,7 +411,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
         switch decision {
         case .restart(let delay):
             fields["restarting"] = true
-            log.error("module worker crashed: \(cause); \(lost) event(s) in flight lost; restart \(restarts) in \(delay)")
+            log.error("module \(kind) crashed: \(cause); \(lost) event(s) in flight lost; restart \(restarts) in \(delay)")
             bus.post(Event(name: "module.crashed", source: "eventbusd", fields: fields))
             let generation = self.generation
             queue.asyncAfter(deadline: .now() + DispatchTimeInterval(delay)) { [weak self] in
@@ -391,7 +422,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
                     let held = handover.map { $0.carried + $0.queued } ?? 0
                     let retired = handover?.retired ?? 0
                     let unless = retired == 0 ? "" : " (less those of the \(retired) subscription(s) it did not make again)"
-                    self.log.notice("module restarted (\(name) \(version), worker pid \(self.session?.process.pid ?? 0)); \(held) event(s) held for it meanwhile follow\(unless)")
+                    self.log.notice("module restarted (\(name) \(version), \(self.kind) pid \(self.session?.process.pid ?? 0)); \(held) event(s) held for it meanwhile follow\(unless)")
                 case .failed(let reason):
                     self.crashed(cause: "restart failed: \(reason)", exit: nil, lost: 0)
                 case .unloadable(let reason):
@@ -408,7 +439,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
                 $0.restarting = false
             }
             let held = forwarding.discardAll()
-            log.error("module worker crashed: \(cause); \(lost) event(s) in flight lost; \(reason); the module stays down until a reload, and the \(held) event(s) held for it are lost")
+            log.error("module \(kind) crashed: \(cause); \(lost) event(s) in flight lost; \(reason); the module stays down until a reload, and the \(held) event(s) held for it are lost")
             bus.post(Event(name: "module.crashed", source: "eventbusd", fields: fields))
             bus.post(Event(name: "module.failed", source: "eventbusd",
                            fields: ["module": .string(configuration.name), "reason": .string(reason), "lost": .int(Int64(clamping: held))]))

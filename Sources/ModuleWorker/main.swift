@@ -8,9 +8,11 @@ import SystemCalls
 // (`isolation: process`). Spawned by the host (ModuleIsolation.WorkerProcess) with its socket as
 // fd 3; not meant to be started by hand.
 //
-// Arguments: --module NAME --parent PID [--mode run|check] [--memory-limit BYTES] [--cpu-limit SECONDS]
-// [--open-files N]. `--mode check` loads and checks the module for `eventbusd --check-config`
-// instead of running it (LoadCheckMode).
+// Arguments: --module NAME --parent PID [--mode run|check|exec] [--memory-limit BYTES] [--cpu-limit SECONDS]
+// [--open-files N] [-- PROGRAM ARG…]. `--mode check` loads and checks the module for `eventbusd --check-config`
+// instead of running it (LoadCheckMode). `--mode exec` runs no module: it sets what a worker sets
+// for itself (death signal, limits, OOM score) and then becomes PROGRAM, an exec module
+// (docs/modules-any-language.md), so a program in any language gets them without knowing of them.
 
 /// The OOM score adjustment a worker gives itself (-1000…1000; the host's is usually 0).
 let workerOOMScoreAdjustment = 500
@@ -21,8 +23,14 @@ func fail(_ message: String, status: Int32) -> Never {
 }
 
 var options: [String: String] = [:]
+/// What follows `--`: the program `--mode exec` becomes.
+var program: [String] = []
 var arguments = CommandLine.arguments.dropFirst().makeIterator()
 while let key = arguments.next() {
+    if key == "--" {
+        while let word = arguments.next() { program.append(word) }
+        break
+    }
     guard key.hasPrefix("--"), let value = arguments.next() else {
         fail("unexpected argument \(key); this program is started by eventbusd", status: 64)
     }
@@ -92,5 +100,6 @@ if let current = (try? String(contentsOfFile: "/proc/self/oom_score_adj", encodi
 switch options["mode"] ?? "run" {
 case "run": _exit(WorkerRuntime(socket: 3, name: name).run())
 case "check": _exit(LoadCheckMode.run(socket: 3))
-case let mode: fail("--mode \(mode): expected run or check", status: 64)
+case "exec": ExecMode.become(program)
+case let mode: fail("--mode \(mode): expected run, check or exec", status: 64)
 }

@@ -18,7 +18,7 @@ import SystemCalls
 // - latency: 10,000 events/s offered (one every 100 µs, paced by absolute sleeps on the
 //   monotonic clock) for `latencySeconds`; p50 and p99 of post → module handler.
 
-private struct IsolationRun {
+struct IsolationRun {
     var mode: String
     var throughput: Double
     var handled: Int64
@@ -36,7 +36,8 @@ func isolationBenchmark(events: Int, latencySeconds: Int = 3) async {
     print("module: \(probe)")
     var runs: [IsolationRun] = []
     for mode in ["none", "process"] {
-        guard let run = await isolationRun(mode: mode, probe: probe, events: events, latencySeconds: latencySeconds) else { exit(1) }
+        guard let run = await moduleRun(label: mode, entry: "path: \(probe)\nisolation: \(mode)", events: events,
+                                        latencySeconds: latencySeconds, rate: 10_000) else { exit(1) }
         runs.append(run)
     }
     func micros(_ nanoseconds: Int64) -> String { String(format: "%.1f µs", Double(nanoseconds) / 1000) }
@@ -58,7 +59,10 @@ func isolationBenchmark(events: Int, latencySeconds: Int = 3) async {
                  Double(isolated.p99) / Double(max(1, inProcess.p99))))
 }
 
-private func isolationRun(mode: String, probe: String, events: Int, latencySeconds: Int) async -> IsolationRun? {
+/// One module — `entry`, the lines of its config entry — loaded by a real BusHost: throughput,
+/// then latency at `rate` events/s for `latencySeconds`. The module answers `bench.report` with
+/// `bench.result` (count, p50_ns, p99_ns), as FixtureLatencyProbe does.
+func moduleRun(label mode: String, entry: String, events: Int, latencySeconds: Int, rate: Int) async -> IsolationRun? {
     let directory = NSTemporaryDirectory() + "eventbus-bench-isolation-\(getpid())-\(mode)"
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false,
                                              attributes: [.posixPermissions: 0o700])
@@ -67,8 +71,7 @@ private func isolationRun(mode: String, probe: String, events: Int, latencySecon
     precondition(FileManager.default.createFile(atPath: config, contents: Data("""
         modules:
           probe:
-            path: \(probe)
-            isolation: \(mode)
+        \(entry.split(separator: "\n").map { "    " + $0 }.joined(separator: "\n"))
             mailbox_capacity: \(events + 10)
             mailbox_bytes: \(events + 10)KiB
         """.utf8)))
@@ -109,12 +112,12 @@ private func isolationRun(mode: String, probe: String, events: Int, latencySecon
     let elapsed = ContinuousClock.now - start
     let handled = throughputReport["count"]?.intValue ?? 0
 
-    // Paced: one event every 100 µs on the monotonic clock, from this one thread, which sleeps
+    // Paced: one event every 1/`rate` s (100 µs at 10k/s) on the monotonic clock, from this one thread, which sleeps
     // in between (a spinning pacer would take one of the two cores from the path measured). The
     // latency is measured from the event's creation, right after the wake-up, so timer slack
     // moves when an event is made, not what its latency reads.
-    let interval: UInt64 = 100_000
-    let total = latencySeconds * 10_000
+    let interval = UInt64(1_000_000_000 / rate)
+    let total = latencySeconds * rate
     var next = MonotonicClock.now()
     for index in 0..<total {
         next += interval
@@ -124,7 +127,7 @@ private func isolationRun(mode: String, probe: String, events: Int, latencySecon
     guard let latencyReport = await report() else { return nil }
     let dropped = host.moduleStatistics.first?.dropped ?? 0
     _ = await host.shutdown()
-    return IsolationRun(mode: mode == "none" ? "none" : "process", throughput: Double(handled) / elapsed.secondsValue,
+    return IsolationRun(mode: mode, throughput: Double(handled) / elapsed.secondsValue,
                         handled: handled, dropped: dropped,
                         p50: latencyReport["p50_ns"]?.intValue ?? -1, p99: latencyReport["p99_ns"]?.intValue ?? -1,
                         latencyHandled: latencyReport["count"]?.intValue ?? 0)
@@ -135,6 +138,6 @@ private func benchEvent(_ index: Int) -> Event {
     Event(name: "bench.event", source: "bench", fields: ["n": .int(Int64(index)), "host": "web-01", "load": 0.25])
 }
 
-private extension String {
+extension String {
     func leftPadded(_ width: Int) -> String { String(repeating: " ", count: max(0, width - count)) + self }
 }

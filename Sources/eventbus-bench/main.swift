@@ -18,6 +18,7 @@ import Foundation
 //   tail [events]                   events/s through the control socket to `eventbus tail --json`
 //   journal [entries]               journal ingest vs a C loop and journalctl; follow latency
 //   isolation [events]              delivery into one module in-process vs in a worker process
+//   exec [events]                   delivery into a Swift worker module vs exec modules (C, Python)
 //   bridge [events] [core|durable]  bus A → NATS → bus B vs a raw nats.c publish → subscribe
 //                                   (`core`: only the raw anchor and the core bridge; `durable`:
 //                                   only the durable bridge — to profile)
@@ -105,6 +106,8 @@ case "journal":
     JournalBenchmark.run(entries: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
 case "isolation":
     await isolationBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
+case "exec":
+    await execBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "bridge":
     BridgeBenchmark.run(events: arguments.dropFirst().first.flatMap(Int.init) ?? 500_000,
                         part: arguments.dropFirst(2).first.flatMap(BridgeBenchmark.Part.init(rawValue:)) ?? .all)
@@ -124,5 +127,6 @@ case "journal-writer":  // the journal benchmark's latency writer, run as a chil
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
     print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, bridge, metrics, wide, units, webhook")
+    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, exec, bridge, metrics, wide, units")
     exit(2)
 }

@@ -133,6 +133,9 @@ install -d -m 0755 "$stage/etc/eventbus/rules.d"
 install -d "$stage/usr/share/eventbus/monitoring"
 install -m 0644 packaging/monitoring/eventbus-alerts.yml packaging/monitoring/eventbus-alerts.test.yml \
   packaging/monitoring/eventbus-dashboard.json "$stage/usr/share/eventbus/monitoring/"
+# The Python helper for exec modules (`eventbus module new --lang python` copies it from here).
+install -d "$stage/usr/share/eventbus/python"
+install -m 0644 examples/modules/eventbus_module.py "$stage/usr/share/eventbus/python/"
 # The units as examples/ has them for a /usr/local install, pointed at where the package puts things.
 for unit in eventbusd.service eventbusd.socket; do
   sed -e 's|/usr/local/bin/|/usr/bin/|g' -e 's|/usr/local/share/doc/|/usr/share/doc/|g' "examples/$unit" > "$stage/lib/systemd/system/$unit"
@@ -197,9 +200,13 @@ install -d "$doc/docs" "$doc/examples"
 install -m 0644 CHANGELOG.md "$doc/"
 sed 's|](Sources/ControlProtocol/PROTOCOL.md)|](docs/PROTOCOL.md)|g' README.md > "$doc/README.md"
 for page in docs/*.md; do
-  sed 's|](\.\./Sources/ControlProtocol/PROTOCOL.md)|](PROTOCOL.md)|g' "$page" > "$doc/$page"
+  sed -e 's|](\.\./Sources/ControlProtocol/PROTOCOL.md)|](PROTOCOL.md)|g' \
+      -e 's|](\.\./Sources/ControlProtocol/EXEC-PROTOCOL.md)|](EXEC-PROTOCOL.md)|g' "$page" > "$doc/$page"
 done
 install -m 0644 Sources/ControlProtocol/PROTOCOL.md "$doc/docs/PROTOCOL.md"
+sed 's|](\.\./\.\./docs/|](|g' Sources/ControlProtocol/EXEC-PROTOCOL.md > "$doc/docs/EXEC-PROTOCOL.md"
+install -d "$doc/examples/modules"
+install -m 0644 examples/modules/* "$doc/examples/modules/"
 install -m 0644 examples/eventbus.yaml examples/eventbusd.service examples/eventbusd.socket "$doc/examples/"
 install -d "$doc/examples/rules.d"
 install -m 0644 examples/rules.d/*.yaml "$doc/examples/rules.d/"

@@ -207,8 +207,9 @@ final class HostMetrics: Sendable {
     private func collectModules(_ modules: [ModuleStatistics], into scrape: inout MetricsRegistry.Scrape) {
         for module in modules {
             let labels = [("module", module.name)]
+            // A stalled exec module runs (its program does not read): up, and its drops say the rest.
             scrape.gauge("eventbus_module_up", help: "1 while the module is active, else 0.",
-                         labels: labels, value: module.state == .active ? 1 : 0)
+                         labels: labels, value: module.state == .active || module.state == .stalled ? 1 : 0)
             scrape.counter("eventbus_module_events_delivered_total", help: "Events the module's mailbox handed to it.",
                            labels: labels, total: module.delivered)
             scrape.counter("eventbus_module_events_dropped_total", help: "Events dropped because the module's mailbox was full (each run announced as a gap).",

@@ -43,19 +43,27 @@ struct SDKPath: ParsableCommand {
     }
 }
 
-/// `eventbus module new NAME`: scaffolds a module package that builds against this SDK.
+/// `eventbus module new NAME`: scaffolds a module package that builds against this SDK, or
+/// (`--lang python`) an exec module in Python.
 struct NewModule: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "new",
-        abstract: "Create a module package: Package.swift, a working module, README.md and sample.yaml.",
+        abstract: "Create a module: a Swift package (Package.swift, a working module, README.md, sample.yaml), or with --lang python a Python program that runs as is.",
         discussion: """
             NAME is lowercase words joined by dashes (e.g. disk-watch); its Swift target is the \
             CamelCase form (DiskWatch). The package is created in DIR/NAME, which must not exist \
             (DIR is created when missing). It builds against the prebuilt SDK next to this \
             executable (seconds), or with --from-source against the SDK's sources (the first \
-            build compiles the SDK too, about a minute).
+            build compiles the SDK too, about a minute). With --lang python, DIR/NAME holds \
+            NAME.py, the helper eventbus_module.py (standard library only), README.md and \
+            sample.yaml: an exec module (docs/modules-any-language.md), nothing to build.
             """
     )
+
+    /// What the module is written in.
+    enum Language: String, ExpressibleByArgument, CaseIterable {
+        case swift, python
+    }
 
     @Argument(help: "The module's name: lowercase letters and digits, words joined by '-'.")
     var name: String
@@ -68,12 +76,24 @@ struct NewModule: ParsableCommand {
     @Flag(name: .customLong("from-source"), help: "Depend on the SDK's sources (--sdk) instead of the prebuilt SDK.")
     var fromSource = false
 
+    @Option(name: .customLong("lang"), help: "swift (a .so built against the SDK) or python (an exec module).")
+    var language: Language = .swift
+
     func validate() throws {
         _ = try ModuleName(name)
     }
 
     func run() throws {
         let moduleName = try ModuleName(name)
+        if language == .python {
+            let folder = try PythonModuleScaffold(name: moduleName, helper: try PythonModuleScaffold.locateHelper()).write(into: parent)
+            print("""
+                Created \(folder) (\(moduleName.name).py and the helper eventbus_module.py).
+                Run it:    add the section in \(folder)/sample.yaml to the host's config, then eventbus reload.
+                Try it:    eventbus post user.\(moduleName.name).ping who=me; eventbus tail 'user.\(moduleName.name).>'
+                """)
+            return
+        }
         let chosen: ModuleScaffold.SDK
         let origin: String
         if fromSource || sdk.path != nil {

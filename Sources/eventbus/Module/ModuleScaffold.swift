@@ -61,21 +61,7 @@ struct ModuleScaffold {
     /// overwrites anyone's work.
     func write(into parent: String) throws -> String {
         let files = FileManager.default
-        let parentURL = URL(fileURLWithPath: parent).standardizedFileURL
-        var isFolder: ObjCBool = false
-        if !files.fileExists(atPath: parentURL.path, isDirectory: &isFolder) {
-            do {
-                try files.createDirectory(at: parentURL, withIntermediateDirectories: true)
-            } catch {
-                throw CommandError("cannot create \(parentURL.path): \(error.localizedDescription)")
-            }
-        } else if !isFolder.boolValue {
-            throw CommandError("\(parentURL.path) is not a folder")
-        }
-        let folder = parentURL.appendingPathComponent(name.name)
-        guard !files.fileExists(atPath: folder.path) else {
-            throw CommandError("\(folder.path) already exists; choose another name or --path")
-        }
+        let folder = try Self.makeFolder(name.name, in: parent)
         let contents: [(String, String)] = [
             ("Package.swift", packageManifest),
             ("Sources/\(name.target)/\(name.target).swift", moduleSource),
@@ -89,6 +75,33 @@ struct ModuleScaffold {
             try Data(text.utf8).write(to: url)
         }
         return folder.path
+    }
+
+    /// Creates `parent/name` — `parent` as `mkdir -p` would — and returns it. Refuses a folder
+    /// that exists, so a scaffold never overwrites anyone's work.
+    static func makeFolder(_ name: String, in parent: String) throws -> URL {
+        let files = FileManager.default
+        let parentURL = URL(fileURLWithPath: parent).standardizedFileURL
+        var isFolder: ObjCBool = false
+        if !files.fileExists(atPath: parentURL.path, isDirectory: &isFolder) {
+            do {
+                try files.createDirectory(at: parentURL, withIntermediateDirectories: true)
+            } catch {
+                throw CommandError("cannot create \(parentURL.path): \(error.localizedDescription)")
+            }
+        } else if !isFolder.boolValue {
+            throw CommandError("\(parentURL.path) is not a folder")
+        }
+        let folder = parentURL.appendingPathComponent(name)
+        guard !files.fileExists(atPath: folder.path) else {
+            throw CommandError("\(folder.path) already exists; choose another name or --path")
+        }
+        do {
+            try files.createDirectory(at: folder, withIntermediateDirectories: false)
+        } catch {
+            throw CommandError("cannot create \(folder.path): \(error.localizedDescription)")
+        }
+        return folder
     }
 
     var packageManifest: String {

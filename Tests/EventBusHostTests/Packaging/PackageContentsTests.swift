@@ -287,6 +287,24 @@ import TestSupport
         try await shell("LC_ALL=C.UTF-8 MANWIDTH=80 MAN_KEEP_FORMATTING= man --warnings -l \(page) 2>&1 | col -bx").output
     }
 
+    /// The Python helper for exec modules is shipped where `eventbus module new --lang python`
+    /// looks for it next to the installed CLI, which copies it beside the module it scaffolds:
+    /// a program that compiles, with the helper it imports.
+    @Test(.timeLimit(.minutes(20)))
+    func thePythonHelperIsShippedWhereTheScaffoldFindsIt() async throws {
+        let built = try await Self.built.value
+        let helper = built.root + "/usr/share/eventbus/python/eventbus_module.py"
+        let shipped = try String(contentsOfFile: helper, encoding: .utf8)
+        #expect(shipped == (try String(contentsOfFile: Self.repository + "/examples/modules/eventbus_module.py", encoding: .utf8)))
+        let folder = built.directory + "/python-scaffold"
+        try? FileManager.default.removeItem(atPath: folder)
+        let scaffold = try await Self.shell("\(built.lib)/eventbus module new --lang python greeter --path \(folder) 2>&1")
+        #expect(scaffold.status == 0, "\(scaffold.output)")
+        #expect(try String(contentsOfFile: folder + "/greeter/eventbus_module.py", encoding: .utf8) == shipped)
+        let compiles = try await Self.shell("cd \(folder)/greeter && python3 -c 'import ast, sys; ast.parse(open(\"greeter.py\").read()); sys.path.insert(0, \".\"); import eventbus_module' 2>&1")
+        #expect(compiles.status == 0, "\(compiles.output)")
+    }
+
     private static func shell(_ command: String) async throws -> (status: Int32, output: String) {
         let result = try await run("/bin/sh", ["-c", command])
         return (result.status, result.output)

@@ -112,6 +112,7 @@ extension ControlServer {
         case .disabled: state = "disabled"
         case .stopped: state = "stopped"
         case .restarting: state = "restarting"
+        case .stalled: state = "stalled"
         case .failed(let why):
             state = "failed"
             reason = why
@@ -120,7 +121,7 @@ extension ControlServer {
             name: module.name, path: module.path, state: state, reason: reason,
             delivered: Int64(module.delivered), dropped: Int64(module.dropped), queued: Int64(module.queued),
             queuedBytes: Int64(module.queuedBytes), errors: Int64(module.errors),
-            reportedName: module.reportedName, version: module.version, isolation: module.isolation.rawValue,
+            reportedName: module.reportedName, version: module.version, isolation: module.isExec ? "exec" : module.isolation.rawValue,
             restarts: Int64(module.restarts), workerProcessID: module.workerPID.map { Int64($0) }, lastCrash: module.lastCrash,
             lastCrashTime: module.lastCrashTime?.formatted(.iso8601), configNotApplied: module.configNotApplied)
     }
