@@ -153,6 +153,27 @@ import Testing
         #expect(problems.contains { $0.file == badDirectory.path + "/rules.d/10-a.yaml" && $0.message.contains("already named \"same\"") })
     }
 
+    /// The shipped examples (`examples/rules.d/`, beside the example config) load as they are,
+    /// and each fires for the event it was written for.
+    @Test func theShippedExamplesLoadAndFireForTheirEvents() throws {
+        let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("examples").path
+        let config = try HostConfig.load(from: examples + "/eventbus.yaml")
+        #expect(config.ruleFiles.count == 5)
+        let rules = Dictionary(uniqueKeysWithValues: config.rules.map { ($0.name, $0) })
+        let events: [(rule: String, event: Event)] = [
+            ("unit-failed-alert", Event(name: "unit.state", fields: ["unit": "nginx.service", "active_state": "failed"])),
+            ("reload-nginx-on-config-change", Event(name: "fs.closed", fields: ["path": "/etc/nginx/nginx.conf"])),
+            ("ssh-auth-failures", Event(name: "journal.entry", fields: ["message": "pam_unix(sshd:auth): authentication failure; rhost=x"])),
+            ("backup-on-disk", Event(name: "device.added", fields: ["devtype": "disk", "prop.ID_BUS": "usb", "sysname": "sdb"])),
+            ("alerts-to-chat", Event(name: "alert.unit.failed", fields: ["unit": "x.service"])),
+        ]
+        for (name, event) in events {
+            let rule = try #require(rules[name], "\(name)")
+            #expect(rule.trigger.patterns.contains { $0.matches(event.name) } && rule.conditions.accepts(event), "\(name)")
+        }
+    }
+
     @Test func aProgramWithoutExecutePermissionIsRefused() throws {
         let directory = try TemporaryDirectory()
         let program = try directory.write("script", "#!/bin/sh\n")
