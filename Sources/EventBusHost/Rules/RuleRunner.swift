@@ -59,12 +59,10 @@ final class RuleRunner: @unchecked Sendable {
         self.counters = Mutex(statistics)
     }
 
+    /// Read under the counters' lock only, never by waiting for the rule's queue: `eventbus
+    /// rules` is answered at once however busy the rule is.
     var statistics: RuleStatistics {
-        var statistics = counters.withLock { $0 }
-        let (running, queued) = queue.sync { (tasks.count, mode.queued) }
-        statistics.running = running
-        statistics.queued = queued
-        return statistics
+        counters.withLock { $0 }
     }
 
     /// Why this rule cannot run under its launcher, if it cannot.
@@ -197,6 +195,13 @@ final class RuleRunner: @unchecked Sendable {
     }
 
     private func carry(out decisions: [RuleModeState<RuleTriggerEvents>.Decision]) {
+        defer {
+            let (running, queued) = (mode.running.count, mode.queued)
+            counters.withLock { counters in
+                counters.running = running
+                counters.queued = queued
+            }
+        }
         for decision in decisions {
             switch decision {
             case .start(let trigger, let run):
