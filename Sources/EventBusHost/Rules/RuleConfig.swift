@@ -108,8 +108,8 @@ public enum RuleAction: Sendable, Equatable {
     case webhook(WebhookAction)
     /// `post:` — a derived event; name and field values are templates.
     case post(name: RuleTemplate, fields: [String: RuleTemplate])
-    /// `log:` — a line in the host's log.
-    case log(level: RuleLogLevel, message: RuleTemplate)
+    /// `log:` — a line in the host's log, at a module log's levels.
+    case log(level: ModuleLog.Level, message: RuleTemplate)
 
     public var kind: String {
         switch self {
@@ -164,8 +164,4 @@ public struct WebhookAction: Sendable, Equatable {
             && lhs.attempts == rhs.attempts && lhs.headers.map(\.name) == rhs.headers.map(\.name)
             && lhs.headers.map(\.value) == rhs.headers.map(\.value)
     }
-}
-
-public enum RuleLogLevel: String, Sendable, Equatable, CaseIterable {
-    case debug, info, notice, warning, error
 }

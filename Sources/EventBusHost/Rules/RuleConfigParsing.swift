@@ -281,11 +281,11 @@ enum RuleConfigParser {
             if case .scalar = value.node { return .log(level: .info, message: try template(value)) }
             let parts = try value.fields(allowed: ["level", "message"])
             guard let message = parts["message"] else { throw value.error("log needs a message") }
-            var level = RuleLogLevel.info
+            var level = ModuleLog.Level.info
             if let levelNode = parts["level"] {
                 let text = try levelNode.string()
-                guard let parsed = RuleLogLevel(rawValue: text) else {
-                    throw levelNode.error("expected one of: \(RuleLogLevel.allCases.map(\.rawValue).joined(separator: ", ")), found \"\(text)\"")
+                guard let parsed = ModuleLog.Level(rawValue: text) else {
+                    throw levelNode.error("expected one of: \(ModuleLog.Level.allCases.map(\.rawValue).joined(separator: ", ")), found \"\(text)\"")
                 }
                 level = parsed
             }

@@ -300,7 +300,7 @@ final class RuleRunner: @unchecked Sendable {
             recorder.finished(step, details: ["outcome": "success", "posted_seq": .int(Int64(sequence))], duration: .zero)
             return StepResult(succeeded: true, outcome: "success")
         case .log(let level, let message):
-            logger.log(level: level.loggerLevel, "rule \(config.name): \(message.expand(trigger))")
+            logger.log(level: level.swiftLogLevel, "rule \(config.name): \(message.expand(trigger))")
             recorder.finished(step, details: ["outcome": "success"], duration: .zero)
             return StepResult(succeeded: true, outcome: "success")
         }
@@ -344,17 +344,5 @@ final class RuleRunner: @unchecked Sendable {
         }
         recorder.finished(step, details: details, duration: outcome.duration, output: outcome.outputTail)
         return result
-    }
-}
-
-extension RuleLogLevel {
-    var loggerLevel: Logger.Level {
-        switch self {
-        case .debug: return .debug
-        case .info: return .info
-        case .notice: return .notice
-        case .warning: return .warning
-        case .error: return .error
-        }
     }
 }
