@@ -14,13 +14,14 @@ import Testing
         rules:
           - name: reload-web
             on: deploy.*
+            where: { path: "/srv/*" }
             then:
               - log: "deploying {{path}}"
               - run: ["/usr/bin/touch", "{{path}}", "{{event.name}}-{{event.seq}}"]
                 user: www-data
                 environment: { WHY: "{{reason}}" }
                 properties: { MemoryMax: 64M }
-          - name: off
+          - name: paused
             on: deploy.*
             enabled: false
             run: ["/bin/true"]
@@ -42,14 +43,14 @@ import Testing
     @Test func theCommandIsTheEnginesForTheSameEvents() throws {
         let (config, _) = try config()
         let events = [Event(name: "deploy.start", fields: ["path": "/srv/a"]).withSequence(41),
-                      Event(name: "deploy.done", fields: ["path": "/srv/a b; rm -rf /", "reason": "$(id)", "n": 3, "ok": true, "x": 1.5])
+                      Event(name: "deploy.done", fields: ["path": "/srv/a b; rm -rf ~", "reason": "$(id)", "n": 3, "ok": true, "x": 1.5])
                           .withSequence(42)]
         let trigger = RuleTriggerEvents(events)
         let built = try #require(try config.ruleActionCommand(rule: "reload-web", action: 2, run: "ab12-7", events: Self.lines(trigger)).get())
         guard case .run(let action) = config.rules[0].actions[1] else { throw POSIXError(.EINVAL) }
         let engine = try RuleCommand.spec(for: action, rule: "reload-web", index: 2, run: "ab12-7", trigger: trigger)
         #expect(built == engine)
-        #expect(built.argv == ["/usr/bin/touch", "/srv/a b; rm -rf /", "deploy.done-42"])
+        #expect(built.argv == ["/usr/bin/touch", "/srv/a b; rm -rf ~", "deploy.done-42"])
         #expect(built.user == "www-data")
         #expect(built.unitProperties == [UnitProperty(name: "MemoryMax", value: "64M")])
         #expect(built.unitName == "eventbus-rule-reload-web-ab12-7.service")
@@ -59,12 +60,12 @@ import Testing
 
     @Test func anUnknownRuleADisabledOneAndAnActionThatIsNotARunAreRefused() throws {
         let (config, _) = try config()
-        let events = try Self.lines(RuleTriggerEvents([Event(name: "deploy.done")]))
+        let events = try Self.lines(RuleTriggerEvents([Event(name: "deploy.done", fields: ["path": "/srv/x"])]))
         func code(_ rule: String, _ action: Int) -> RuleRunnerError.Code? {
             if case .failure(let error) = config.ruleActionCommand(rule: rule, action: action, run: "a-1", events: events) { error.code } else { nil }
         }
         #expect(code("no-such-rule", 1) == .noSuchRule)
-        #expect(code("off", 1) == .noSuchRule)
+        #expect(code("paused", 1) == .noSuchRule)
         #expect(code("reload-web", 1) == .notARunAction)  // the log: action
         #expect(code("reload-web", 3) == .notARunAction)
         #expect(code("reload-web", 0) == .notARunAction)
@@ -90,9 +91,22 @@ import Testing
         #expect(error.message.contains(says) || (says == "not an object" && error.message.contains("an object")), "\(error.message)")
     }
 
+    @Test func anEventTheRuleWouldNotTakeIsRefused() throws {
+        let (config, _) = try config()
+        for event in [Event(name: "other.thing", fields: ["path": "/srv/a"]), Event(name: "deploy.done", fields: ["path": "/etc/shadow"])] {
+            let lines = try Self.lines(RuleTriggerEvents([event]))
+            guard case .failure(let error) = config.ruleActionCommand(rule: "reload-web", action: 2, run: "a-1", events: lines) else {
+                Issue.record("accepted \(event)")
+                continue
+            }
+            #expect(error.code == .badEvent)
+            #expect(error.message.contains("is not one rule \"reload-web\" takes"), "\(error.message)")
+        }
+    }
+
     @Test func aFieldHoldingANulByteIsARefusedCommand() throws {
         let (config, _) = try config()
-        let events = try Self.lines(RuleTriggerEvents([Event(name: "deploy.done", fields: ["path": "a\u{0}b"])]))
+        let events = try Self.lines(RuleTriggerEvents([Event(name: "deploy.done", fields: ["path": "/srv/a\u{0}b"])]))
         guard case .failure(let error) = config.ruleActionCommand(rule: "reload-web", action: 2, run: "a-1", events: events) else {
             Issue.record("accepted")
             return

@@ -70,6 +70,8 @@ enum EventLineDecoding {
         parts.tm_min = Int32(minute)
         parts.tm_sec = Int32(second)
         let seconds = timegm(&parts)
-        return Date(timeIntervalSince1970: Double(seconds) + Double(micros) / 1_000_000)
+        // The middle of the microsecond: written again (EventJSON truncates), it is the same
+        // text, whatever the rounding of a double on the way.
+        return Date(timeIntervalSince1970: Double(seconds) + (Double(micros) + 0.5) / 1_000_000)
     }
 }

@@ -11,7 +11,8 @@ extension HostConfig {
     /// Why public: `eventbus-rule-runner` answers a request of eventbusd with it, from the
     /// root-owned config it read itself, so the command, its user and its unit properties are
     /// root's and never eventbusd's (docs/rules-privileges.md). Only the events come from the
-    /// client: they fill the templates as any event on the bus would.
+    /// client: they fill the templates as any event on the bus would, and each must be one the
+    /// rule takes (its patterns and `where:`).
     public func ruleActionCommand(rule: String, action: Int, run: String, events: [JSON]) -> Result<CommandSpec, RuleRunnerError> {
         guard let config = rules.first(where: { $0.name == rule }) else {
             return .failure(RuleRunnerError(.noSuchRule, "no rule \"\(rule)\" in \(file)"))
@@ -29,8 +30,14 @@ extension HostConfig {
         var decoded: [Event] = []
         for (index, event) in events.enumerated() {
             switch EventLineDecoding.event(event) {
-            case .success(let made): decoded.append(made)
             case .failure(let problem): return .failure(RuleRunnerError(.badEvent, "events[\(index)]: \(problem.message)"))
+            case .success(let made):
+                // Only events the rule itself would take: its `on:`/`all_of:` patterns and its
+                // `where:`, so a forged event is at least one the rule's author allowed for.
+                guard config.trigger.patterns.contains(where: { $0.matches(made.name) }), config.conditions.accepts(made) else {
+                    return .failure(RuleRunnerError(.badEvent, "events[\(index)] (\(made.name)) is not one rule \"\(rule)\" takes (its on: and where:)"))
+                }
+                decoded.append(made)
             }
         }
         guard !decoded.isEmpty else { return .failure(RuleRunnerError(.badEvent, "a run needs its triggering events")) }
