@@ -75,6 +75,10 @@ extension Production {
                 let pid = try await container.sh("systemctl show -p MainPID --value \(unit)").output.trimmingCharacters(in: .whitespacesAndNewlines)
                 let owner = try await container.sh("ps -o user= -p \(pid)").output.trimmingCharacters(in: .whitespacesAndNewlines)
                 await check(owner == "daemon", "its main process (\(pid)) runs as daemon, not \(owner)", in: container)
+                // The runner waits for the run's end: root without a single capability.
+                let runner = try await container.sh("for pid in $(pgrep -f /usr/lib/eventbus/eventbus-rule-runner); do grep -E '^(Uid|CapEff|CapBnd)' /proc/$pid/status; done").output
+                await check(runner.contains("Uid:\t0\t0\t0\t0") && runner.contains("CapEff:\t0000000000000000") && runner.contains("CapBnd:\t0000000000000000"),
+                            "the runner is root with no capability: \(runner)", in: container)
                 let held = try await poll(seconds: 30) {
                     try await container.sh("journalctl -o cat -u \(unit)").output.contains("held as daemon")
                 }
@@ -86,9 +90,9 @@ extension Production {
                         .trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
                 }
                 await check(gone, "stopping eventbusd stopped \(unit): \(try await container.sh("systemctl status \(unit)").output)", in: container)
-                let runner = try await container.sh("journalctl -o cat -u 'eventbus-rule-runner@*'").output
-                await check(runner.contains("rule note action 2") && runner.contains("rule hold action 1"),
-                            "the runner logged both runs: \(runner)", in: container)
+                let runnerLog = try await container.sh("journalctl -o cat -u 'eventbus-rule-runner@*'").output
+                await check(runnerLog.contains("rule note action 2") && runnerLog.contains("rule hold action 1"),
+                            "the runner logged both runs: \(runnerLog)", in: container)
 
                 let exposure = try await container.sh("""
                     systemd-analyze security eventbus-rule-runner@0.service --no-pager; systemd-analyze security eventbusd.service --no-pager | grep 'Overall exposure'
@@ -140,6 +144,8 @@ extension Production {
 
                 let log = try await container.sh("journalctl -o cat -u 'eventbus-rule-runner@*'").output
                 await check(log.contains("refused uid") && log.contains("no rule \"no-such-rule\""), "the runner logged the refusals: \(log)", in: container)
+
+
             }
         }
     }
