@@ -6,7 +6,6 @@ import RuleRunnerProtocol
 struct PeerCredentials: Equatable {
     var pid: Int32
     var uid: UInt32
-    var gid: UInt32
 
     static func of(_ fd: Int32) -> Result<PeerCredentials, RuleRunnerError> {
         // `struct ucred` (pid, uid, gid), which the Glibc module does not export without _GNU_SOURCE.
@@ -16,7 +15,7 @@ struct PeerCredentials: Equatable {
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
             return .failure(RuleRunnerError(.connection, "getsockopt(SO_PEERCRED): \(String(cString: strerror(errno)))"))
         }
-        return .success(PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid))
+        return .success(PeerCredentials(pid: credentials.pid, uid: credentials.uid))
     }
 
     /// Root, or the user eventbusd runs as (by name, looked up now): nobody else may ask for

@@ -5,7 +5,6 @@ import Glibc
 /// tells refusals from routine runs. One line per write, from any thread.
 enum RunnerLog {
     static func info(_ message: String) { write(6, message) }
-    static func notice(_ message: String) { write(5, message) }
     static func warning(_ message: String) { write(4, message) }
     static func error(_ message: String) { write(3, message) }
 
