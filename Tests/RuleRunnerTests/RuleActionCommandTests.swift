@@ -43,7 +43,8 @@ import Testing
     @Test func theCommandIsTheEnginesForTheSameEvents() throws {
         let (config, _) = try config()
         let events = [Event(name: "deploy.start", fields: ["path": "/srv/a"]).withSequence(41),
-                      Event(name: "deploy.done", fields: ["path": "/srv/a b; rm -rf ~", "reason": "$(id)", "n": 3, "ok": true, "x": 1.5])
+                      Event(name: "deploy.done", fields: ["path": "/srv/a b; rm -rf ~", "reason": "$(id)", "n": 3, "ok": true, "x": 1.5,
+                                                                 "fired": .date(Date(timeIntervalSince1970: 1_790_000_000.25))])
                           .withSequence(42)]
         let trigger = RuleTriggerEvents(events)
         let built = try #require(try config.ruleActionCommand(rule: "reload-web", action: 2, run: "ab12-7", events: Self.lines(trigger)).get())

@@ -6,8 +6,9 @@ import Glibc
 /// An `event` line of the control protocol (``EventJSON`` writes it) read back into an
 /// ``Event``: for the rule runner, which gets a run's triggering events from eventbusd as those
 /// lines. Strict, since the lines come from another process: every member, of its type, no
-/// other; a field a string, integer, double or boolean. A date field was written as its text
-/// and comes back as that text (a string).
+/// other; a field a string, integer, double or boolean. A string in exactly the form
+/// ``EventJSON`` writes a date in comes back as a date (the line cannot tell it from a posted
+/// string of that form, which then fills a template without its fraction of a second).
 enum EventLineDecoding {
     struct Problem: Error, Equatable {
         var message: String
@@ -34,7 +35,10 @@ enum EventLineDecoding {
         var fields: [String: FieldValue] = [:]
         for (key, value) in given {
             switch value {
-            case .string(let text): fields[key] = .string(text)
+            // A date field is written as its time (timer ticks' `scheduled` and `fired`, a
+            // bridge gap's `from` and `until`): read back as a date, it fills templates as the
+            // engine's does.
+            case .string(let text): fields[key] = Self.time(text).map(FieldValue.date) ?? .string(text)
             case .int(let number): fields[key] = .int(number)
             case .double(let number): fields[key] = .double(number)
             case .bool(let flag): fields[key] = .bool(flag)
