@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "RateSummary", type: .dynamic, targets: ["RateSummary"]),
         .library(name: "UnitAlerts", type: .dynamic, targets: ["UnitAlerts"]),
         .executable(name: "eventbusd", targets: ["eventbusd"]),
+        // Root's helper that starts rules' commands as transient units for an unprivileged eventbusd.
+        .executable(name: "eventbus-rule-runner", targets: ["RuleRunner"]),
         // Runs one process-isolated module (`isolation: process`); eventbusd spawns it.
         .executable(name: "eventbus-module-worker", targets: ["ModuleWorker"]),
         // Test fixtures: real module shared objects for EventBusHostTests to load.
@@ -140,6 +142,16 @@ let package = Package(
         .target(name: "SystemdBus", dependencies: ["CSystemd"]),
         // Rules' commands as transient systemd units (StartTransientUnit), for the host's rules.
         .target(name: "TransientUnits", dependencies: ["RuleActions", "SystemdBus", "CSystemd", "SystemCalls"]),
+        // The rule runner's protocol (JSON lines over its Unix socket) and its client launcher:
+        // eventbusd asks root's helper to run one action of one rule (docs/rules-privileges.md).
+        .target(name: "RuleRunnerProtocol", dependencies: ["ControlProtocol", "RuleActions"]),
+        // eventbus-rule-runner: root, socket-activated, one connection per run; reads the rules
+        // from the root-owned config and runs them through TransientUnitLauncher.
+        .executableTarget(
+            name: "RuleRunner",
+            dependencies: ["EventBusHost", "RuleRunnerProtocol", "TransientUnits", "RuleActions", "ControlProtocol",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // Runs one command through TransientUnitLauncher and prints what happened as JSON lines:
         // ProductionTests install it into the container and drive it as root and as eventbus.
         .executableTarget(
@@ -204,6 +216,7 @@ let package = Package(
                 "SystemCalls",
                 "EventBusMetrics",
                 "RuleActions",
+                "RuleRunnerProtocol",
                 "TransientUnits",
                 "WebhookOutbox",
             ]
@@ -338,6 +351,14 @@ let package = Package(
         .testTarget(
             name: "TransientUnitsTests",
             dependencies: ["TestSupport", "TransientUnits", "RuleActions", "SystemdBus"]
+        ),
+        // The rule runner's protocol, session and client without systemd: hostile lines, unknown
+        // rules, the client against a runner's answers over a real socket. (Against a real
+        // systemd: ProductionTests' RuleRunner.)
+        .testTarget(
+            name: "RuleRunnerTests",
+            dependencies: ["TestSupport", "RuleRunnerProtocol", "EventBusHost", "RuleActions", "ControlProtocol",
+                           .product(name: "EventBusKit", package: "EventBusKit")]
         ),
         // The .deb under a real systemd: a Debian 12 root made by debootstrap (cached in the build
         // folder), booted per test with systemd-nspawn (docs/production-tests.md). Runs the

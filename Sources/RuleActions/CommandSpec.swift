@@ -31,11 +31,13 @@ public struct CommandSpec: Sendable, Equatable {
     public var unitName: String
     /// Lines of output kept for `action.finished` (the last ones).
     public var outputTailLines: Int
+    /// The rule action this command is, when a rule's engine made it; nil for any other command.
+    public var origin: CommandOrigin?
 
     public init(argv: [String], environment: [String: String] = [:], standardInput: [UInt8] = [],
                 user: String? = nil, group: String? = nil, workingDirectory: String? = nil,
                 timeout: Duration? = nil, stopGrace: Duration = .seconds(5), unitProperties: [UnitProperty] = [],
-                unitName: String, outputTailLines: Int = 10) {
+                unitName: String, outputTailLines: Int = 10, origin: CommandOrigin? = nil) {
         self.argv = argv
         self.environment = environment
         self.standardInput = standardInput
@@ -47,6 +49,7 @@ public struct CommandSpec: Sendable, Equatable {
         self.unitProperties = unitProperties
         self.unitName = unitName
         self.outputTailLines = outputTailLines
+        self.origin = origin
     }
 }
 

@@ -16,6 +16,8 @@ extension Production {
             let contents = try await shell("dpkg-deb --contents \(package)").output
             for path in ["./usr/bin/eventbusd -> ../lib/eventbus/eventbusd", "./usr/lib/eventbus/libEventBusKit.so",
                          "./usr/lib/eventbus/libswiftCore.so", "./usr/lib/eventbus/eventbus-module-worker", "./usr/lib/eventbus/modules/libHello.so",
+                         "./usr/lib/eventbus/eventbus-rule-runner", "./lib/systemd/system/eventbus-rule-runner.socket",
+                         "./lib/systemd/system/eventbus-rule-runner@.service",
                          "./usr/share/eventbus/EventBusKit/Package.swift", "./usr/lib/eventbus/sdk/Modules/EventBusKit.swiftmodule",
                          "./usr/lib/eventbus/sdk/include/COpenCombineHelpers/module.modulemap", "./lib/systemd/system/eventbusd.service",
                          "./usr/share/man/man8/eventbusd.8.gz", "./usr/share/man/man1/eventbus-tail.1.gz",
@@ -37,7 +39,7 @@ extension Production {
                     eventbus --version
                     eventbus module sdk-path
                     eventbus module sdk-path --prebuilt
-                    systemctl is-enabled eventbusd.socket eventbusd.service
+                    systemctl is-enabled eventbusd.socket eventbusd.service eventbus-rule-runner.socket
                     systemctl is-active eventbusd.service || true
                     # Run it by hand: the packaged hello module in its worker process, driven by the CLI.
                     eventbusd --config /etc/eventbus/eventbus.yaml --socket /tmp/control.sock > /tmp/eventbusd.log 2>&1 &
@@ -52,14 +54,14 @@ extension Production {
                     test -f /etc/eventbus/eventbus.yaml && echo "conffile kept on remove"
                     apt-get purge -y -qq eventbus
                     test ! -e /etc/eventbus/eventbus.yaml && test ! -e /usr/lib/eventbus && echo "purged"
-                    test ! -e /lib/systemd/system/eventbusd.service && echo "units gone"
+                    test ! -e /lib/systemd/system/eventbusd.service && test ! -e /lib/systemd/system/eventbus-rule-runner.socket && echo "units gone"
                     getent passwd eventbus || echo "user removed"
                     """, timeout: 240)
                 await check(session.status == 0, "the install session: \(session.output)", in: container)
                 let modules = session.output.split(separator: "\n").first { $0.hasPrefix("hello") } ?? ""
                 #expect(modules.contains("active") && modules.contains("process"), "hello runs in a worker: \(session.output)")
                 for line in ["module hello: loads, ABI ok, config ok (/usr/lib/eventbus/modules/libHello.so)", "\nok\n",
-                             "(control protocol", "/usr/share/eventbus/EventBusKit", "eventbus:x:", "\nenabled\nenabled\n", "\ninactive\n",
+                             "(control protocol", "/usr/share/eventbus/EventBusKit", "eventbus:x:", "\nenabled\nenabled\nenabled\n", "\ninactive\n",
                              "modules: /usr/lib/eventbus/sdk/Modules\nmodule map: /usr/lib/eventbus/sdk/include/COpenCombineHelpers/module.modulemap\nlibrary: /usr/lib/eventbus\n", "eventbusd exited 0",
                              "conffile kept on remove", "purged", "units gone", "user removed"] {
                     #expect(session.output.contains(line), "\(line) in: \(session.output)")

@@ -31,8 +31,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -z "$products" ]; then products=$(swift build -c "$configuration" --show-bin-path); fi
-if [ ! -x "$products/eventbusd" ] || [ ! -x "$products/eventbus" ] || [ ! -x "$products/eventbus-module-worker" ]; then
+if [ ! -x "$products/eventbusd" ] || [ ! -x "$products/eventbus" ] || [ ! -x "$products/eventbus-module-worker" ] || [ ! -x "$products/eventbus-rule-runner" ]; then
   swift build -c "$configuration" --product eventbusd
+  swift build -c "$configuration" --product eventbus-rule-runner
   swift build -c "$configuration" --product eventbus
   swift build -c "$configuration" --product eventbus-module-worker
   for module in Hello Follower RateSummary UnitAlerts; do swift build -c "$configuration" --product "$module"; done
@@ -81,26 +82,28 @@ install -d "$lib/modules" "$stage/usr/bin" "$stage/etc/eventbus" "$stage/lib/sys
 # RUNPATH SwiftPM writes, goes: on a machine with another Swift there, the binaries would load
 # that runtime instead of the one they were built with.
 # eventbus-module-worker runs process-isolated modules; eventbusd finds it next to itself.
-install -m 0755 "$products/eventbusd" "$products/eventbus" "$products/eventbus-module-worker" "$lib/"
+# eventbus-rule-runner is root's helper that starts rules' units for eventbusd (its socket unit
+# starts it; docs/rules-privileges.md).
+install -m 0755 "$products/eventbusd" "$products/eventbus" "$products/eventbus-module-worker" "$products/eventbus-rule-runner" "$lib/"
 install -m 0755 "$swift_backtrace" "$lib/swift-backtrace"
 install -m 0644 "$products/libEventBusKit.so" "$lib/"
 for module in Hello Follower RateSummary UnitAlerts; do install -m 0644 "$products/lib$module.so" "$lib/modules/"; done
-for binary in "$lib/eventbusd" "$lib/eventbus" "$lib/eventbus-module-worker" "$lib/libEventBusKit.so" "$lib"/modules/*.so; do
+for binary in "$lib/eventbusd" "$lib/eventbus" "$lib/eventbus-module-worker" "$lib/eventbus-rule-runner" "$lib/libEventBusKit.so" "$lib"/modules/*.so; do
   ldd "$binary" | awk '$3 ~ /^\/opt\/swift\// || $3 ~ /\/usr\/lib\/swift\// { print $3 }'
 done | sort -u | while read -r runtime; do install -m 0644 "$runtime" "$lib/"; done
 # Stripped as dh_strip does (symbols and .comment; the dynamic symbol table stays, and with it the
 # names in crash reports of everything the binaries export). Swift's metadata (swift5_* sections:
 # reflection, conformances, type descriptors) is allocated and loaded, so strip keeps it.
-for object in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/swift-backtrace "$lib"/*.so "$lib"/modules/*.so; do
+for object in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/eventbus-rule-runner "$lib"/swift-backtrace "$lib"/*.so "$lib"/modules/*.so; do
   strip --remove-section=.comment --remove-section=.note --strip-unneeded "$object"
 done
-for object in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/*.so; do
+for object in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/eventbus-rule-runner "$lib"/*.so; do
   if [ -n "$(patchelf --print-rpath "$object")" ]; then patchelf --set-rpath '$ORIGIN' "$object"; fi
 done
 for object in "$lib"/modules/*.so; do patchelf --set-rpath '$ORIGIN/..' "$object"; done
 # Depends: the Debian packages of every system library the binaries, modules and bundled runtime
 # load (libsystemd0, libnats3.4, libc6, libstdc++6, …), found by dpkg rather than listed by hand.
-depends=$(for binary in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/swift-backtrace "$lib"/*.so "$lib"/modules/*.so; do
+depends=$(for binary in "$lib"/eventbusd "$lib"/eventbus "$lib"/eventbus-module-worker "$lib"/eventbus-rule-runner "$lib"/swift-backtrace "$lib"/*.so "$lib"/modules/*.so; do
   ldd "$binary" | awk '$3 ~ /^\// { print $3 }'
 done | sort -u | grep -v -e "^$stage/" -e '^/opt/swift/' | while read -r library; do
   real=$(readlink -f "$library")
@@ -137,8 +140,8 @@ install -m 0644 packaging/monitoring/eventbus-alerts.yml packaging/monitoring/ev
 install -d "$stage/usr/share/eventbus/python"
 install -m 0644 examples/modules/eventbus_module.py "$stage/usr/share/eventbus/python/"
 # The units as examples/ has them for a /usr/local install, pointed at where the package puts things.
-for unit in eventbusd.service eventbusd.socket; do
-  sed -e 's|/usr/local/bin/|/usr/bin/|g' -e 's|/usr/local/share/doc/|/usr/share/doc/|g' "examples/$unit" > "$stage/lib/systemd/system/$unit"
+for unit in eventbusd.service eventbusd.socket eventbus-rule-runner.socket eventbus-rule-runner@.service; do
+  sed -e 's|/usr/local/bin/|/usr/bin/|g' -e 's|/usr/local/lib/|/usr/lib/|g' -e 's|/usr/local/share/doc/|/usr/share/doc/|g' "examples/$unit" > "$stage/lib/systemd/system/$unit"
   chmod 0644 "$stage/lib/systemd/system/$unit"
 done
 printf 'u eventbus - "EventBus host" /var/lib/eventbus /usr/sbin/nologin\nm eventbus systemd-journal\n' > "$stage/usr/lib/sysusers.d/eventbus.conf"
@@ -207,7 +210,8 @@ install -m 0644 Sources/ControlProtocol/PROTOCOL.md "$doc/docs/PROTOCOL.md"
 sed 's|](\.\./\.\./docs/|](|g' Sources/ControlProtocol/EXEC-PROTOCOL.md > "$doc/docs/EXEC-PROTOCOL.md"
 install -d "$doc/examples/modules"
 install -m 0644 examples/modules/* "$doc/examples/modules/"
-install -m 0644 examples/eventbus.yaml examples/eventbusd.service examples/eventbusd.socket "$doc/examples/"
+install -m 0644 examples/eventbus.yaml examples/eventbusd.service examples/eventbusd.socket examples/eventbus-rule-runner.socket \
+  examples/eventbus-rule-runner@.service "$doc/examples/"
 install -d "$doc/examples/rules.d"
 install -m 0644 examples/rules.d/*.yaml "$doc/examples/rules.d/"
 for readme in plugins/*/README.md; do

@@ -22,7 +22,8 @@ enum RuleCommand {
 
     /// Without `user:`, the launcher's default: eventbusd's own user for a child process,
     /// `nobody` for a transient unit (never root unless the rule says so).
-    static func spec(for action: RunAction, rule: String, run: String, trigger: RuleTriggerEvents) throws(Refusal) -> CommandSpec {
+    /// `index`: the action's place in the rule's `then:` list, 1-based.
+    static func spec(for action: RunAction, rule: String, index: Int, run: String, trigger: RuleTriggerEvents) throws(Refusal) -> CommandSpec {
         var argv: [String] = []
         for (index, element) in action.argv.enumerated() {
             let text = element.expand(trigger)
@@ -41,7 +42,8 @@ enum RuleCommand {
         }
         return CommandSpec(argv: argv, environment: environment, standardInput: standardInput(for: trigger),
                            user: action.user, group: action.group, workingDirectory: action.workingDirectory,
-                           timeout: action.timeout, unitProperties: action.properties, unitName: unitName(rule: rule, run: run))
+                           timeout: action.timeout, unitProperties: action.properties, unitName: unitName(rule: rule, run: run),
+                           origin: CommandOrigin(rule: rule, action: index, run: run))
     }
 
     /// `eventbus-rule-RULE-RUN.service`: rule names and run ids are already unit-name characters.

@@ -55,7 +55,7 @@ public enum RuleDryRun {
             lines.append(head)
             let trigger = RuleTriggerEvents([event])
             for (index, action) in rule.actions.enumerated() {
-                lines.append("  \(index + 1). " + describe(action, rule: rule.name, trigger: trigger, launcher: launcher))
+                lines.append("  \(index + 1). " + describe(action, index: index + 1, rule: rule.name, trigger: trigger, launcher: launcher))
             }
         }
         lines.append(firing == 0 ? "no rule fires (\(config.rules.count) rule(s) read)" : "\(firing) of \(config.rules.count) rule(s) fire")
@@ -96,11 +96,11 @@ public enum RuleDryRun {
         }
     }
 
-    private static func describe(_ action: RuleAction, rule: String, trigger: RuleTriggerEvents, launcher: RulesLauncherChoice) -> String {
+    private static func describe(_ action: RuleAction, index: Int, rule: String, trigger: RuleTriggerEvents, launcher: RulesLauncherChoice) -> String {
         switch action {
         case .run(let run):
             do {
-                let spec = try RuleCommand.spec(for: run, rule: rule, run: "RUN", trigger: trigger)
+                let spec = try RuleCommand.spec(for: run, rule: rule, index: index, run: "RUN", trigger: trigger)
                 var text = "run " + spec.argv.map(quoted).joined(separator: " ")
                 var notes: [String] = []
                 if let user = spec.user { notes.append("user \(user)") }

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import Logging
 import RuleActions
+import RuleRunnerProtocol
 import Synchronization
 import WebhookOutbox
 import TransientUnits
@@ -63,8 +64,9 @@ final class RuleEngine: @unchecked Sendable {
         self.life = String(UInt32.random(in: 0...UInt32.max), radix: 16)
     }
 
-    /// The launcher `choice` means on this machine. `auto` falls back to child processes when
-    /// no systemd manager will start units for this host, and says why.
+    /// The launcher `choice` means on this machine. When systemd refuses this user its units
+    /// but `eventbus-rule-runner` listens, the runner starts them. `auto` falls back to child
+    /// processes when no systemd manager will start units for this host, and says why.
     static func launcher(for choice: RulesLauncherChoice, logger: Logger) -> any CommandLauncher {
         switch choice {
         case .process:
@@ -74,6 +76,11 @@ final class RuleEngine: @unchecked Sendable {
             case .success(let launcher):
                 logger.info("rules run their commands as transient systemd units (\(launcher.address))")
                 return launcher
+            case .failure(let problem) where problem.code == .notAllowed && RuleRunnerLauncher.isListening():
+                // systemd refuses this user its units; root's helper starts them for it, each
+                // exactly as the root-owned config says (docs/rules-privileges.md).
+                logger.info("rules run their commands as transient systemd units through eventbus-rule-runner (\(RuleRunnerProtocol.socketPath)), since \(problem.message)")
+                return RuleRunnerLauncher()
             case .failure(let problem) where choice == .auto:
                 logger.notice("rules run their commands as child processes of eventbusd: \(problem.message)")
                 return ChildProcessLauncher()

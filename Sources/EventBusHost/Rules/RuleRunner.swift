@@ -309,7 +309,7 @@ final class RuleRunner: @unchecked Sendable {
     private func command(_ action: RunAction, step: RuleStep, trigger: RuleTriggerEvents) async -> StepResult {
         let spec: CommandSpec
         do {
-            spec = try RuleCommand.spec(for: action, rule: config.name, run: step.run, trigger: trigger)
+            spec = try RuleCommand.spec(for: action, rule: config.name, index: step.action, run: step.run, trigger: trigger)
         } catch {
             recorder.failed(step, reason: error.reason)
             return StepResult(succeeded: false, outcome: "failed")

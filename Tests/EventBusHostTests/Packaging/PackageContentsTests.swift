@@ -139,7 +139,7 @@ import TestSupport
         for line in elves {
             #expect(line.hasSuffix(", stripped") && !line.contains("not stripped"), "\(line)")
         }
-        for binary in ["eventbusd", "eventbus", "eventbus-module-worker", "libEventBusKit.so", "modules/libHello.so"] {
+        for binary in ["eventbusd", "eventbus", "eventbus-module-worker", "eventbus-rule-runner", "libEventBusKit.so", "modules/libHello.so"] {
             let runpath = try await Self.shell("readelf -d \(built.lib)/\(binary) | grep -i runpath").output
             #expect(!runpath.contains("/opt/") && runpath.contains("$ORIGIN"), "\(binary): \(runpath)")
         }
@@ -170,7 +170,7 @@ import TestSupport
     @Test(.timeLimit(.minutes(20)))
     func unitsReferToFilesInThePackage() async throws {
         let built = try await Self.built.value
-        for unit in ["eventbusd.service", "eventbusd.socket"] {
+        for unit in ["eventbusd.service", "eventbusd.socket", "eventbus-rule-runner.socket", "eventbus-rule-runner@.service"] {
             let text = try String(contentsOfFile: built.root + "/lib/systemd/system/" + unit, encoding: .utf8)
             #expect(!text.contains("/usr/local/"), "\(unit) names /usr/local")
             let documentation = text.split(separator: "\n").filter { $0.hasPrefix("Documentation=") }

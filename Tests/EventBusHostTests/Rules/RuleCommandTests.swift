@@ -14,7 +14,7 @@ import Testing
 
     func spec(_ argv: [String], fields: [String: FieldValue]) throws -> CommandSpec {
         let action = RunAction(argv: try argv.map { (text) throws in try RuleTemplate(text) })
-        return try RuleCommand.spec(for: action, rule: "r", run: "L-1", trigger: RuleTriggerEvents([Event(name: "x.y", fields: fields)]))
+        return try RuleCommand.spec(for: action, rule: "r", index: 1, run: "L-1", trigger: RuleTriggerEvents([Event(name: "x.y", fields: fields)]))
     }
 
     @Test(arguments: hostile)
