@@ -10,7 +10,8 @@ import Synchronization
 /// reports on them.
 ///
 /// ## Threads
-/// - Changes (``apply(_:defaultCapacity:progress:)``, ``drainAll(until:)``, ``deactivateAll(until:)``)
+/// - Changes (``start(_:defaultMailbox:progress:)``, a reload's prepare, commit and abandon,
+///   ``drainAndDeactivateAll(until:)``)
 ///   come from one thread at a time — ``BusHost``'s control queue. They block while module code
 ///   runs, never longer than the call time limit.
 /// - Module code runs only on the module's mailbox queue: activation, reconfiguration and
