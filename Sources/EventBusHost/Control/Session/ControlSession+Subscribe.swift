@@ -17,7 +17,7 @@ extension ControlSession {
         }
         var parsed: CheckedSubscription
         do {
-            parsed = try CheckedSubscription(request, maximumBuffer: server.clientBuffer.events)
+            parsed = try CheckedSubscription(request, maximumBuffer: server.clientBuffer.events, life: server.life)
         } catch {
             self.error(error, id: id)
             return
@@ -115,6 +115,8 @@ extension ControlSession {
         answer.devices = parsed.devices
         answer.units = parsed.units
         answer.replayIncomplete = attachment.replayIncomplete
+        answer.life = server.life
+        answer.sinceEarlierLife = parsed.sinceEarlierLife
         respond(answer.json, id: id)
         let windowOver = parsed.filter.hasEnded(newestSequence: attachment.newestSequence, now: Date())
         state.subscribed(count: parsed.count, windowOver: windowOver)
