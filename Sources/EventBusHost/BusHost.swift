@@ -84,7 +84,7 @@ public final class BusHost: @unchecked Sendable {
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
         DeviceSources.register(on: bus)
-        UnitsDriver.register(on: bus)
+        let units = UnitsDriver.register(on: bus)
         switch control {
         case .none:
             controlServer = nil
@@ -92,7 +92,8 @@ public final class BusHost: @unchecked Sendable {
         case .configured, .inherited:
             let server = ControlServer(bus: bus, logger: logger, snapshot: {
                 ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status,
-                                           sourceStates: journalStatuses.all.mapValues(Self.describe))
+                                           sourceStates: journalStatuses.all.mapValues(Self.describe)
+                                               .merging(units.sourceStates) { journal, _ in journal })
             }, metrics: { [weak metrics] in metrics?.render() ?? [] }, handlerSeconds: { [weak metrics] module in
                 metrics?.handlerDurations.cumulativeCounts(forModule: module).map { counts in
                     StatsReport.Histogram(bounds: HandlerDurations.boundsInSeconds, counts: counts.map { Int64(clamping: $0) })

@@ -67,11 +67,13 @@ extension ControlSession {
         let attachment = server.attach(feed, since: parsed.since, last: parsed.last)
         // The client's own sources, after the feed is in place so their first events reach it.
         var subscriptions: [AnyCancellable] = []
+        let server = server
         do {
             let entryLimit = server.watchEntries
             for path in parsed.files {
                 let watch = try FileWatch(path: path, recursive: parsed.recursive, entryLimit: entryLimit)
                 subscriptions.append(try server.bus.files(watch).sink { event in
+                    server.delivered(event)
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
@@ -81,6 +83,7 @@ extension ControlSession {
             if !parsed.journal.isEmpty {
                 let units = JournalMatch(terms: [["_SYSTEMD_UNIT": Set(parsed.journal)]])
                 subscriptions.append(try server.bus.journal(matching: units).sink { event in
+                    server.delivered(event)
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
@@ -88,12 +91,14 @@ extension ControlSession {
             // config's device watches and modules asking for the same.
             for subsystem in parsed.devices {
                 subscriptions.append(try server.bus.devices(subsystem: subsystem == "*" ? nil : subsystem).sink { event in
+                    server.delivered(event)
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
             // Unit states are public (any user may list them on the system bus): no peer check.
             if !parsed.units.isEmpty {
                 subscriptions.append(try server.bus.units(matching: UnitMatch(parsed.units)).sink { event in
+                    server.delivered(event)
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
