@@ -16,7 +16,8 @@ public struct EventCursor: Equatable, Sendable, CustomStringConvertible {
         self.sequence = sequence
     }
 
-    /// `LIFE:SEQ`, `SEQ` or `#SEQ`; nil for anything else. A life is 1 to 32 lowercase hex digits.
+    /// `LIFE:SEQ`, `SEQ` or `#SEQ`; nil for anything else. A life is 12 lowercase hex digits,
+    /// as ``newLife()`` draws them — so a time such as `09:00` is never read as a cursor.
     public init?(_ text: String) {
         let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
         var number = parts.last!
@@ -39,7 +40,7 @@ public struct EventCursor: Equatable, Sendable, CustomStringConvertible {
     }
 
     static func isLife(_ text: Substring) -> Bool {
-        (1...32).contains(text.count) && text.allSatisfy { $0.isASCII && ($0.isNumber || ("a"..."f").contains($0)) }
+        text.count == 12 && text.allSatisfy { $0.isASCII && ($0.isNumber || ("a"..."f").contains($0)) }
     }
 
     public var description: String { life.map { "\($0):\(sequence)" } ?? String(sequence) }
