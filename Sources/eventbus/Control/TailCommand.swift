@@ -30,7 +30,7 @@ struct TailCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("Event name patterns, and FIELD=VALUE matches.", valueName: "pattern|field=value"))
     var arguments: [String] = []
 
-    @Option(name: [.customShort("o"), .long], help: ArgumentHelp("short, json, json-pretty, cat or export (Journal Export Format).", valueName: "format"))
+    @Option(name: [.customShort("o"), .long], help: ArgumentHelp("short (the default: what matters, about a terminal's width), verbose (every field), json (complete), json-pretty, cat or export (Journal Export Format).", valueName: "format"))
     var output: OutputFormat?
 
     @Flag(help: "The same as --output json: the control protocol's event and gap lines.")
@@ -154,7 +154,7 @@ struct TailCommand: ParsableCommand {
     /// A line of the tail's own: on standard output between events for a person; on standard
     /// error for --json and export, whose output a program reads.
     private func notice(_ line: String, format: OutputFormat) {
-        if format == .short || format == .cat || format == .jsonPretty {
+        if format == .short || format == .verbose || format == .cat || format == .jsonPretty {
             var output = StandardOutput()
             output.append(line + "\n")
             output.flush()
@@ -229,7 +229,7 @@ struct TailCommand: ParsableCommand {
     /// (``EventLine``, ``GapLine``). Other lines (`end`, `error`) are decoded.
     private func copyStream(_ connection: ControlConnection, format: OutputFormat, shown: inout Int) throws -> StreamEnd {
         var output = StandardOutput()
-        let formatter = EventFormatter(colour: format == .short && EventFormatter.wantsColour(), utc: utc)
+        let formatter = EventFormatter(colour: (format == .short || format == .verbose) && EventFormatter.wantsColour(), utc: utc)
         var short = ShortLineWriter(formatter: formatter)
         var ending: String?
         var events = 0
