@@ -46,20 +46,49 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Rules' commands as child processes (process group, teardown) when systemd cannot run them.
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        // Rules' webhooks: HTTP/1.1 and TLS, pooled connections, per-request deadlines
+        // (Sources/WebhookOutbox/README.md). SwiftNIO comes with it; named for its types.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
         .executableTarget(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "EventFieldCoding", "CNATS",
-                           "EventBusMetrics", "SystemCalls",
+                           "EventBusMetrics", "SystemCalls", "WebhookOutbox",
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log")]
         ),
         // What a rule's command is and how it runs: the launcher protocol and its child-process
         // launcher (swift-subprocess), for the host's rules (docs/rules.md).
         .target(
             name: "RuleActions",
-            dependencies: ["SystemCalls", .product(name: "Subprocess", package: "swift-subprocess")]
+            dependencies: ["SystemCalls", .product(name: "Subprocess", package: "swift-subprocess"),
+                           .product(name: "SystemPackage", package: "swift-system")]
+        ),
+        // A rule's webhooks: the durable outbox in the state directory and their delivery with
+        // retries (Sources/WebhookOutbox/README.md).
+        .target(
+            name: "WebhookOutbox",
+            dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log"), "SystemCalls"],
+            exclude: ["README.md"]
+        ),
+        // Enqueues webhook deliveries into an outbox folder and waits to be SIGKILLed: the
+        // durability tests' first life.
+        .executableTarget(
+            name: "webhook-outbox-fixture",
+            dependencies: ["WebhookOutbox", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/Fixtures/WebhookOutboxFixture"
         ),
         // The control socket's wire format (JSON lines) and a client connection: shared by the
         // host and the eventbus CLI, which links neither the SDK nor the host.
@@ -104,7 +133,19 @@ let package = Package(
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus"]
+        ),
+        // sd-bus for talking to systemd: one connection, message reading and writing, unit object
+        // paths; shared by the units source and the transient-unit launcher.
+        .target(name: "SystemdBus", dependencies: ["CSystemd"]),
+        // Rules' commands as transient systemd units (StartTransientUnit), for the host's rules.
+        .target(name: "TransientUnits", dependencies: ["RuleActions", "SystemdBus", "CSystemd", "SystemCalls"]),
+        // Runs one command through TransientUnitLauncher and prints what happened as JSON lines:
+        // ProductionTests install it into the container and drive it as root and as eventbus.
+        .executableTarget(
+            name: "transient-unit-probe",
+            dependencies: ["TransientUnits", "RuleActions"],
+            path: "Tests/Fixtures/TransientUnitProbe"
         ),
         // A journal consumer with a persisted position, which the resume tests SIGKILL and restart.
         .executableTarget(
@@ -163,6 +204,7 @@ let package = Package(
                 "SystemCalls",
                 "EventBusMetrics",
                 "RuleActions",
+                "TransientUnits",
             ]
         ),
         // Process isolation, both sides' shared part and the host's: the wire format, spawning a
@@ -278,10 +320,23 @@ let package = Package(
             dependencies: ["TestSupport", "NATSBridge", "EventFieldCoding", "CNATS", .product(name: "EventBusKit", package: "EventBusKit"),
                            .product(name: "Logging", package: "swift-log")]
         ),
+        // The webhook outbox against a real HTTP receiver (a Python script, Tests/Fixtures/webhook-receiver)
+        // and a real SIGKILL of a process that enqueued.
+        .testTarget(
+            name: "WebhookOutboxTests",
+            dependencies: ["TestSupport", "WebhookOutbox", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "InMemoryLogging", package: "swift-log")]
+        ),
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
             name: "EventSourcesTests",
-            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources"]
+            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources", "SystemdBus"]
+        ),
+        // The transient-unit launcher without systemd: the unit property table, `check`, the
+        // refusals. (Against a real systemd: ProductionTests' TransientUnits.)
+        .testTarget(
+            name: "TransientUnitsTests",
+            dependencies: ["TestSupport", "TransientUnits", "RuleActions", "SystemdBus"]
         ),
         // The .deb under a real systemd: a Debian 12 root made by debootstrap (cached in the build
         // folder), booted per test with systemd-nspawn (docs/production-tests.md). Runs the

@@ -6,13 +6,13 @@
 /// limits, a client's access) the host checks against its own rules.
 public struct ControlRequest: Equatable, Sendable {
     public enum Op: String, CaseIterable, Sendable {
-        case subscribe, post, status, modules, stats, listing, metrics, reload
+        case subscribe, post, status, modules, rules, stats, listing, metrics, reload
     }
 
     public enum Body: Equatable, Sendable {
         case subscribe(SubscribeRequest)
         case post(PostRequest)
-        case status, modules, metrics, reload
+        case status, modules, rules, metrics, reload
         /// `detail`: the process and module figures too (what `eventbus top` shows), which cost
         /// the host a look at `/proc/self`; without it only the counters (cheap, for polling).
         case stats(detail: Bool)
@@ -34,6 +34,7 @@ public struct ControlRequest: Equatable, Sendable {
         case .post: return .post
         case .status: return .status
         case .modules: return .modules
+        case .rules: return .rules
         case .stats: return .stats
         case .metrics: return .metrics
         case .reload: return .reload
@@ -69,6 +70,7 @@ public struct ControlRequest: Equatable, Sendable {
                 do throws(ControlError) { body = .listing(try ListingRequest(members)) } catch { return .failure(error) }
             case .status: body = .status
             case .modules: body = .modules
+            case .rules: body = .rules
             case .stats:
                 guard let detail = members["detail"] else { body = .stats(detail: false); break }
                 guard let flag = detail.boolValue else { return .failure(.badRequest("\"detail\" must be true or false, found \(detail.kindName)")) }
@@ -129,7 +131,7 @@ public struct ControlRequest: Equatable, Sendable {
         case .listing(let listing): members = listing.members
         case .post(let post): members = post.members
         case .stats(let detail): members = detail ? ["detail": .bool(true)] : [:]
-        case .status, .modules, .metrics, .reload: members = [:]
+        case .status, .modules, .rules, .metrics, .reload: members = [:]
         }
         members["op"] = .string(op.rawValue)
         if let id { members["id"] = id }

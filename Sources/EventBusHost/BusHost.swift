@@ -41,6 +41,7 @@ public final class BusHost: @unchecked Sendable {
     /// host that serves a control socket collects them.
     private let metrics: HostMetrics?
     private let journalStatuses = JournalStatuses()
+    private let rules: RuleEngine
 
     /// How long a host waits for a module's activate, reconfigure or deactivate unless told;
     /// `--check-config` gives a module's load as long.
@@ -78,6 +79,9 @@ public final class BusHost: @unchecked Sendable {
                                  handlerTiming: handlerTiming)
         self.modules = modules
         metrics?.attach(modules: { modules.statistics })
+        let rules = RuleEngine(bus: bus, logger: logger)
+        self.rules = rules
+        metrics?.attach(rules: { rules.statistics })
         self.timers = HeldSources(bus: bus, logger: logger)
         self.watches = HeldSources(bus: bus, logger: logger)
         // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
@@ -91,8 +95,8 @@ public final class BusHost: @unchecked Sendable {
             inheritedControlSocket = nil
         case .configured, .inherited:
             let server = ControlServer(bus: bus, logger: logger, snapshot: {
-                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, bridge: bridge.status,
-                                           sourceStates: journalStatuses.all.mapValues(Self.describe)
+                ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, rules: rules.statistics,
+                                           bridge: bridge.status, sourceStates: journalStatuses.all.mapValues(Self.describe)
                                                .merging(units.sourceStates) { journal, _ in journal })
             }, metrics: { [weak metrics] in metrics?.render() ?? [] }, handlerSeconds: { [weak metrics] module in
                 metrics?.handlerDurations.cumulativeCounts(forModule: module).map { counts in
@@ -129,6 +133,9 @@ public final class BusHost: @unchecked Sendable {
     /// Per-module state and counts; any thread.
     public var moduleStatistics: [ModuleStatistics] { modules.statistics }
 
+    /// Per-rule state and counts, in config order; any thread.
+    public var ruleStatistics: [RuleStatistics] { rules.statistics }
+
     private func onControlQueue<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             control.async { continuation.resume(returning: body()) }
@@ -161,6 +168,8 @@ public final class BusHost: @unchecked Sendable {
             registerJournal(stateDirectory: config.stateDirectory)
             metrics?.name(journalWatches: config.watches)
             modules.start(config.modules, defaultMailbox: config.moduleMailbox, progress: progress)
+            // Like modules, subscribed before the first tick or file change.
+            rules.apply(config.rules, launcher: config.rulesLauncher)
             timers.apply(config.timers)
             watches.apply(config.watches)
             // Last, so modules are subscribed before the first imported event arrives.
@@ -178,7 +187,7 @@ public final class BusHost: @unchecked Sendable {
         let statistics = modules.statistics
         let active = statistics.filter { $0.state == .active }.count
         let failed = statistics.filter { if case .failed = $0.state { return true } else { return false } }.count
-        logger.info("eventbusd started from \(config.file): \(active) module(s) active, \(failed) refused, \(config.timers.count) timer(s), \(config.watches.count) watch(es)")
+        logger.info("eventbusd started from \(config.file): \(active) module(s) active, \(failed) refused, \(config.timers.count) timer(s), \(config.watches.count) watch(es), \(config.rules.filter(\.enabled).count) rule(s)")
     }
 
     /// Reads the config again and applies it as a whole or not at all. The parts that can fail
@@ -219,6 +228,7 @@ public final class BusHost: @unchecked Sendable {
             metrics?.name(journalWatches: new.watches)
             timers.apply(new.timers)
             watches.apply(new.watches)
+            rules.apply(new.rules, launcher: new.rulesLauncher)
             controlServer?.apply(new.control)
             do throws(MetricsListenerError) {
                 try metrics?.apply(new.metrics, logger: logger)
@@ -228,7 +238,7 @@ public final class BusHost: @unchecked Sendable {
             bridge.apply(new.bridge, stateDirectory: new.stateDirectory)
             config = new
             let active = modules.statistics.filter { $0.state == .active }.count
-            let summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s)"
+            let summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s), \(new.rules.filter(\.enabled).count) rule(s)"
             logger.info("\(summary)")
             return .applied(summary)
         }
@@ -280,6 +290,10 @@ public final class BusHost: @unchecked Sendable {
             heapReturn?.cancel()
             timers.stopAll()
             watches.stopAll()
+            let unfinishedRules = rules.stop(until: deadline)
+            if !unfinishedRules.isEmpty {
+                logger.warning("rules whose runs had not ended at the shutdown deadline: \(unfinishedRules.joined(separator: ", "))")
+            }
             let stopped = modules.drainAndDeactivateAll(until: deadline)
             // Control clients last, so a tail sees what modules posted while stopping. They get a
             // moment to read their last lines even when the modules used up the budget.

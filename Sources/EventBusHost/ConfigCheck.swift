@@ -51,6 +51,12 @@ public enum ConfigCheck {
         for timer in config.timers {
             lines.append("  timer \(timer.name): \(timer.schedule)")
         }
+        for file in config.ruleFiles { lines.append("  rules file \(file)") }
+        for rule in config.rules {
+            let patterns = rule.trigger.patterns.map(\.description).joined(separator: ", ")
+            let actions = rule.actions.map(\.kind).joined(separator: ", ")
+            lines.append("  rule \(rule.name): \(rule.enabled ? "" : "disabled, ")on \(patterns), mode \(rule.mode.name), \(actions) (\(rule.location))")
+        }
         for module in config.modules {
             guard module.enabled else {
                 lines.append("  module \(module.name): disabled (\(module.path))")

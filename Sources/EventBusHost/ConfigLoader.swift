@@ -38,7 +38,56 @@ extension HostConfig {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw fileError("the config file is not UTF-8 text")
         }
-        return try parseCollecting(text, file: path, directory: (absolute as NSString).deletingLastPathComponent)
+        let directory = (absolute as NSString).deletingLastPathComponent
+        var (config, problems) = try parseCollecting(text, file: path, directory: directory)
+        var all = problems?.all ?? []
+        let dropIns = loadRuleDropIns(in: directory)
+        config.rules += dropIns.rules
+        config.ruleFiles = dropIns.files
+        all += dropIns.problems
+        do throws(ConfigError) { try RuleConfigParser.checkUniqueNames(config.rules) } catch { all += error.all }
+        return (config, ConfigError.combined(all))
+    }
+
+    /// `rules.d/*.yaml` beside the config, in name order: each file a `rules:` list, trusted
+    /// as the config is (it names commands the host will run). No folder: no drop-ins.
+    static func loadRuleDropIns(in directory: String) -> (rules: [RuleConfig], files: [String], problems: [ConfigError]) {
+        let folder = directory + "/rules.d"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return ([], [], []) }
+        var rules: [RuleConfig] = []
+        var files: [String] = []
+        var problems: [ConfigError] = []
+        for name in names.sorted() where name.hasSuffix(".yaml") && !name.hasPrefix(".") {
+            let file = folder + "/" + name
+            files.append(file)
+            do throws(ConfigError) {
+                rules += try loadRuleFile(file)
+            } catch {
+                problems += error.all
+            }
+        }
+        return (rules, files, problems)
+    }
+
+    private static func loadRuleFile(_ file: String) throws(ConfigError) -> [RuleConfig] {
+        func fileError(_ message: String) -> ConfigError { ConfigError(file: file, line: nil, key: "", message: message) }
+        do {
+            try FileTrust.check(file)
+        } catch {
+            switch error {
+            case .missing(let error): throw fileError("cannot read the rules file: \(error.reason)")
+            case .untrusted(let reason): throw fileError("rules file refused: \(reason)")
+            }
+        }
+        let bytes: [UInt8]
+        do { bytes = try System.readFile(file) } catch { throw fileError("cannot read the rules file: \(error.reason)") }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw fileError("the rules file is not UTF-8 text") }
+        let root: Node?
+        do { root = try Yams.compose(yaml: text) } catch { throw ConfigError(yamlError: error, file: file) }
+        guard let root else { return [] }
+        let document = ConfigNode(node: root, file: file, key: "")
+        guard let list = try document.fields(allowed: ["rules"])["rules"] else { return [] }
+        return try RuleConfigParser.parseList(list)
     }
 
     /// Parses config text. `file` names it in errors; relative module paths resolve against
@@ -50,7 +99,7 @@ extension HostConfig {
     }
 
     static let topLevelKeys = ["sources", "modules", "module_mailbox_capacity", "module_mailbox_bytes", "module_isolation",
-                               "shutdown_timeout", "control", "state_directory", "bridge", "metrics"]
+                               "shutdown_timeout", "control", "state_directory", "bridge", "metrics", "rules", "rules_launcher"]
 
     /// The sections that parse, and the problems of those that do not (an unknown key too).
     private static func parseCollecting(_ text: String, file: String, directory: String) throws(ConfigError) -> (HostConfig, ConfigError?) {
@@ -81,6 +130,13 @@ extension HostConfig {
                 case "control": config.control = try parseControl(value, directory: directory)
                 case "bridge": config.bridge = try parseBridge(value, directory: directory)
                 case "metrics": config.metrics = try parseMetrics(value)
+                case "rules": config.rules = try RuleConfigParser.parseList(value)
+                case "rules_launcher":
+                    let text = try value.string()
+                    guard let choice = RulesLauncherChoice(rawValue: text) else {
+                        throw value.error("expected one of: \(RulesLauncherChoice.allCases.map(\.rawValue).joined(separator: ", ")), found \"\(text)\"")
+                    }
+                    config.rulesLauncher = choice
                 default: preconditionFailure("key \(key) allowed but not handled")
                 }
             }

@@ -38,6 +38,12 @@ public struct HostConfig: Sendable {
     public var bridge: BridgeConfig?
     /// Serving `/metrics` over HTTP (`metrics`); off unless `metrics.listen` is set.
     public var metrics = MetricsSettings()
+    /// `rules:` of the config, then of each `rules.d/*.yaml` beside it, in file order.
+    public var rules: [RuleConfig] = []
+    /// The `rules.d/*.yaml` files read, in the order read.
+    public var ruleFiles: [String] = []
+    /// How rules run their commands (`rules_launcher`).
+    public var rulesLauncher = RulesLauncherChoice.auto
 
     /// Where state goes when the config names no `state_directory`: the first folder of
     /// `$STATE_DIRECTORY` when systemd set it (`StateDirectory=` in the unit, which also makes
@@ -128,4 +134,14 @@ public struct ModuleEntry: Sendable {
         ConfigError(file: configLocations.file, line: location.split(separator: ":").last.flatMap { Int($0) },
                     key: "modules.\(name)", message: message)
     }
+}
+
+/// `rules_launcher`: how a rule's `run:` commands are started.
+public enum RulesLauncherChoice: String, Sendable, CaseIterable {
+    /// As transient systemd units when a systemd manager can be reached, else as child processes.
+    case auto
+    /// As transient systemd units; without a reachable manager, runs fail with the reason.
+    case systemd
+    /// As child processes of eventbusd, in their own process group.
+    case process
 }

@@ -49,7 +49,7 @@ public final class DurationHistogram: Sendable {
     }
 
     /// Appends the histogram's sample lines (cumulative buckets, sum in seconds, count).
-    func emit(into text: inout String) {
+    public func emit(into text: inout String) {
         let labelText = labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",")
         let prefix = labelText.isEmpty ? "" : labelText + ","
         var cumulative: UInt64 = 0

@@ -31,6 +31,11 @@ import Foundation
 //                                   tails): eventbusd's RSS growth after a 2-minute warm-up
 //   devices [rounds]                loop device add → receipt: the devices source vs
 //                                   `udevadm monitor --kernel` (root; udevadm from .ci/setup)
+//   rules [rounds]                  post cost with 1 000 rules matching nothing vs none; idle CPU
+//                                   with 100 rules; file written → a rule's command running vs
+//                                   inotifywait | while read running the same command
+//   webhook [deliveries] [python]   webhooks through the durable outbox to a local receiver
+//                                   (SwiftNIO; `python`: the tests' Python one) vs a curl loop
 //   (files and storm take --hog N: N spinning threads in a child process during the storms)
 //   hog N                           the CPU hog of --hog, run as a child process
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -57,6 +62,8 @@ case "soak":
                   rate: arguments.dropFirst(2).first.flatMap(Int.init) ?? 10_000)
 case "devices":
     devicesBenchmark(rounds: arguments.dropFirst().first.flatMap(Int.init) ?? 200)
+case "rules":
+    rulesBenchmark(rounds: arguments.dropFirst().first.flatMap(Int.init) ?? 5)
 case "metrics":
     metricsBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 200_000)
 case "post-cost":
@@ -104,6 +111,9 @@ case "bridge":
 case "wide":
     let counts = arguments.dropFirst().compactMap { Int($0) }
     await wideEventBenchmark(fieldCounts: counts.isEmpty ? [1, 100, 1_000, 10_000, 60_000] : counts)
+case "webhook":
+    await webhookBenchmark(deliveries: arguments.dropFirst().first.flatMap(Int.init) ?? 2_000,
+                           python: arguments.dropFirst(2).first == "python")
 case "units":
     guard let pid = arguments.dropFirst().first.flatMap(Int32.init) else {
         print("units needs the pid of a container's systemd (docs/benchmarks.md)")
@@ -113,6 +123,6 @@ case "units":
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, bridge, metrics, wide, units")
+    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, bridge, metrics, wide, units, webhook")
     exit(2)
 }

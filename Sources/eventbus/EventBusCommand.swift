@@ -12,7 +12,7 @@ struct EventBusCommand: ParsableCommand {
         abstract: "Work with the EventBus host and its handler modules.",
         version: "eventbus \(ControlProtocol.versionLine)",
         subcommands: [TailCommand.self, PostCommand.self, StatusCommand.self, ModulesCommand.self, FilesCommand.self,
-                      MetricsCommand.self, TopCommand.self, ReloadCommand.self, ModuleCommand.self]
+                      MetricsCommand.self, TopCommand.self, ReloadCommand.self, RulesCommand.self, ModuleCommand.self]
     )
 
     static func main() {

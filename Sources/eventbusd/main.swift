@@ -21,6 +21,11 @@ struct EventBusDaemon: ParsableCommand {
     var checkConfig = false
 
     @Option(name: .long, help: ArgumentHelp(
+        "Say which rules of the config (and its rules.d/) would fire for this event and what each would run, then exit without running anything (what `eventbus rules test` runs).",
+        valueName: "NAME [FIELD=VALUE…]"))
+    var testRules: String?
+
+    @Option(name: .long, help: ArgumentHelp(
         "With --check-config: how long one module may take to load before its check process is killed and the module reported as hung (default: \(ConfigCheck.defaultLoadTimeout.components.seconds), as long as a starting host waits for a module).",
         valueName: "seconds"))
     var checkTimeout: Double?
@@ -47,6 +52,11 @@ struct EventBusDaemon: ParsableCommand {
     }
 
     func runDaemon() async throws {
+        if let testRules {
+            let report = RuleDryRun.run(configPath: config, event: testRules)
+            for line in report.lines { print(line) }
+            throw ExitCode(report.exitCode)
+        }
         if checkConfig {
             let report = ConfigCheck.run(configPath: config,
                                          loadTimeout: checkTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? ConfigCheck.defaultLoadTimeout)

@@ -56,8 +56,11 @@ struct ProductionRoot: Sendable {
     }
 
     /// What the root has besides minbase: systemd as PID 1 (and D-Bus, which systemctl and
-    /// journald use), procps (pgrep, ps), util-linux is in minbase (runuser, nsenter, logger).
-    static let basePackages = ["systemd", "systemd-sysv", "dbus", "procps"]
+    /// journald use), procps (pgrep, ps), util-linux is in minbase (runuser, nsenter, logger);
+    /// polkit as Debian ships it (polkitd, and libpam-systemd for its logind dependency, which
+    /// debootstrap does not resolve through the virtual package), which decides what the
+    /// unprivileged eventbus user may ask of systemd (TransientUnits, docs/rules-privileges.md).
+    static let basePackages = ["systemd", "systemd-sysv", "dbus", "procps", "polkitd", "libpam-systemd"]
 
     private static func prepare() async throws -> ProductionRoot {
         for program in ["/usr/bin/systemd-nspawn", "/usr/sbin/debootstrap", "/usr/bin/dpkg-deb"] where access(program, X_OK) != 0 {

@@ -136,6 +136,8 @@ printf 'module COpenCombineHelpers {\n    umbrella header "%s"\n    export *\n}\
   > "$lib/sdk/include/COpenCombineHelpers/module.modulemap"
 
 install -m 0644 packaging/deb/eventbus.yaml "$stage/etc/eventbus/eventbus.yaml"
+# Rules drop-ins (docs/rules.md): the folder, empty; the examples are under the docs.
+install -d -m 0755 "$stage/etc/eventbus/rules.d"
 # Prometheus alert rules (with their promtool tests) and a Grafana dashboard for the metrics.
 install -d "$stage/usr/share/eventbus/monitoring"
 install -m 0644 packaging/monitoring/eventbus-alerts.yml packaging/monitoring/eventbus-alerts.test.yml \
@@ -222,6 +224,8 @@ for page in docs/*.md; do
 done
 install -m 0644 Sources/ControlProtocol/PROTOCOL.md "$doc/docs/PROTOCOL.md"
 install -m 0644 examples/eventbus.yaml examples/eventbusd.service examples/eventbusd.socket "$doc/examples/"
+install -d "$doc/examples/rules.d"
+install -m 0644 examples/rules.d/*.yaml "$doc/examples/rules.d/"
 for readme in plugins/*/README.md; do
   install -d "$doc/$(dirname "$readme")"
   install -m 0644 "$readme" "$doc/$readme"

@@ -32,6 +32,7 @@ final class HostMetrics: Sendable {
     /// Set once by ``BusHost`` after it made the module host and the control server (which
     /// themselves refer to these metrics).
     private let modules = Mutex<@Sendable () -> [ModuleStatistics]>({ [] })
+    private let rules = Mutex<@Sendable () -> [RuleStatistics]>({ [] })
     private let clients = Mutex<@Sendable () -> ControlServer.ClientFigures?>({ nil })
     private let listener = Mutex<MetricsListener?>(nil)
     /// Control clients' counts summed over every client seen, by the feed counts last read for
@@ -54,6 +55,10 @@ final class HostMetrics: Sendable {
         self.bridge = bridge
         self.handlerDurations = HandlerDurations()
         postCounts.start(on: bus)
+    }
+
+    func attach(rules: @escaping @Sendable () -> [RuleStatistics]) {
+        self.rules.withLock { $0 = rules }
     }
 
     func attach(modules: @escaping @Sendable () -> [ModuleStatistics]) {
@@ -124,6 +129,7 @@ final class HostMetrics: Sendable {
     func render() -> [UInt8] {
         let bus = bus.statistics
         let modules = modules.withLock { $0 }()
+        let rules = rules.withLock { $0 }()
         let clients = clients.withLock { $0 }()
         let bridge = bridge()
         DispatchQueue.global().async { [weak self] in
@@ -156,6 +162,7 @@ final class HostMetrics: Sendable {
                                labels: [("notice", name)], total: count)
             }
             collectModules(modules, into: &scrape)
+            collectRules(rules, into: &scrape)
             collectClients(clients, into: &scrape)
             if let files {
                 scrape.gauge("eventbus_files_kernel_watches", help: "inotify watches held by the file source.", value: Double(files.kernelWatches))
@@ -175,7 +182,26 @@ final class HostMetrics: Sendable {
             }
             if let process { collectProcess(process, into: &scrape) }
         }
-        return text + Array(handlerDurations.text(for: Set(modules.map(\.name))).utf8)
+        return text + Array(handlerDurations.text(for: Set(modules.map(\.name))).utf8) + Array(RuleStatistics.durationText(rules).utf8)
+    }
+
+    private func collectRules(_ rules: [RuleStatistics], into scrape: inout MetricsRegistry.Scrape) {
+        for rule in rules {
+            let labels = [("rule", rule.name)]
+            scrape.gauge("eventbus_rule_up", help: "1 while the rule takes triggers, else 0 (it could not start: eventbus rules says why).",
+                         labels: labels, value: rule.state == .active ? 1 : 0)
+            scrape.counter("eventbus_rule_fired_total", help: "Triggers that came out of the rule's operators.", labels: labels, total: rule.fired)
+            scrape.counter("eventbus_rule_skipped_total", help: "Triggers the rule's mode did not run (busy, queue full, superseded, retired).",
+                           labels: labels, total: rule.skipped)
+            scrape.counter("eventbus_rule_events_dropped_total", help: "Events dropped because the rule's mailbox was full (announced as rule.skipped).",
+                           labels: labels, total: rule.dropped)
+            for (outcome, total) in [("success", rule.succeeded), ("failed", rule.failed), ("timeout", rule.timedOut), ("stopped", rule.stopped)] {
+                scrape.counter("eventbus_rule_runs_total", help: "Runs of the rule's actions that ended, by outcome.",
+                               labels: labels + [("outcome", outcome)], total: total)
+            }
+            scrape.gauge("eventbus_rule_running", help: "Runs of the rule under way.", labels: labels, value: Double(rule.running))
+            scrape.gauge("eventbus_rule_queue_depth", help: "Triggers waiting for a run (queued and restart modes).", labels: labels, value: Double(rule.queued))
+        }
     }
 
     private func collectModules(_ modules: [ModuleStatistics], into scrape: inout MetricsRegistry.Scrape) {

@@ -19,11 +19,11 @@ import Synchronization
 /// the module's name, counted as `module`), never the event's own name.
 public final class PostCounts: @unchecked Sendable {
     // @unchecked: `subscription` is guarded by `lock`; the counts are atomics.
-    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus", "imported", "devices", "units"]
+    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus", "imported", "devices", "units", "rules"]
     /// The index of `imported` in ``kinds``.
     static let importedKind = 8
     /// Events whose only job is to say something was lost or went wrong.
-    static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed", "devices.gap", "devices.error", "units.gap"]
+    static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed", "devices.gap", "devices.error", "units.gap", "rule.skipped", "action.failed"]
 
     private let posted: [Count]
     private let noticed: [Count]
@@ -87,6 +87,8 @@ public final class PostCounts: @unchecked Sendable {
         case "devices.gap": 7
         case "devices.error": 8
         case "units.gap": 9
+        case "rule.skipped": 10
+        case "action.failed": 11
         default: nil
         }
     }
@@ -121,6 +123,8 @@ public final class PostCounts: @unchecked Sendable {
         case UInt8(ascii: "b") where source == "bus": return 7
         case UInt8(ascii: "d") where source.hasPrefix("devices:"): return 9
         case UInt8(ascii: "u") where source.hasPrefix("units:"): return 10
+        // The rules' records (`rules`) and their derived events (`rule:NAME`).
+        case UInt8(ascii: "r") where source == "rules" || source.hasPrefix("rule:"): return 11
         default: return 5
         }
     }

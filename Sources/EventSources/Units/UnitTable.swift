@@ -1,4 +1,5 @@
 import EventBusKit
+import SystemdBus
 
 /// What one connection knows of the manager's loaded units, and the rules that turn systemd's
 /// signals into transitions: pure state, no D-Bus, so the rules are tested without the OS.

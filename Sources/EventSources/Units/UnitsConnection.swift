@@ -3,6 +3,7 @@ import EventBusKit
 import Foundation
 import Synchronization
 import SystemCalls
+import SystemdBus
 
 /// The host's one connection to a service manager, shared by every units source of that
 /// manager (``UnitsDriver`` counts them): one sd-bus connection, one `Subscribe`, one set of

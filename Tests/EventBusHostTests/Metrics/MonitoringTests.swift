@@ -6,7 +6,7 @@ import TestSupport
 /// The Prometheus alert rules and the Grafana dashboard the package ships
 /// (`packaging/monitoring`), held to the real tools: promtool checks the rules and runs their
 /// unit tests; a real Prometheus loads the rules and evaluates them against a real eventbusd
-/// with every kind of series (a module, timers, a files and a journal watch, a NATS bridge),
+/// with every kind of series (a module, timers, a files and a journal watch, a NATS bridge, a rule),
 /// and answers every query of the dashboard; and every series they name is one eventbusd gives.
 @Suite(.tags(.realDaemon, .nats), .skippable(.realDaemon, .nats)) struct MonitoringTests {
     static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -79,6 +79,8 @@ import TestSupport
                 host: monitored
                 export: ["test.>"]
                 import: ["remote.>"]
+            rules:
+              - {name: tick-log, on: timer.tick, throttle: 1m, log: tick}
             """)
         defer { Task { await host.stop() } }
         try postMany(host.socket, name: "test.tick", count: 5)

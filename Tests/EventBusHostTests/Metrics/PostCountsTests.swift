@@ -22,6 +22,8 @@ import TestSupport
             ("journal:unit=a", "journal.gap", "journal"),
             ("user", "user.hello", "user"),
             ("alerts", "alert.raised", "module"),
+            ("rules", "rule.skipped", "rules"),
+            ("rule:disk-alert", "alert.disk", "rules"),
         ]
         for post in posts { _ = bus.post(post.name, source: post.source) }
         // An import: counted as imported whatever kind the remote host claims.
@@ -30,9 +32,10 @@ import TestSupport
         try #require(settled)
         let byKind = Dictionary(uniqueKeysWithValues: counts.postedByKind.map { ($0.kind, $0.count) })
         #expect(byKind == ["units": 2, "devices": 2, "timer": 1, "files": 1, "journal": 1, "user": 1, "module": 1, "imported": 1,
-                           "bridge": 0, "eventbusd": 0, "bus": 0])
+                           "bridge": 0, "eventbusd": 0, "bus": 0, "rules": 2])
         let notices = Dictionary(uniqueKeysWithValues: counts.noticesByName.map { ($0.name, $0.count) })
-        #expect(notices["units.gap"] == 1 && notices["devices.gap"] == 1 && notices["fs.overflow"] == 1 && notices["journal.gap"] == 1)
+        #expect(notices["units.gap"] == 1 && notices["devices.gap"] == 1 && notices["fs.overflow"] == 1 && notices["journal.gap"] == 1
+                && notices["rule.skipped"] == 1)
         #expect(Dictionary(uniqueKeysWithValues: counts.importedNoticesByName.map { ($0.name, $0.count) })["units.gap"] == 1)
     }
 

@@ -1,5 +1,6 @@
 import EventBusKit
 @testable import EventSources
+import SystemdBus
 import Testing
 
 /// The rules that turn systemd's signals into transitions (``UnitTable``), fed the property sets

@@ -34,6 +34,22 @@ extension ControlServer {
         ModulesAnswer.json(snapshot().modules.map(Self.report))
     }
 
+    func rules() -> JSON {
+        RulesAnswer.json(snapshot().rules.map { rule in
+            var report = RuleReport(name: rule.name, location: rule.location, state: "active", mode: rule.mode, launcher: rule.launcher,
+                                    fired: Int64(rule.fired), skipped: Int64(rule.skipped), dropped: Int64(rule.dropped),
+                                    runs: Int64(rule.runs), succeeded: Int64(rule.succeeded), failed: Int64(rule.failed),
+                                    timedOut: Int64(rule.timedOut), stopped: Int64(rule.stopped), running: Int64(rule.running),
+                                    queued: Int64(rule.queued), lastRunTime: rule.lastRun?.time.formatted(.iso8601),
+                                    lastOutcome: rule.lastRun?.outcome)
+            if case .failed(let reason) = rule.state {
+                report.state = "failed"
+                report.reason = reason
+            }
+            return report
+        })
+    }
+
     /// The counters: the bus, and each tailing client's feed; with `detail`, the process's
     /// figures and each module's counts and handler durations too.
     func stats(detail: Bool) -> StatsReport {

@@ -40,6 +40,7 @@ final class ControlServer: @unchecked Sendable {
     struct HostSnapshot {
         var configFile: String
         var modules: [ModuleStatistics]
+        var rules: [RuleStatistics] = []
         /// The NATS bridge's state and counts, when one runs (``HostBridge/status``).
         var bridge: JSON? = nil
         /// What a running source says of itself, by source id (a journal watch: following, or

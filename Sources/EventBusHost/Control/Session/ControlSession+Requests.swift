@@ -9,7 +9,7 @@ extension ControlSession {
     func greet() {
         let access = server.access
         var may: [String] = []
-        if access.permits(.tail, peer) { may += ["tail", "status", "modules", "stats", "metrics"] }
+        if access.permits(.tail, peer) { may += ["tail", "status", "modules", "rules", "stats", "metrics"] }
         if access.permits(.post, peer) { may.append("post") }
         if access.permits(.reload, peer), server.reloadHandler != nil { may.append("reload") }
         respond(Hello(may: may, processID: Int64(getpid()), userID: Int64(peer.userID), life: server.life).json, id: nil)
@@ -29,7 +29,7 @@ extension ControlSession {
         switch envelope.op {
         case .post: permission = .post
         case .reload: permission = .reload
-        case .subscribe, .status, .modules, .stats, .listing, .metrics: permission = .tail
+        case .subscribe, .status, .modules, .rules, .stats, .listing, .metrics: permission = .tail
         }
         guard allowed(permission, op: envelope.op, id: id) else { return }
         let request: ControlRequest
@@ -44,6 +44,7 @@ extension ControlSession {
         case .post(let post): self.post(post, id: id)
         case .status: respond(server.status().json, id: id)
         case .modules: respond(server.modules(), id: id)
+        case .rules: respond(server.rules(), id: id)
         case .stats(let detail): respond(server.stats(detail: detail).json, id: id)
         case .metrics: respond(server.metrics(), id: id)
         case .reload: reload(id: id)

@@ -1,12 +1,13 @@
 /// systemd's D-Bus object paths for units: `/org/freedesktop/systemd1/unit/` and the name with
 /// every byte but ASCII letters and digits (and a leading digit) written as `_xx` (hex), so `nginx.service` is
 /// `…/unit/nginx_2eservice`. PropertiesChanged carries only the path; the name comes back from
-/// it here, without asking systemd (asking about a unit can load it — see ``UnitsConnection``).
-enum UnitPath {
-    static let prefix = "/org/freedesktop/systemd1/unit/"
+/// it here, without asking systemd (asking about a unit can load it — see the units source's
+/// `UnitsConnection`).
+public enum UnitPath {
+    public static let prefix = "/org/freedesktop/systemd1/unit/"
 
     /// The unit name of a unit object path; nil for another path or a malformed escape.
-    static func unitName(of path: String) -> String? {
+    public static func unitName(of path: String) -> String? {
         guard path.hasPrefix(prefix) else { return nil }
         let label = Array(path.utf8.dropFirst(prefix.utf8.count))
         guard !label.isEmpty else { return nil }
@@ -29,7 +30,7 @@ enum UnitPath {
     }
 
     /// The object path of a unit, as systemd escapes it.
-    static func path(of unit: String) -> String {
+    public static func path(of unit: String) -> String {
         var label = ""
         for (offset, byte) in unit.utf8.enumerated() {
             // A digit is escaped in front only (bus_label_escape: a path element may not start with one).

@@ -1,25 +1,25 @@
 import CSystemd
 import Foundation
 
-/// A value of a D-Bus property, as far as the units source reads them.
-enum PropertyValue: Equatable {
+/// A value of a D-Bus property, as far as the units source and the transient-unit launcher read them.
+public enum PropertyValue: Equatable, Sendable {
     case string(String)
     case int(Int64)
     case unsigned(UInt64)
     case bool(Bool)
     case bytes([UInt8])
 
-    var string: String? { if case .string(let value) = self { value } else { nil } }
-    var integer: Int? {
+    public var string: String? { if case .string(let value) = self { value } else { nil } }
+    public var integer: Int? {
         switch self {
         case .int(let value): Int(clamping: value)
         case .unsigned(let value): Int(clamping: value)
         default: nil
         }
     }
-    var unsigned: UInt64? { if case .unsigned(let value) = self { value } else { nil } }
+    public var unsigned: UInt64? { if case .unsigned(let value) = self { value } else { nil } }
     /// An `ay` as lowercase hex (how systemd prints an InvocationID); nil for an empty one.
-    var hex: String? {
+    public var hex: String? {
         guard case .bytes(let bytes) = self, !bytes.isEmpty else { return nil }
         return bytes.map { String(format: "%02x", $0) }.joined()
     }
@@ -27,32 +27,32 @@ enum PropertyValue: Equatable {
 
 /// Reads the arguments of an sd-bus message in order. Any failure makes the reader return nil
 /// from then on: a message of an unexpected shape is ignored, never half-applied.
-struct SDBusMessageReader {
-    let message: OpaquePointer
+public struct SDBusMessageReader {
+    public let message: OpaquePointer
 
-    init(_ message: OpaquePointer) {
+    public init(_ message: OpaquePointer) {
         self.message = message
     }
 
     /// The D-Bus error name of a failed reply, nil for a successful one.
-    var errorName: String? {
+    public var errorName: String? {
         guard let error = sd_bus_message_get_error(message), let name = error.pointee.name else { return nil }
         let text = error.pointee.message.map { String(cString: $0) }
         return String(cString: name) + (text.map { ": \($0)" } ?? "")
     }
 
-    var path: String? { sd_bus_message_get_path(message).map { String(cString: $0) } }
-    var member: String? { sd_bus_message_get_member(message).map { String(cString: $0) } }
+    public var path: String? { sd_bus_message_get_path(message).map { String(cString: $0) } }
+    public var member: String? { sd_bus_message_get_member(message).map { String(cString: $0) } }
 
-    func string() -> String? { text(type: "s") }
-    func objectPath() -> String? { text(type: "o") }
+    public func string() -> String? { text(type: "s") }
+    public func objectPath() -> String? { text(type: "o") }
 
-    func uint32() -> UInt32? {
+    public func uint32() -> UInt32? {
         var value: UInt32 = 0
         return sd_bus_message_read_basic(message, Self.code("u"), &value) > 0 ? value : nil
     }
 
-    func bool() -> Bool? {
+    public func bool() -> Bool? {
         var value: Int32 = 0
         return sd_bus_message_read_basic(message, Self.code("b"), &value) > 0 ? value != 0 : nil
     }
@@ -64,15 +64,15 @@ struct SDBusMessageReader {
     }
 
     /// Enters a container (`a`, `r`, `e`, `v`) of `contents`; false when the next argument is not one.
-    func enter(_ type: Character, _ contents: String) -> Bool {
+    public func enter(_ type: Character, _ contents: String) -> Bool {
         sd_bus_message_enter_container(message, Self.code(type), contents) > 0
     }
 
-    func exit() { sd_bus_message_exit_container(message) }
+    public func exit() { sd_bus_message_exit_container(message) }
 
     /// An `a{sv}` (PropertiesChanged, GetAll): the values of the types ``PropertyValue`` has;
     /// others are skipped.
-    func properties() -> [String: PropertyValue]? {
+    public func properties() -> [String: PropertyValue]? {
         guard enter("a", "{sv}") else { return nil }
         var properties: [String: PropertyValue] = [:]
         while sd_bus_message_enter_container(message, Self.code("e"), "sv") > 0 {
@@ -85,7 +85,7 @@ struct SDBusMessageReader {
     }
 
     /// A `v`: .some(nil) for a type the source does not read (skipped), nil on failure.
-    func variant() -> PropertyValue?? {
+    public func variant() -> PropertyValue?? {
         var type: CChar = 0
         var contents: UnsafePointer<CChar>?
         guard sd_bus_message_peek_type(message, &type, &contents) > 0, let contents else { return nil }
