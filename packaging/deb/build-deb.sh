@@ -190,6 +190,7 @@ for page in "$man_source"/pages/*.[18]; do
       s/^\.Dt .*/".Dt " . uc("'"$name"'") . " '"$section"'"/e;
       s/^(\.Xr )(eventbus\.[\w.-]+)/$1 . ($2 =~ tr|.|-|r)/e;
       $_ = "" if /^\.Xr eventbus-help /;
+      $_ = ".Pp\n" if /^$/;  # a blank line of a discussion: a paragraph break in mdoc
       s/^(\.Xr [^,\n]*?)\n?$/$1 ,\n/ or s/\n?\z/\n/ if eof' "$page"  # more follow; a last newline
     if [ -f "packaging/deb/man-examples/$name" ]; then
       printf '.Sh EXAMPLES\n.Bd -literal -offset indent\n'

@@ -109,7 +109,7 @@ import TestSupport
     func manPagesHaveEveryOptionAndExamples() async throws {
         let built = try await Self.built.value
         let environment = ["LD_LIBRARY_PATH": built.lib]
-        for command in ["tail", "post", "reload", "modules", "status", "module new"] {
+        for command in ["tail", "post", "reload", "modules", "rules", "status", "module new"] {
             let words = command.split(separator: " ").map(String.init)
             let page = built.root + "/usr/share/man/man1/eventbus-\(words.joined(separator: "-")).1.gz"
             let rendered = try await Self.render(page)
@@ -123,7 +123,7 @@ import TestSupport
             for option in options { #expect(rendered.contains(option), "eventbus-\(command)(1) has \(option)") }
             #expect(rendered.contains("\nSEE ALSO\n"), "eventbus-\(command)(1)")
             #expect(rendered.contains("SYNOPSIS\n     eventbus \(command) "), "typed as a command: \(rendered.prefix(600))")
-            if ["tail", "post", "reload", "modules"].contains(command) {
+            if ["tail", "post", "reload", "modules", "rules"].contains(command) {
                 #expect(rendered.contains("\nEXAMPLES\n") && rendered.contains("eventbus \(command)"), "eventbus-\(command)(1): \(rendered.suffix(800))")
             }
         }
