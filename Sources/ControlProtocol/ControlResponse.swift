@@ -67,12 +67,17 @@ public struct Hello: Equatable, Sendable {
     public var processID: Int64
     /// The client's uid as the host saw it (`SO_PEERCRED`).
     public var userID: Int64
+    /// The host's life (``EventCursor``): the sequence numbers of this connection count in it
+    /// (nil from a host older than lives).
+    public var life: String?
 
-    public init(may: [String], protocolVersion: Int64 = Int64(ControlProtocol.version), processID: Int64, userID: Int64) {
+    public init(may: [String], protocolVersion: Int64 = Int64(ControlProtocol.version), processID: Int64, userID: Int64,
+                life: String? = nil) {
         self.may = may
         self.protocolVersion = protocolVersion
         self.processID = processID
         self.userID = userID
+        self.life = life
     }
 
     init(_ members: Members) throws(ResponseDecodingError) {
@@ -80,11 +85,14 @@ public struct Hello: Equatable, Sendable {
         protocolVersion = try members.int("protocol")
         processID = members["pid"]?.intValue ?? 0
         userID = members["uid"]?.intValue ?? 0
+        life = members["life"]?.stringValue
     }
 
     public var json: JSON {
-        ["type": "hello", "server": "eventbusd", "may": .array(may.map(JSON.string)),
-         "protocol": .int(protocolVersion), "pid": .int(processID), "uid": .int(userID)]
+        var members: [String: JSON] = ["type": "hello", "server": "eventbusd", "may": .array(may.map(JSON.string)),
+                                       "protocol": .int(protocolVersion), "pid": .int(processID), "uid": .int(userID)]
+        if let life { members["life"] = .string(life) }
+        return .object(members)
     }
 }
 

@@ -1,6 +1,8 @@
 /// The answer to `status`: the host, its bus, sources, modules, control socket and bridge.
 public struct StatusReport: Equatable, Sendable {
     public var processID: Int64
+    /// The host's life (``EventCursor``); nil from a host older than lives.
+    public var life: String?
     public var configFile: String
     /// When the host started, RFC 3339.
     public var started: String
@@ -103,11 +105,13 @@ public struct StatusReport: Equatable, Sendable {
                         "refused": ["limit": .int(control.refusedForLimit), "descriptors": .int(control.refusedForDescriptors)]],
         ]
         if let bridge { answer["bridge"] = bridge }
+        if let life { answer["life"] = .string(life) }
         return .object(answer)
     }
 
     init(_ members: Members) throws(ResponseDecodingError) {
         processID = try members.int("pid")
+        life = members["life"]?.stringValue
         configFile = members["config"]?.stringValue ?? "?"
         started = members["started"]?.stringValue ?? "?"
         uptimeSeconds = members["uptime_seconds"]?.doubleValue ?? 0

@@ -15,6 +15,9 @@ public struct SubscribeRequest: Equatable, Sendable {
     public var sinceSequence: Int64?
     public var sinceTime: Int64?
     public var last: Int64?
+    /// The host life `sinceSequence` and `untilSequence` count in (``EventCursor``); nil: the
+    /// host's own.
+    public var life: String?
     /// Where it ends: after a sequence number or at a time.
     public var untilSequence: Int64?
     public var untilTime: Int64?
@@ -37,7 +40,7 @@ public struct SubscribeRequest: Equatable, Sendable {
     public init() {}
 
     private enum Member: String, CaseIterable {
-        case patterns, match, follow, last, count, files, recursive, journal, devices, units, buffer, hosts
+        case patterns, match, follow, last, count, files, recursive, journal, devices, units, buffer, hosts, life
         case sinceSequence = "since_seq", sinceTime = "since_time", untilSequence = "until_seq", untilTime = "until_time"
     }
 
@@ -53,6 +56,7 @@ public struct SubscribeRequest: Equatable, Sendable {
         if !match.isEmpty { members[Member.match.rawValue] = .object(match.mapValues(JSON.array)) }
         set(.sinceSequence, sinceSequence.map(JSON.int))
         set(.sinceTime, sinceTime.map(JSON.int))
+        set(.life, life.map(JSON.string))
         set(.last, last.map(JSON.int))
         set(.untilSequence, untilSequence.map(JSON.int))
         set(.untilTime, untilTime.map(JSON.int))
@@ -105,6 +109,10 @@ public struct SubscribeRequest: Equatable, Sendable {
         units = try strings(.units)
         patterns = try strings(.patterns)
         sinceSequence = try integer(.sinceSequence)
+        if let value = members[Member.life.rawValue] {
+            guard let text = value.stringValue else { throw .badRequest("\"life\" must be a string, found \(value.kindName)") }
+            life = text
+        }
         last = try integer(.last)
         count = try integer(.count)
         buffer = try integer(.buffer)

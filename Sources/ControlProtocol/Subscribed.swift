@@ -19,6 +19,12 @@ public struct Subscribed: Equatable, Sendable {
     /// A `since_time` replay that cannot be whole: events posted after that time were already
     /// evicted.
     public var replayIncomplete = false
+    /// The host's life (``EventCursor``).
+    public var life: String?
+    /// `since_seq` counted in an earlier life (the request's `life` is not this host's): the
+    /// stream starts at this life's first event it still holds instead; what was posted between
+    /// the two lives is not replayed.
+    public var sinceEarlierLife = false
 
     public init(patterns: [String], oldestSequence: Int64, newestSequence: Int64, oldestTime: Int64?,
                 buffer: Int64, bufferBytes: Int64) {
@@ -44,6 +50,8 @@ public struct Subscribed: Equatable, Sendable {
         }
         if let oldestTime { answer["oldest_time"] = .int(oldestTime) }
         if replayIncomplete { answer["replay_incomplete"] = .bool(true) }
+        if let life { answer["life"] = .string(life) }
+        if sinceEarlierLife { answer["since_earlier_life"] = .bool(true) }
         return .object(answer)
     }
 
@@ -60,5 +68,7 @@ public struct Subscribed: Equatable, Sendable {
         devices = strings("devices")
         units = strings("units")
         replayIncomplete = members["replay_incomplete"]?.boolValue ?? false
+        life = members["life"]?.stringValue
+        sinceEarlierLife = members["since_earlier_life"]?.boolValue ?? false
     }
 }

@@ -88,7 +88,7 @@ public final class BusHost: @unchecked Sendable {
         // driver needs the config's state directory and is registered by `start`.
         FileSources.register(on: bus)
         DeviceSources.register(on: bus)
-        UnitsDriver.register(on: bus)
+        let units = UnitsDriver.register(on: bus)
         switch control {
         case .none:
             controlServer = nil
@@ -96,7 +96,8 @@ public final class BusHost: @unchecked Sendable {
         case .configured, .inherited:
             let server = ControlServer(bus: bus, logger: logger, snapshot: {
                 ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, rules: rules.statistics,
-                                           bridge: bridge.status, sourceStates: journalStatuses.all.mapValues(Self.describe))
+                                           bridge: bridge.status, sourceStates: journalStatuses.all.mapValues(Self.describe)
+                                               .merging(units.sourceStates) { journal, _ in journal })
             }, metrics: { [weak metrics] in metrics?.render() ?? [] }, handlerSeconds: { [weak metrics] module in
                 metrics?.handlerDurations.cumulativeCounts(forModule: module).map { counts in
                     StatsReport.Histogram(bounds: HandlerDurations.boundsInSeconds, counts: counts.map { Int64(clamping: $0) })
@@ -166,7 +167,7 @@ public final class BusHost: @unchecked Sendable {
             // Before the modules, so their activate can subscribe to the journal.
             registerJournal(stateDirectory: config.stateDirectory)
             metrics?.name(journalWatches: config.watches)
-            modules.apply(config.modules, defaultMailbox: config.moduleMailbox, progress: progress)
+            modules.start(config.modules, defaultMailbox: config.moduleMailbox, progress: progress)
             // Like modules, subscribed before the first tick or file change.
             rules.apply(config.rules, launcher: config.rulesLauncher, stateDirectory: config.stateDirectory)
             timers.apply(config.timers)
@@ -189,9 +190,12 @@ public final class BusHost: @unchecked Sendable {
         logger.info("eventbusd started from \(config.file): \(active) module(s) active, \(failed) refused, \(config.timers.count) timer(s), \(config.watches.count) watch(es), \(config.rules.filter(\.enabled).count) rule(s)")
     }
 
-    /// Reads the config again and applies the differences (see ``ModulePlan``). A config that
-    /// does not load is logged and the running one stays. Returns what became of it. `progress`
-    /// as for ``start(progress:)``.
+    /// Reads the config again and applies it as a whole or not at all. The parts that can fail
+    /// — a config that does not load, a module section its module refuses, a new or changed
+    /// module whose new instance does not activate — are prepared first while everything runs
+    /// on (``ReloadTransaction``, ``ModuleReload``); if any has a problem, every prepared part
+    /// is undone and the outcome is `refused` with each `file:line: key: problem`. Then the
+    /// sections that cannot fail follow. `progress` as for ``start(progress:)``.
     @discardableResult
     public func reload(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async -> ReloadOutcome {
         await onControlQueue { [self] in
@@ -203,14 +207,27 @@ public final class BusHost: @unchecked Sendable {
                 logger.error("reload failed, keeping the running config: \(error)")
                 return .refused("\(error); the running config stays")
             }
-            if new.stateDirectory != config?.stateDirectory {
-                // Running journal watches keep their driver; new ones use the new directory.
+            var transaction = ReloadTransaction()
+            if let running = config, new.stateDirectory != running.stateDirectory {
+                // Before the modules, so new instances that watch the journal use the new
+                // directory; running journal watches keep their driver.
                 registerJournal(stateDirectory: new.stateDirectory)
+                transaction.add(abandon: { self.registerJournal(stateDirectory: running.stateDirectory) })
+            }
+            let moduleChange = modules.prepare(new.modules, defaultMailbox: new.moduleMailbox, progress: progress)
+            transaction.add(problems: moduleChange.problems,
+                            commit: { self.modules.commit(moduleChange, progress: progress) },
+                            abandon: { self.modules.abandon(moduleChange, progress: progress) })
+            let problems = transaction.finish()
+            guard problems.isEmpty else {
+                let text = problems.map(\.description).joined(separator: "\n")
+                    + "\nreload refused (\(problems.count) problem(s)): nothing was changed, the running config stays"
+                logger.error("\(text)")
+                return .refused(text)
             }
             metrics?.name(journalWatches: new.watches)
             timers.apply(new.timers)
             watches.apply(new.watches)
-            modules.apply(new.modules, defaultMailbox: new.moduleMailbox, progress: progress)
             rules.apply(new.rules, launcher: new.rulesLauncher, stateDirectory: new.stateDirectory)
             controlServer?.apply(new.control)
             do throws(MetricsListenerError) {
@@ -220,16 +237,8 @@ public final class BusHost: @unchecked Sendable {
             }
             bridge.apply(new.bridge, stateDirectory: new.stateDirectory)
             config = new
-            let statistics = modules.statistics
-            let active = statistics.filter { $0.state == .active }.count
-            var summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s), \(new.rules.filter(\.enabled).count) rule(s)"
-            for module in statistics {
-                if let reason = module.configNotApplied {
-                    summary += "; module \(module.name) runs on its previous config (the new section: \(reason))"
-                } else if case .failed(let reason) = module.state {
-                    summary += "; module \(module.name) is not running: \(reason)"
-                }
-            }
+            let active = modules.statistics.filter { $0.state == .active }.count
+            let summary = "reloaded \(new.file): \(active) module(s) active, \(new.timers.count) timer(s), \(new.rules.filter(\.enabled).count) rule(s)"
             logger.info("\(summary)")
             return .applied(summary)
         }

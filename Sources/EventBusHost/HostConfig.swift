@@ -131,6 +131,12 @@ public struct ModuleEntry: Sendable {
         self.configLocations = ModuleConfigLocations(file: file, key: "modules.\(name).config",
                                                      sectionLine: location.split(separator: ":").last.flatMap { Int($0) })
     }
+    /// A problem of the module as a whole (it did not load, its activation threw), placed at its
+    /// entry: `file:line: modules.NAME: message`.
+    func problem(_ message: String) -> ConfigError {
+        ConfigError(file: configLocations.file, line: location.split(separator: ":").last.flatMap { Int($0) },
+                    key: "modules.\(name)", message: message)
+    }
 }
 
 /// `rules_launcher`: how a rule's `run:` commands are started.

@@ -10,7 +10,8 @@ import Synchronization
 /// reports on them.
 ///
 /// ## Threads
-/// - Changes (``apply(_:defaultCapacity:progress:)``, ``drainAll(until:)``, ``deactivateAll(until:)``)
+/// - Changes (``start(_:defaultMailbox:progress:)``, a reload's prepare, commit and abandon,
+///   ``drainAndDeactivateAll(until:)``)
 ///   come from one thread at a time — ``BusHost``'s control queue. They block while module code
 ///   runs, never longer than the call time limit.
 /// - Module code runs only on the module's mailbox queue: activation, reconfiguration and
@@ -51,68 +52,54 @@ final class ModuleHost: Sendable {
         slots.withLock { $0 }.map(\.statistics)
     }
 
-    private func slot(_ name: String) -> ModuleSlot? {
+    func slot(_ name: String) -> ModuleSlot? {
         slots.withLock { $0.first { $0.name == name } }
     }
 
-    // MARK: Reconciling with the config
+    // MARK: Starting
 
-    /// Brings the modules in line with `modules`, the config's list: starts new ones, stops
-    /// removed or disabled ones, reconfigures changed ones, retries refused ones. Every outcome
-    /// is logged and shows in ``statistics``; none is thrown, because one module's trouble must
-    /// not stop the others. `progress` hears of each call into a module before it is made.
-    func apply(_ modules: [ModuleEntry], defaultMailbox: MailboxLimits,
-               progress: (HostProgress) -> Void = { _ in }) {
-        let current = Dictionary(uniqueKeysWithValues: slots.withLock { $0 }.map { slot in
+    /// Starts the config's modules at host start: each enabled one is loaded and activated, each
+    /// disabled one listed. A module that fails is logged, shows as `failed` in ``statistics``
+    /// and is left out — one module's trouble must not keep the others from running (a reload,
+    /// unlike this, applies as a whole: `ModuleReload.swift`). `progress` hears of each call
+    /// into a module before it is made.
+    func start(_ modules: [ModuleEntry], defaultMailbox: MailboxLimits, progress: (HostProgress) -> Void = { _ in }) {
+        for entry in modules {
+            let slot = makeSlot(entry, mailbox: entry.mailboxLimits(default: defaultMailbox))
+            if entry.enabled { _ = activate(slot, entry: entry, progress: progress) }
+        }
+    }
+
+    /// What runs now, per module name, as ``ModulePlan`` compares it with the config.
+    var current: [String: ModulePlan.Current] {
+        Dictionary(uniqueKeysWithValues: slots.withLock { $0 }.map { slot in
             (slot.name, ModulePlan.Current(entry: slot.entry, isActive: slot.isActive,
                                            mailbox: MailboxLimits(events: slot.mailbox.capacity, bytes: slot.mailbox.byteCapacity),
                                            fileChanged: slot.fileChangedSinceActivation))
         })
-        let desired = Dictionary(uniqueKeysWithValues: modules.map { ($0.name, $0) })
-        for action in ModulePlan.actions(current: current, desired: modules, defaultMailbox: defaultMailbox) {
-            switch action {
-            case .stop(let name, let removed):
-                guard let slot = slot(name) else { continue }
-                deactivate(slot, reason: removed ? "removed from the config" : "disabled in the config", becoming: .disabled,
-                           progress: progress)
-                if removed {
-                    slots.withLock { $0.removeAll { $0 === slot } }
-                } else {
-                    slot.entry = desired[name]!
-                    slot.status = .disabled
-                }
-            case .reconfigure(let name):
-                reconfigure(slot(name)!, with: desired[name]!, progress: progress)
-            case .restartNeededForPath(let name, let running, let configured):
-                logger.warning("\(desired[name]!.location): modules.\(name).path changed from \(running) to \(configured); loaded code cannot be unloaded, so \(name) keeps running the old file until eventbusd restarts",
-                               metadata: ["module": "\(name)"])
-            case .restartNeededForFile(let name, let path):
-                logger.warning("\(desired[name]!.location): modules.\(name): \(path) was replaced since it was loaded; code loaded into eventbusd cannot be unloaded, so \(name) keeps running the old code until eventbusd restarts (with isolation: process, a reload starts a worker with the new file)",
-                               metadata: ["module": "\(name)"])
-            case .restart(let name, let reason):
-                guard let slot = slot(name) else { continue }
-                logger.info("module \(name) restarts: \(reason)", metadata: ["module": "\(name)"])
-                deactivate(slot, reason: reason, becoming: .starting, progress: progress)
-                activate(slot, entry: desired[name]!, progress: progress)
-            case .restartNeededForCapacity(let name):
-                logger.notice("modules.\(name): the new mailbox limits apply when eventbusd restarts",
-                              metadata: ["module": "\(name)"])
-            case .start(let name):
-                let entry = desired[name]!
-                let slot = slot(name) ?? makeSlot(entry, mailbox: entry.mailboxLimits(default: defaultMailbox))
-                activate(slot, entry: entry, progress: progress)
-            }
+    }
+
+    /// Every slot, in config order.
+    var allSlots: [ModuleSlot] { slots.withLock { $0 } }
+
+    /// Puts `slot` in the registry in place of the one of the same name (or at the end).
+    func install(_ slot: ModuleSlot) {
+        slots.withLock { slots in
+            if let index = slots.firstIndex(where: { $0.name == slot.name }) { slots[index] = slot } else { slots.append(slot) }
         }
-        // Disabled modules are listed too, so status shows them.
-        for entry in modules where !entry.enabled && slot(entry.name) == nil {
-            _ = makeSlot(entry, mailbox: entry.mailboxLimits(default: defaultMailbox))
-        }
-        // Keep the registry in config order (new slots were appended; the config may reorder).
+    }
+
+    func remove(_ slot: ModuleSlot) {
+        slots.withLock { $0.removeAll { $0 === slot } }
+    }
+
+    /// Orders the registry as `modules` lists them.
+    func sort(as modules: [ModuleEntry]) {
         let order = Dictionary(uniqueKeysWithValues: modules.enumerated().map { ($1.name, $0) })
         slots.withLock { $0.sort { order[$0.name, default: .max] < order[$1.name, default: .max] } }
     }
 
-    private func makeSlot(_ entry: ModuleEntry, mailbox: MailboxLimits) -> ModuleSlot {
+    func makeSlot(_ entry: ModuleEntry, mailbox: MailboxLimits) -> ModuleSlot {
         let slot = ModuleSlot(entry: entry, mailbox: mailbox)
         slots.withLock { $0.append(slot) }
         return slot
@@ -132,7 +119,9 @@ final class ModuleHost: Sendable {
     }
 
     /// Loads the module's library (once per process) and activates a new instance on its queue.
-    private func activate(_ slot: ModuleSlot, entry: ModuleEntry, progress: (HostProgress) -> Void) {
+    /// Returns why it is not active, `file:line: key: problem` each (empty: active); each is
+    /// logged too, and the slot's state says it.
+    func activate(_ slot: ModuleSlot, entry: ModuleEntry, progress: (HostProgress) -> Void) -> [ConfigError] {
         let logger = log(for: slot.name)
         slot.status = .starting
         slot.entry = entry
@@ -142,8 +131,7 @@ final class ModuleHost: Sendable {
         }
         if entry.isolation == .process {
             // Never loaded here: a broken file must not touch the host's address space.
-            activateInWorker(slot, entry: entry, progress: progress)
-            return
+            return activateInWorker(slot, entry: entry, progress: progress)
         }
         let library: LoadedLibrary
         do {
@@ -151,7 +139,7 @@ final class ModuleHost: Sendable {
         } catch {
             logger.error("\(entry.location): modules.\(slot.name): \(error)")
             slot.status = .failed(error.description)
-            return
+            return [entry.problem(error.description)]
         }
         if library.changedOnDisk {
             logger.warning("\(entry.path) was replaced on disk after it was loaded; \(slot.name) runs the code loaded first until eventbusd restarts")
@@ -159,8 +147,7 @@ final class ModuleHost: Sendable {
         // The section against the module's own declaration, before any of its code runs.
         let keys = library.configKeys
         if let refusal = ModuleConfigRefusal.check(entry.config, keys: keys, at: entry.configLocations) {
-            refuseConfig(slot, refusal)
-            return
+            return refuseConfig(slot, refusal)
         }
         if let warning = entry.undeclaredWarning(keys: keys) { logger.warning("\(warning)") }
         let module = ModuleBox(module: library.makeModule())
@@ -187,12 +174,15 @@ final class ModuleHost: Sendable {
         case .activated(let running)?:
             slot.didActivate(running, entry: entry)
             logger.info("module \(slot.name) active (\(running.reportedName) \(running.version), \(library.resolvedPath))")
+            return []
         case .threw(let message)?:
-            logger.error("module \(slot.name) refused: activate threw: \(message); its subscriptions were cancelled, eventbusd carries on without it")
+            logger.error("module \(slot.name) refused: activate threw: \(message); its subscriptions were cancelled")
             slot.status = .failed("activate threw: \(message)")
+            return [entry.problem("activate threw: \(message)")]
         case nil:
             logger.error("module \(slot.name) refused: activate did not return within \(callTimeout); it will be taken down if it ever returns")
             slot.status = .failed("activate did not return within \(callTimeout)")
+            return [entry.problem("activate did not return within \(callTimeout)")]
         }
     }
 
@@ -204,53 +194,31 @@ final class ModuleHost: Sendable {
     }
 
     /// Refuses a module whose section does not fit its declaration: each problem logged as
-    /// `file:line: key: problem`, then the keys it reads. Nothing of the module ran.
-    func refuseConfig(_ slot: ModuleSlot, _ refusal: ModuleConfigRefusal) {
+    /// `file:line: key: problem`, then the keys it reads. Nothing of the module ran. Returns the
+    /// problems.
+    func refuseConfig(_ slot: ModuleSlot, _ refusal: ModuleConfigRefusal) -> [ConfigError] {
         let logger = log(for: slot.name)
         for problem in refusal.problems { logger.error("\(problem)") }
-        logger.error("module \(slot.name) refused: its config section does not fit what it declares (\(refusal.validKeys)); eventbusd carries on without it")
+        logger.error("module \(slot.name) refused: its config section does not fit what it declares (\(refusal.validKeys))")
         slot.status = .failed(refusal.summary)
+        return refusal.problems
     }
 
-    private func reconfigure(_ slot: ModuleSlot, with entry: ModuleEntry, progress: (HostProgress) -> Void) {
-        guard let running = slot.running else { return }
-        let logger = log(for: slot.name)
+    /// Hands `entry`'s section to the running module — checked against its declaration first,
+    /// in eventbusd; in its worker, the worker checks — and says what became of it. Nothing is
+    /// logged or recorded here: a reload decides what the outcome means for the whole.
+    func reconfigure(_ slot: ModuleSlot, with entry: ModuleEntry, progress: (HostProgress) -> Void) -> Reconfiguration? {
+        guard let running = slot.running else { return .result(.reactivate) }
         progress(.callingModule(name: slot.name, call: .reconfigure, timeLimit: callTimeout))
-        let outcome: Reconfiguration?
         switch running.instance {
         case .worker(let supervisor):
-            outcome = reconfigureInWorker(supervisor, entry: entry)
+            return reconfigureInWorker(supervisor, entry: entry)
         case .inProcess(let module, let context):
             let keys = type(of: module.module).configKeys
             if let refusal = ModuleConfigRefusal.check(entry.config, keys: keys, at: entry.configLocations) {
-                outcome = .refused(refusal)
-            } else {
-                outcome = reconfigureInProcess(slot, module: module, context: context, config: entry.config(declaredBy: keys))
+                return .refused(refusal)
             }
-        }
-        switch outcome {
-        case .result(.applied)?:
-            var updated = slot.entry
-            updated.config = entry.config
-            slot.entry = updated
-            slot.configNotApplied = nil
-            logger.info("module \(slot.name) applied its new config")
-        case .result(.reactivate)?:
-            logger.info("module \(slot.name) restarts with its new config")
-            deactivate(slot, reason: "reactivating with its new config", becoming: .starting, progress: progress)
-            var updated = entry
-            updated.path = slot.entry.path  // a changed path needs a process restart
-            activate(slot, entry: updated, progress: progress)
-        case .threw(let message)?:
-            logger.error("module \(slot.name) rejected its new config: \(message); it keeps running with the previous one")
-            slot.configNotApplied = "the module rejected it: \(message)"
-        case .refused(let refusal)?:
-            for problem in refusal.problems { logger.error("\(problem)") }
-            logger.error("module \(slot.name) keeps running with its previous config: the new section is refused (\(refusal.validKeys))")
-            slot.configNotApplied = refusal.summary
-        case nil:
-            logger.error("module \(slot.name) did not answer reconfigure within \(callTimeout); its config is left as it was")
-            slot.configNotApplied = "reconfigure did not return within \(callTimeout)"
+            return reconfigureInProcess(slot, module: module, context: context, config: entry.config(declaredBy: keys))
         }
     }
 
@@ -273,7 +241,7 @@ final class ModuleHost: Sendable {
     /// Returns false when the module overran `timeout` (the deactivation still runs if it ever
     /// gets its queue back) or its worker ended before it finished.
     @discardableResult
-    private func deactivate(_ slot: ModuleSlot, reason: String, becoming status: ModuleState,
+    func deactivate(_ slot: ModuleSlot, reason: String, becoming status: ModuleState,
                             timeout: Duration? = nil, progress: (HostProgress) -> Void = { _ in }) -> Bool {
         guard let running = slot.running else { return true }
         let logger = log(for: slot.name)

@@ -33,8 +33,9 @@ enum ModulePlan {
         var fileChanged = false
     }
 
-    /// The actions, stops first (so a renamed module frees what it held before its successor
-    /// starts), then changes, then starts, each group in config order.
+    /// The actions: stops, then changes, then starts, each group in config order. A reload
+    /// (``ModuleReload``) activates the new instances first and stops what the config removed
+    /// only when every part of it succeeded.
     static func actions(current: [String: Current], desired: [ModuleEntry], defaultMailbox: MailboxLimits) -> [ModuleAction] {
         var stops: [ModuleAction] = []
         var changes: [ModuleAction] = []

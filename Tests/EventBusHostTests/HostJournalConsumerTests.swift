@@ -31,6 +31,47 @@ import Testing
         #expect(second == ["four", "five"], "resumed right after the last entry posted, nothing twice")
     }
 
+    /// The watch's log says where it started: at the tail when its consumer has no saved
+    /// position, then — on the next host — after that position, naming the entry; the start
+    /// line no longer claims `start=tail` for a watch that resumes.
+    @Test func theFollowingLineSaysWhereTheWatchStartedOrResumed() async throws {
+        let directory = try TemporaryDirectory()
+        let journals = directory.path + "/journals"
+        try FileManager.default.createDirectory(atPath: journals, withIntermediateDirectories: true)
+        let config = try directory.write("eventbus.yaml", """
+            state_directory: \(directory.path)/state
+            sources:
+              journal:
+                - {name: app, directory: \(journals), identifier: app, consumer: app}
+            """)
+        let writer = JournalFiles(directory: journals, scratch: directory)
+
+        let (first, firstLog) = try await runHostLogging(config, until: 1) { try await writer.write(["one"]) }
+        #expect(first == ["one"])
+        #expect(firstLog.contains { $0.contains("watch app started (journal ") && $0.contains("start=app's-saved-position-else-tail") }, "\(firstLog)")
+        #expect(firstLog.contains { $0.hasPrefix("watch app: following dir:\(journals), started at the tail (entries written from now on); consumer app had no saved position") }, "\(firstLog)")
+
+        try await writer.write(["two"])
+        let (second, secondLog) = try await runHostLogging(config, until: 1) {}
+        #expect(second == ["two"])
+        let resumed = secondLog.first { $0.hasPrefix("watch app: following dir:\(journals), resumed after consumer app's saved position (entry i=") }
+        #expect(resumed != nil, "\(secondLog)")
+        #expect(resumed?.contains(" written 20") == true, "names when the entry was written: \(resumed ?? "")")
+    }
+
+    /// As ``runHost(_:until:meanwhile:)``, with the host's log lines.
+    private func runHostLogging(_ config: String, until count: Int,
+                                meanwhile: () async throws -> Void) async throws -> ([String], [String]) {
+        let (logger, log) = recordingLogger()
+        let host = BusHost(configPath: config, logger: logger)
+        let collector = try EventCollector(host.bus, "journal.entry")
+        try await host.start()
+        try await meanwhile()
+        _ = await eventually { collector.events.value.count >= count }
+        _ = await host.shutdown()
+        return (collector.events.value.compactMap { $0.journalEntry?.message }, log.entries.map(\.text))
+    }
+
     /// The watch's position waits for the control socket's tails: a tail that has fallen behind
     /// when the host is SIGKILLed gets, from the next host, what the killed one still held for
     /// it. 2 000 entries of 1 KiB, so that most of them wait in the host, not in the socket.

@@ -71,8 +71,10 @@ extension Production {
             try await Container.withInstalled { container in
                 #expect(try await container.property("ActiveState") == "inactive")
                 let posted = try await succeed("eventbus post user.activation --print-seq", in: container)
-                let seq = Int(posted.output.split(separator: "\n").last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "")
-                await check(seq != nil, "--print-seq prints the sequence: \(posted.output)", in: container)
+                // LIFE:SEQ: the sequence number after the host's life.
+                let seq = posted.output.split(separator: "\n").last.flatMap { $0.split(separator: ":").last }
+                    .flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+                await check(seq != nil, "--print-seq prints the cursor: \(posted.output)", in: container)
                 guard let seq else { return }
                 var greetings: [[String: Any]] = []
                 let answered = try await poll(seconds: 10) {

@@ -170,8 +170,9 @@ final class JournalSource: EventSource, @unchecked Sendable {
         while !isStopping {
             do throws(SDJournal.OpenFailure) {
                 let journal = try SDJournal(watch.location)
-                var deliverCurrent = try position(journal, persisted: persisted, stage: stage)
-                post(JournalStatus(state: .following, reason: "following \(watch.location)"), stage)
+                let (deliverCurrent0, start) = try position(journal, persisted: persisted, stage: stage)
+                var deliverCurrent = deliverCurrent0
+                post(JournalStatus(state: .following, reason: "following \(watch.location), \(start)"), stage)
                 while !isStopping {
                     var found = deliverCurrent
                     if !found { found = try journal.next() }
@@ -231,15 +232,42 @@ final class JournalSource: EventSource, @unchecked Sendable {
     }
 
     /// Adds the watch's match to `journal` and positions it for the first `next`. Returns true
-    /// when the entry it is already on must be delivered first.
-    private func position(_ journal: SDJournal, persisted: String?, stage: JournalPostingStage) throws(SDJournal.OpenFailure) -> Bool {
-        var cursor = lastPosted ?? persisted
-        if cursor == nil, case .afterCursor(let start) = watch.start { cursor = start }
-        if let cursor {
-            try journal.add(watch.match)
-            return try resume(journal, after: cursor, gapsTo: stage)
+    /// when the entry it is already on must be delivered first, and where it starts, for the
+    /// `following` status: a saved consumer position overrides the watch's `start`, and the
+    /// status says which applied (the watch's own description shows only its `start`).
+    private func position(_ journal: SDJournal, persisted: String?,
+                          stage: JournalPostingStage) throws(SDJournal.OpenFailure) -> (Bool, String) {
+        let resumed: (cursor: String, from: String)?
+        if let lastPosted {
+            resumed = (lastPosted, "resumed after the last entry it posted")
+        } else if let persisted, let consumer = watch.consumer {
+            resumed = (persisted, "resumed after consumer \(consumer)'s saved position")
+        } else if case .afterCursor(let start) = watch.start {
+            resumed = (start, "started after the given cursor")
+        } else {
+            resumed = nil
         }
-        switch watch.start {
+        if let resumed {
+            try journal.add(watch.match)
+            let deliverCurrent = try resume(journal, after: resumed.cursor, gapsTo: stage)
+            return (deliverCurrent, "\(resumed.from) (\(JournalCursor.describe(resumed.cursor))\(deliverCurrent ? "; that entry is gone: see the journal.gap" : ""))")
+        }
+        let noPosition = watch.consumer.map { "; consumer \($0) had no saved position" } ?? ""
+        return (try position(journal, from: watch.start), "started at \(Self.describe(watch.start))\(noPosition)")
+    }
+
+    private static func describe(_ start: JournalStart) -> String {
+        switch start {
+        case .tail: "the tail (entries written from now on)"
+        case .head: "the head (the oldest entry)"
+        case .since(let date): "the first entry at or after \(date.formatted(.iso8601))"
+        case .afterCursor(let cursor): "the entry after \(JournalCursor.describe(cursor))"
+        }
+    }
+
+    /// Positions a journal that has no cursor to resume after at the watch's `start`.
+    private func position(_ journal: SDJournal, from start: JournalStart) throws(SDJournal.OpenFailure) -> Bool {
+        switch start {
         case .tail:
             // "After the last entry" must be a fixed place: sd-journal's own tail is not. When no
             // entry matches yet, seek_tail + previous has nothing to step back onto and the
@@ -300,6 +328,20 @@ final class JournalSource: EventSource, @unchecked Sendable {
 /// The parts of a cursor string libsystemd documents as stable enough to compare:
 /// `s=` the sequence-number id (one per journald writer) and `i=` the sequence number (hex).
 enum JournalCursor {
+    /// `entry i=1f3 written 2026-11-29T07:50:01Z` — the sequence number and the wall-clock
+    /// time (`t=`, microseconds) a person can place — or the cursor as it is.
+    static func describe(_ cursor: String) -> String {
+        var seqnum: Substring?
+        var realtime: UInt64?
+        for item in cursor.split(separator: ";") {
+            if item.hasPrefix("i=") { seqnum = item.dropFirst(2) }
+            if item.hasPrefix("t=") { realtime = UInt64(item.dropFirst(2), radix: 16) }
+        }
+        guard let seqnum, let realtime else { return "cursor \(cursor)" }
+        let written = Date(timeIntervalSince1970: Double(realtime) / 1e6).formatted(.iso8601)
+        return "entry i=\(seqnum) written \(written)"
+    }
+
     static func seqnumsBetween(_ from: String, _ to: String) -> UInt64? {
         guard let a = parts(from), let b = parts(to), a.id == b.id, b.seqnum > a.seqnum else { return nil }
         return b.seqnum - a.seqnum - 1

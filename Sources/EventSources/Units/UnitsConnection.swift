@@ -54,6 +54,11 @@ final class UnitsConnection: @unchecked Sendable {
     private var listing = false
     /// Whether the sources were told they are blind (one `units.gap` per blind period).
     private var blind = false
+    /// Why, while blind: a source that attaches then hears this reason, not a vaguer one.
+    private var blindReason = ""
+    /// What `eventbus status` shows of the connection: following, or unavailable and why.
+    /// Written on the thread, read from any.
+    private let stateText: Mutex<String>
     private var retryDelayMilliseconds: Int32 = 0
     private var outbox: [Outgoing] = []
     /// Jobs whose type lookup is under way: their events wait (and everything after them).
@@ -87,6 +92,7 @@ final class UnitsConnection: @unchecked Sendable {
 
     init(manager: UnitManager) {
         self.manager = manager
+        stateText = Mutex("connecting")
         var pipeDescriptors: [Int32] = [-1, -1]
         if pipe(&pipeDescriptors) != 0 {
             fatalError("units: no pipe for the connection thread: \(String(cString: strerror(errno)))")
@@ -102,6 +108,9 @@ final class UnitsConnection: @unchecked Sendable {
         }
         thread.start()
     }
+
+    /// `following systemd at ADDRESS`, or `unavailable: why` (any thread).
+    var state: String { stateText.withLock { $0 } }
 
     func attach(_ source: UnitsSource) { send(.attach(source)) }
     func detach(_ source: UnitsSource) { send(.detach(source)) }
@@ -174,7 +183,7 @@ final class UnitsConnection: @unchecked Sendable {
             attachments[ObjectIdentifier(source)] = attachment
             if blind {
                 attachment.sawGap = true
-                outbox.append(Outgoing(payload: .notice(UnitsGap(reason: "not connected to \(managerName) yet").event(source: source.id)),
+                outbox.append(Outgoing(payload: .notice(UnitsGap(reason: blindReason).event(source: source.id)),
                                        target: ObjectIdentifier(source)))
             }
             if !listing && bus != nil && !blind { snapshot(for: attachment) }
@@ -185,6 +194,11 @@ final class UnitsConnection: @unchecked Sendable {
             if !listing && bus != nil && !blind {
                 snapshot(for: attachment, greeting: greeting)
             } else {
+                // Blind: the joiner hears why at once, as those already following did.
+                if blind {
+                    outbox.append(Outgoing(payload: .notice(UnitsGap(reason: blindReason).event(source: source.id)),
+                                           target: ObjectIdentifier(source), greeting: greeting))
+                }
                 attachment.waitingGreetings.append(greeting)
             }
         }
@@ -242,7 +256,7 @@ final class UnitsConnection: @unchecked Sendable {
             retryDelayMilliseconds = 0
         } catch {
             bus = nil
-            lose("cannot connect to \(managerName): \(error)")
+            lose(unavailable("cannot connect to \(managerName) (tried \(addressesTried)): \(error)"))
             retryDelayMilliseconds = retryDelayMilliseconds == 0 ? 100 : min(5000, retryDelayMilliseconds * 2)
         }
     }
@@ -259,8 +273,37 @@ final class UnitsConnection: @unchecked Sendable {
         }
     }
 
+    /// Where ``SDBus/connect(to:)`` connects for this manager, as the reason for a failure
+    /// names it: the private socket when it is used, else the bus's address.
+    private var addressesTried: String {
+        let environment = ProcessInfo.processInfo.environment
+        switch manager {
+        case .system:
+            if geteuid() == 0, access("/run/systemd/private", F_OK) == 0 { return "unix:path=/run/systemd/private" }
+            return "the system bus at " + (environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/run/dbus/system_bus_socket")
+        case .user:
+            if let runtime = environment["XDG_RUNTIME_DIR"], access(runtime + "/systemd/private", F_OK) == 0 {
+                return "unix:path=\(runtime)/systemd/private"
+            }
+            return "the user bus at " + (environment["DBUS_SESSION_BUS_ADDRESS"] ?? "unix:path=\(environment["XDG_RUNTIME_DIR"] ?? "$XDG_RUNTIME_DIR")/bus")
+        case .address(let address):
+            return address
+        }
+    }
+
+    /// `reason`, led by what it means when the system manager is not systemd at all — PID 1 is
+    /// something else (a container's init, a shell) — so the gap says there is nothing to
+    /// follow rather than something to wait for. `/run/systemd/system` is systemd's own sign
+    /// that it runs as PID 1 (`sd_booted`).
+    private func unavailable(_ reason: String) -> String {
+        guard case .system = manager, access("/run/systemd/system", F_OK) != 0 else { return reason }
+        return "no systemd manager to follow: PID 1 is not systemd (no /run/systemd/system); \(reason)"
+    }
+
     /// The connection is gone or systemd is: every source hears it once.
     private func lose(_ reason: String) {
+        stateText.withLock { $0 = "unavailable: \(reason)" }
+        blindReason = reason
         if let bus, !bus.isOpen { self.bus = nil }
         listing = false
         // The lookups' replies are gone with the connection: their events go without a type.
@@ -281,7 +324,7 @@ final class UnitsConnection: @unchecked Sendable {
         let reader = SDBusMessageReader(message)
         if let error = reader.errorName {
             listing = false
-            lose("cannot list the units of \(managerName): \(error)")
+            lose(unavailable("cannot list the units of \(managerName) (at \(addressesTried)): \(error)"))
             bus = nil  // reconnect: the retry delay paces it
             retryDelayMilliseconds = max(retryDelayMilliseconds, 100)
             return
@@ -301,6 +344,7 @@ final class UnitsConnection: @unchecked Sendable {
         reader.exit()
         listing = false
         blind = false
+        stateText.withLock { $0 = "following \(managerName) at \(addressesTried)" }
         let changes = table.resync(with: units)
         for attachment in attachments.values {
             if attachment.needsSnapshot {

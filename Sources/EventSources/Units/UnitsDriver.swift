@@ -9,7 +9,8 @@ import Synchronization
 /// UnitsDriver.register(on: bus)
 /// ```
 public final class UnitsDriver: Sendable {
-    private let connections = Mutex<[UnitManager: (connection: UnitsConnection, sources: Int)]>([:])
+    /// Per manager: its connection and the ids of the sources attached to it.
+    private let connections = Mutex<[UnitManager: (connection: UnitsConnection, sources: [String])]>([:])
 
     private init() {}
 
@@ -27,24 +28,36 @@ public final class UnitsDriver: Sendable {
     /// How many managers have a connection open (for tests and status).
     public var openConnections: Int { connections.withLock { $0.count } }
 
-    func acquire(_ manager: UnitManager) -> UnitsConnection {
+    /// Each running units source's state, by source id, as `eventbus status` shows it: its
+    /// manager's connection following, or unavailable and why (no systemd to follow, say).
+    public var sourceStates: [String: String] {
+        let entries = connections.withLock { Array($0.values) }
+        var states: [String: String] = [:]
+        for entry in entries {
+            let state = entry.connection.state
+            for id in entry.sources { states[id] = state }
+        }
+        return states
+    }
+
+    func acquire(_ manager: UnitManager, for source: String) -> UnitsConnection {
         connections.withLock { connections in
             if var entry = connections[manager] {
-                entry.sources += 1
+                entry.sources.append(source)
                 connections[manager] = entry
                 return entry.connection
             }
             let connection = UnitsConnection(manager: manager)
-            connections[manager] = (connection, 1)
+            connections[manager] = (connection, [source])
             return connection
         }
     }
 
-    func release(_ manager: UnitManager) {
+    func release(_ manager: UnitManager, for source: String) {
         let closing: UnitsConnection? = connections.withLock { connections in
             guard var entry = connections[manager] else { return nil }
-            entry.sources -= 1
-            if entry.sources > 0 {
+            if let index = entry.sources.firstIndex(of: source) { entry.sources.remove(at: index) }
+            if !entry.sources.isEmpty {
                 connections[manager] = entry
                 return nil
             }

@@ -17,7 +17,7 @@ final class UnitsSource: GreetsJoiningSubscribers, @unchecked Sendable {
     }
 
     func start(posting bus: Bus) {
-        let connection = driver.acquire(watch.manager)
+        let connection = driver.acquire(watch.manager, for: id)
         running.withLock { $0 = (bus, connection) }
         connection.attach(self)
     }
@@ -28,7 +28,7 @@ final class UnitsSource: GreetsJoiningSubscribers, @unchecked Sendable {
             return running?.connection
         }) else { return }
         connection.detach(self)
-        driver.release(watch.manager)
+        driver.release(watch.manager, for: id)
     }
 
     /// Every subscriber first gets the state of the units it follows: a joining one gets a

@@ -5,13 +5,17 @@ import Glibc
 /// `journalctl -f`:
 ///
 ///     Mar 05 14:02:11.123 #1234 user.deploy.done (user) env=prod version=1.4.2
-///     Mar 05 14:02:12.501 #1240 journal.entry (journal:unit ssh.service) unit=ssh.service: Accepted key for root
-///     Mar 05 14:02:12.730 #1241 deploy.done (user) from web-1#88 version=1.4.2
+///     Mar 05 14:02:12.501 #1240 sshd[812]: Accepted key for root
+///     Mar 05 14:02:12.610 #1241 nginx.service: active/running → failed/failed (exit-code, status 1)
+///     Mar 05 14:02:12.730 #1242 deploy.done (user) from web-1#88 version=1.4.2
 ///     -- 12 events dropped (#1241-#1252): this tail did not keep up --
 ///
-/// Local time with milliseconds, the bus sequence number (what `--since` takes), the name, the
-/// source, then the fields in key order — a `message` field last, without its key. Colour only
-/// when standard output is a terminal and `NO_COLOR` is unset.
+/// Local time with milliseconds and the bus sequence number (what `--since` takes); then, for
+/// the kinds whose whole line runs to hundreds of characters (journal entries, unit states and
+/// jobs, file changes, devices), what a person looks for (``headline(name:fields:)``); for any
+/// other event, and for every event with `-o verbose` (``verbose(_:)``), the name, the source
+/// and the fields in key order — a `message` field last, without its key. Colour only when
+/// standard output is a terminal and `NO_COLOR` is unset.
 ///
 /// Terminal safety: names, sources, keys and values are posted by anyone allowed to post, so
 /// their control characters are shown escaped, as `journalctl` does (`\x1b`, `\n`, `\t`, C1
@@ -26,7 +30,21 @@ struct EventFormatter {
         isatty(STDOUT_FILENO) == 1 && (getenv("NO_COLOR").map { $0.pointee == 0 } ?? true)
     }
 
+    /// The default line: the headline of a known kind, else the whole event as ``verbose(_:)``.
     func format(_ line: JSON) -> String {
+        if line["type"]?.stringValue == "gap" { return gap(line) }
+        let fields = line["fields"]?.objectValue ?? [:]
+        // An imported event names its origin host: the whole line says it.
+        guard fields["@origin.host"] == nil, let headline = headline(name: line["name"]?.stringValue ?? "", fields: fields) else {
+            return verbose(line)
+        }
+        let sequence = line["seq"]?.intValue ?? 0
+        return paint(Self.localTime(line["time"]?.stringValue ?? "", utc: utc), "2") + " " + paint("#\(sequence)", "2") + " "
+            + headline + "\n"
+    }
+
+    /// Every part of the event: time, sequence number, name, source, each field.
+    func verbose(_ line: JSON) -> String {
         if line["type"]?.stringValue == "gap" { return gap(line) }
         let sequence = line["seq"]?.intValue ?? 0
         let name = Self.escape(line["name"]?.stringValue ?? "?")
@@ -74,7 +92,7 @@ struct EventFormatter {
         return paint(text, "1;33") + "\n"
     }
 
-    private func paint(_ text: String, _ code: String) -> String {
+    func paint(_ text: String, _ code: String) -> String {
         guard colour, !code.isEmpty else { return text }
         return "\u{1B}[\(code)m\(text)\u{1B}[0m"
     }

@@ -48,9 +48,11 @@ struct SocketOptions: ParsableArguments {
 /// A connection to eventbusd, greeted: the host's `hello` was read and its protocol checked.
 struct HostConnection {
     let connection: ControlConnection
-    /// The host's process id, from its greeting: a different one after a reconnect means the
-    /// host restarted (and numbers its events anew).
+    /// The host's process id, from its greeting.
     let hostProcessID: Int64?
+    /// The host's life (``EventCursor``), from its greeting: a different one after a reconnect
+    /// means the host restarted and numbers its events anew (a pid can come back; a life cannot).
+    let hostLife: String?
 
     /// A failure a restarting host causes and a moment later no longer does: nothing accepts on
     /// the socket file, the host closed before greeting (it was stopping), or it refused a post
@@ -87,6 +89,7 @@ struct HostConnection {
             throw CommandError("eventbusd speaks control protocol \(hello.protocolVersion); this eventbus speaks \(ControlProtocol.version): use the eventbus that came with this eventbusd")
         }
         hostProcessID = hello.processID
+        hostLife = hello.life
     }
 
     /// Runs `attempt` until it does not fail with ``Restarting``, for at most `patience`

@@ -4,8 +4,10 @@ import Foundation
 
 /// `tail --output`: the journalctl formats, for events.
 enum OutputFormat: String, CaseIterable, ExpressibleByArgument {
-    /// One line per event for people (``EventFormatter``).
+    /// One line per event for people, about a terminal's width (``EventFormatter/format(_:)``).
     case short
+    /// One line per event with every field (``EventFormatter/verbose(_:)``).
+    case verbose
     /// The protocol's event and gap lines, byte for byte.
     case json
     /// The same objects, indented, keys sorted.
@@ -21,6 +23,7 @@ enum OutputFormat: String, CaseIterable, ExpressibleByArgument {
     func render(_ line: JSON, with formatter: EventFormatter) -> [UInt8] {
         switch self {
         case .short, .json: return Array(formatter.format(line).utf8)
+        case .verbose: return Array(formatter.verbose(line).utf8)
         case .jsonPretty: return Array((Self.pretty(line, indent: "") + "\n").utf8)
         case .cat: return Array(formatter.cat(line).utf8)
         case .export: return Self.export(line)

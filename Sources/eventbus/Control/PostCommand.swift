@@ -23,7 +23,7 @@ struct PostCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Fields as one JSON object (strings, numbers, booleans), merged with key=value ones.", valueName: "object"))
     var json: String?
 
-    @Flag(name: .customLong("print-seq"), help: "Print the posted event's sequence number (what `tail --since` takes).")
+    @Flag(name: .customLong("print-seq"), help: "Print the posted event's cursor LIFE:SEQ: the host's life and the event's sequence number (what `tail --since` takes).")
     var printSequence = false
 
     @Flag(help: ArgumentHelp("Post one event per line of standard input, a JSON object {\"name\": …, \"fields\": {…}}; pipelined over one connection. A line that cannot be posted is reported on standard error with its line number (exit 1); the others are posted."))
@@ -50,15 +50,18 @@ struct PostCommand: ParsableCommand {
         let patience = Duration.milliseconds(Int64(wait * 1000))
         if stdin {
             let host = try socket.connect(waitingUpTo: patience)
-            let failed = try StdinPoster(connection: host.connection, printSequences: printSequence).run()
+            let failed = try StdinPoster(connection: host.connection, printSequences: printSequence, life: host.hostLife).run()
             if failed > 0 { throw CommandError("\(failed) line(s) of standard input were not posted (see above)") }
             return
         }
         let values = try postedFields()
         let request = ControlRequest(.post(.one(PostedEvent(name: name!, fields: values))))
-        let answer = try HostConnection.waiting(upTo: patience) { try socket.connect().request(request) }
+        let (answer, life) = try HostConnection.waiting(upTo: patience) {
+            let host = try socket.connect()
+            return (try host.request(request), host.hostLife)
+        }
         let posted = try HostConnection.decode(answer, as: "post") { if case .posted(let posted) = $0 { posted } else { nil } }
-        if printSequence { print(posted.sequence) }
+        if printSequence { print(EventCursor(life: life, sequence: posted.sequence)) }
     }
 
     private func postedFields() throws -> [String: JSON] {

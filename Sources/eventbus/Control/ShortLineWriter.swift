@@ -44,6 +44,8 @@ struct ShortLineWriter {
         else { return false }
 
         guard time.plain else { return false }
+        // Known kinds are shown by their headline: the formatter's way.
+        guard !EventFormatter.mayHaveHeadline(UnsafeBufferPointer(rebasing: line[name.inner])) else { return false }
         if time.inner.count >= 23 {
             clock(line, time)
         } else {

@@ -19,7 +19,7 @@ struct StatusCommand: ParsableCommand {
             return
         }
         let status = try HostConnection.decode(answer, as: "status") { if case .status(let report) = $0 { report } else { nil } }
-        print("eventbusd pid \(status.processID), up \(Self.duration(status.uptimeSeconds)) (since \(status.started))")
+        print("eventbusd pid \(status.processID), up \(Self.duration(status.uptimeSeconds)) (since \(status.started))\(status.life.map { ", life \($0) (cursors LIFE:SEQ)" } ?? "")")
         print("config:        \(status.configFile)")
         print("events posted: \(status.posted)   bus subscriptions: \(status.subscriptions)")
         let control = status.control

@@ -13,7 +13,9 @@ import Glibc
 /// so neither side waits for the other to read.
 struct StdinPoster {
     let connection: ControlConnection
+    /// Whether each posted line's cursor (``EventCursor``: the host's `life`, its number) is printed.
     let printSequences: Bool
+    let life: String?
 
     /// Lines sent together, and the complaints about lines among them that were not sent.
     private struct Batch {
@@ -47,7 +49,7 @@ struct StdinPoster {
                 for (index, item) in posted.items.enumerated() {
                     switch item {
                     case .posted(let sequence):
-                        if printSequences { output.append(String(sequence) + "\n") }
+                        if printSequences { output.append(EventCursor(life: life, sequence: sequence).description + "\n") }
                     case .refused(let refusal):
                         batch.refused.append((batch.lines[index], refusal.message))
                     }

@@ -16,9 +16,12 @@ struct TailCommand: ParsableCommand {
             a VALUE with `*` or `?` is a glob (`path=/etc/*.conf`; `\\*` is a star). A tail \
             starts with the next event, so a script waiting for one never acts on an old one; \
             -n 10 starts with the last ten, as journalctl -f does. \
-            Sequence numbers (#N) are bus-wide; `--since` takes one, or a time (1h, 10min ago, \
+            Sequence numbers (#N) are bus-wide and start at #1 with each eventbusd process (its \
+            life, in `eventbus status`); `--since` takes a cursor LIFE:SEQ (what `post \
+            --print-seq` prints), a bare SEQ of the running host, or a time (1h, 10min ago, \
             today, "2026-11-23 09:00", @EPOCH) and starts there if the host still holds it — \
-            it says what it no longer holds. A tail follows until Ctrl-C, --count, --until or \
+            it says what it no longer holds. A cursor of an earlier life starts at the running \
+            host's first event, with a line saying that events posted between the lives are not replayed. A tail follows until Ctrl-C, --count, --until or \
             --no-follow, also across restarts of eventbusd: a line says the host restarted, and \
             the tail goes on with every event the new host holds (events posted while no host \
             ran may be missing). A tail that does not keep up loses events, and a line says how many.
@@ -27,7 +30,7 @@ struct TailCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("Event name patterns, and FIELD=VALUE matches.", valueName: "pattern|field=value"))
     var arguments: [String] = []
 
-    @Option(name: [.customShort("o"), .long], help: ArgumentHelp("short, json, json-pretty, cat or export (Journal Export Format).", valueName: "format"))
+    @Option(name: [.customShort("o"), .long], help: ArgumentHelp("short (the default: what matters, about a terminal's width), verbose (every field), json (complete), json-pretty, cat or export (Journal Export Format).", valueName: "format"))
     var output: OutputFormat?
 
     @Flag(help: "The same as --output json: the control protocol's event and gap lines.")
@@ -38,10 +41,10 @@ struct TailCommand: ParsableCommand {
 
     // `.unconditional`: the next word is the value even when it starts with a dash, so
     // `--since -5m` means five minutes ago, as journalctl reads it.
-    @Option(parsing: .unconditional, help: ArgumentHelp("Start at event SEQ (inclusive) or at a time, out of the host's replay buffer.", valueName: "seq|time"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Start at event LIFE:SEQ or SEQ (inclusive) or at a time, out of the host's replay buffer.", valueName: "cursor|time"))
     var since: String?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("End after event SEQ or at a time (exits 0).", valueName: "seq|time"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("End after event LIFE:SEQ or SEQ or at a time (exits 0).", valueName: "cursor|time"))
     var until: String?
 
     @Option(name: [.customShort("n"), .customLong("lines"), .customLong("last")],
@@ -98,6 +101,9 @@ struct TailCommand: ParsableCommand {
             if subscribed.replayIncomplete {
                 printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at #\(subscribed.oldestSequence)")
             }
+            if subscribed.sinceEarlierLife {
+                notice("-- \(since ?? "the cursor") is from an earlier eventbusd (life \(request.life ?? "?")); this one (life \(subscribed.life ?? "?")) numbers its events from #1 and the tail starts there: events posted between the two lives are not replayed --", format: format)
+            }
             let gone: String
             switch try copyStream(host.connection, format: format, shown: &shown) {
             case .ended: return
@@ -107,8 +113,9 @@ struct TailCommand: ParsableCommand {
             guard !noFollow, !exitOnRestart, request.untilSequence == nil else { throw CommandError(gone) }
             notice("-- \(gone); waiting for it to come back --", format: format)
             let previous = host.hostProcessID
+            let previousLife = host.hostLife
             host = reconnect()
-            let restarted = host.hostProcessID != previous
+            let restarted = host.hostLife != previousLife || host.hostProcessID != previous
             notice(restarted
                 ? "-- eventbusd restarted (pid \(previous.map(String.init) ?? "?") → \(host.hostProcessID.map(String.init) ?? "?")): events posted while it was down may be missing --"
                 : "-- reconnected to eventbusd (pid \(host.hostProcessID.map(String.init) ?? "?")): events posted meanwhile may be missing --", format: format)
@@ -123,6 +130,7 @@ struct TailCommand: ParsableCommand {
         request.last = nil
         request.sinceTime = nil
         request.sinceSequence = restarted ? 1 : nil
+        request.life = nil  // the new connection's host counts them
         if let count { request.count = Int64(max(1, count - shown)) }
         return request
     }
@@ -146,7 +154,7 @@ struct TailCommand: ParsableCommand {
     /// A line of the tail's own: on standard output between events for a person; on standard
     /// error for --json and export, whose output a program reads.
     private func notice(_ line: String, format: OutputFormat) {
-        if format == .short || format == .cat || format == .jsonPretty {
+        if format == .short || format == .verbose || format == .cat || format == .jsonPretty {
             var output = StandardOutput()
             output.append(line + "\n")
             output.flush()
@@ -174,12 +182,19 @@ struct TailCommand: ParsableCommand {
         }
         do {
             switch try since.map({ try TimeSpecification.parse($0, now: now) }) {
-            case .sequence(let sequence)?: request.sinceSequence = Int64(clamping: sequence)
+            case .cursor(let cursor)?:
+                request.sinceSequence = Int64(clamping: cursor.sequence)
+                request.life = cursor.life
             case .time(let date)?: request.sinceTime = Self.microseconds(date)
             case nil: break
             }
             switch try until.map({ try TimeSpecification.parse($0, now: now) }) {
-            case .sequence(let sequence)?: request.untilSequence = Int64(clamping: sequence)
+            case .cursor(let cursor)?:
+                request.untilSequence = Int64(clamping: cursor.sequence)
+                if let life = cursor.life {
+                    if let earlier = request.life, earlier != life { throw ValidationError("--since and --until name two different host lives (\(earlier), \(life))") }
+                    request.life = life
+                }
             case .time(let date)?: request.untilTime = Self.microseconds(date)
             case nil: break
             }
@@ -214,7 +229,7 @@ struct TailCommand: ParsableCommand {
     /// (``EventLine``, ``GapLine``). Other lines (`end`, `error`) are decoded.
     private func copyStream(_ connection: ControlConnection, format: OutputFormat, shown: inout Int) throws -> StreamEnd {
         var output = StandardOutput()
-        let formatter = EventFormatter(colour: format == .short && EventFormatter.wantsColour(), utc: utc)
+        let formatter = EventFormatter(colour: (format == .short || format == .verbose) && EventFormatter.wantsColour(), utc: utc)
         var short = ShortLineWriter(formatter: formatter)
         var ending: String?
         var events = 0

@@ -1,9 +1,11 @@
+import ControlProtocol
 import Foundation
 
-/// Where `tail --since` / `--until` start or stop: a bus sequence number, or a time written as
+/// Where `tail --since` / `--until` start or stop: an event's cursor, or a time written as
 /// journalctl users write it.
 ///
-/// - `1234` or `#1234`: the event with that sequence number (what `post --print-seq` prints);
+/// - `LIFE:1234` (what `post --print-seq` prints), `1234` or `#1234`: the event with that
+///   sequence number, in that host life or (bare) in the running host's (``EventCursor``);
 /// - `now`, `today`, `yesterday`, `tomorrow` (midnight, local time);
 /// - relative: `1h`, `-1h`, `30min ago`, `1h30m`, `2 days ago` (in the past), `+5m` (ahead);
 ///   units `us`, `ms`, `s`/`sec`, `m`/`min`, `h`/`hour`, `d`/`day`, `w`/`week` (and plurals);
@@ -11,23 +13,19 @@ import Foundation
 ///   `2026-11-23 09:00:05`, `2026-11-23T09:00:05`, `09:00` or `09:00:05` (today);
 /// - `@1763888400` or `@1763888400.25`: seconds since the Unix epoch.
 enum TimeSpecification: Equatable {
-    case sequence(UInt64)
+    case cursor(EventCursor)
     case time(Date)
 
     struct ParseError: Error, CustomStringConvertible {
         var text: String
         var description: String {
-            "\"\(text)\" is neither a sequence number nor a time (try 1234, 10min, \"2026-11-23 09:00\", today, yesterday, @EPOCH)"
+            "\"\(text)\" is neither an event cursor nor a time (try LIFE:1234, 1234, 10min, \"2026-11-23 09:00\", today, yesterday, @EPOCH)"
         }
     }
 
     static func parse(_ text: String, now: Date = Date(), timeZone: TimeZone = .current) throws(ParseError) -> TimeSpecification {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let digits = trimmed.hasPrefix("#") ? String(trimmed.dropFirst()) : trimmed
-        if !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber) {
-            guard let sequence = UInt64(digits) else { throw ParseError(text: text) }
-            return .sequence(sequence)
-        }
+        if let cursor = EventCursor(trimmed) { return .cursor(cursor) }
         guard let date = date(trimmed.lowercased(), now: now, timeZone: timeZone) else { throw ParseError(text: text) }
         return .time(date)
     }

@@ -104,7 +104,7 @@ import Testing
         for poster in posters {
             let result = await poster.finish()
             #expect(result.status == 0, "\(result.stderr)")
-            let sequences = result.lines.compactMap { Int64($0) }
+            let sequences = result.lines.compactMap { EventCursor($0)?.sequence }.map(Int64.init)
             #expect(sequences.count == perPoster && sequences == sequences.sorted())
             acknowledged.append(sequences)
         }

@@ -74,8 +74,10 @@ import Testing
         #expect(post.stderr.contains(#"stdin:31: "name" (a string) is missing"#), "\(post.stderr)")
         #expect(post.stderr.contains(#"stdin:1501: field "v": a value is a string, number or boolean, found null"#), "\(post.stderr)")
         #expect(post.stderr.contains("4 line(s) of standard input were not posted"))
-        let sequences = post.lines.compactMap { Int64($0) }
+        let cursors = post.lines.compactMap(EventCursor.init)
+        let sequences = cursors.map { Int64($0.sequence) }
         #expect(sequences.count == 3000 && sequences == sequences.sorted(), "one sequence number per posted line, in order")
+        #expect(Set(cursors.map(\.life)).count == 1 && cursors.first?.life != nil, "each with the host's life")
 
         let received = await tail.finish()
         #expect(received.jsonLines.map { $0["fields"]?["n"]?.intValue ?? 0 } == (1...3000).map(Int64.init))

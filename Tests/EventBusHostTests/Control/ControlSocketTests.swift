@@ -43,15 +43,22 @@ import Testing
         #expect(!human.stdout.contains("\u{1B}["), "no colour when stdout is not a terminal")
         #expect(post.stdout.isEmpty, "quiet on success unless asked")
 
-        // --print-seq: the sequence number tail --since takes, and it names that very event.
+        // --print-seq: the cursor LIFE:SEQ tail --since takes, and it names that very event.
         let numbered = try await eventbus(["post", "--socket", socket, "--print-seq", "user.numbered", "n=7"], in: directory)
         #expect(numbered.status == 0, "\(numbered.stderr)")
-        let sequence = try #require(Int64(numbered.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let cursorText = numbered.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let cursor = try #require(EventCursor(cursorText))
+        let sequence = Int64(cursor.sequence)
         #expect(sequence > event["seq"]?.intValue ?? .max)
-        let replayed = try await eventbus(["tail", "--socket", socket, "--json", "--since", String(sequence),
-                                           "--count", "1", "user.>"], in: directory)
-        #expect(replayed.jsonLines.first?["seq"]?.intValue == sequence)
-        #expect(replayed.jsonLines.first?["name"] == "user.numbered")
+        let status = try await eventbus(["status", "--socket", socket], in: directory)
+        #expect(status.stdout.contains("life \(try #require(cursor.life))"), "\(status.stdout)")
+        // The cursor, and the bare number as before.
+        for since in [cursorText, String(sequence)] {
+            let replayed = try await eventbus(["tail", "--socket", socket, "--json", "--since", since,
+                                               "--count", "1", "user.>"], in: directory)
+            #expect(replayed.jsonLines.first?["seq"]?.intValue == sequence)
+            #expect(replayed.jsonLines.first?["name"] == "user.numbered")
+        }
         daemon.signal(SIGTERM)
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }

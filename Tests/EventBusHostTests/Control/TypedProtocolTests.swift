@@ -38,12 +38,13 @@ import Testing
 
     @Test func subscribeAndListingMembersAreCheckedByKind() {
         #expect(failure(#"{"op":"subscribe","since":5}"#)?.message
-                == "subscribe has no member \"since\"; it takes buffer, count, devices, files, follow, hosts, journal, last, match, patterns, recursive, since_seq, since_time, units, until_seq, until_time")
+                == "subscribe has no member \"since\"; it takes buffer, count, devices, files, follow, hosts, journal, last, life, match, patterns, recursive, since_seq, since_time, units, until_seq, until_time")
         #expect(failure(#"{"op":"subscribe","files":[1]}"#)?.message == #""files" must be a list of strings, found an integer in it"#)
         #expect(failure(#"{"op":"subscribe","units":{}}"#)?.message == #""units" must be a list of strings, found an object"#)
         #expect(failure(#"{"op":"subscribe","follow":"no"}"#)?.message == #""follow" must be true or false, found a string"#)
         #expect(failure(#"{"op":"subscribe","count":1.5}"#)?.message == #""count" must be an integer, found a number"#)
         #expect(failure(#"{"op":"subscribe","match":[]}"#)?.message == #""match" must be an object of field: value(s), found a list"#)
+        #expect(failure(#"{"op":"subscribe","life":3}"#)?.message == #""life" must be a string, found an integer"#)
         #expect(failure(#"{"op":"listing"}"#) == ListingRequest.needsPath)
         #expect(failure(#"{"op":"listing","path":"/a","deep":true}"#)?.message == #"listing has no member "deep"; it takes path, recursive"#)
         #expect(failure(#"{"op":"listing","path":"/a","recursive":1}"#)?.message == #""recursive" must be true or false, found an integer"#)

@@ -16,7 +16,7 @@ extension ControlServer {
                                  bytes: Int64(ring.bytes), oldestSequence: Int64(ring.oldestSequence),
                                  newestSequence: Int64(ring.newestSequence)))
         }
-        return StatusReport(
+        var report = StatusReport(
             processID: Int64(getpid()), configFile: host.configFile, started: startedAt.formatted(.iso8601),
             uptimeSeconds: uptimeSeconds, posted: Int64(bus.posted), subscriptions: Int64(bus.subscriptions),
             sources: bus.sources.keys.sorted().map { id in
@@ -26,6 +26,8 @@ extension ControlServer {
             control: StatusReport.Control(socket: socket, clients: Int64(clients), tailing: Int64(tailing), replay: replay,
                                           refusedForLimit: Int64(refusals.limit), refusedForDescriptors: Int64(refusals.descriptors)),
             bridge: host.bridge)
+        report.life = life
+        return report
     }
 
     func modules() -> JSON {

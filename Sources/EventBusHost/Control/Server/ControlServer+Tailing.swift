@@ -52,6 +52,14 @@ extension ControlServer {
         lock.withLock { fannedOut >= sequence && feeds.allSatisfy { $0.hasHandedOver(through: sequence) } }
     }
 
+    /// A client's own source delivered `event` (on the bus's delivery loop). An event a source
+    /// posts only to a joining subscriber — its own snapshot, or a units watch's gap — reaches
+    /// no other subscriber, the fan-out included; counted here, its number does not hold a
+    /// shutdown's ``waitForDelivery(upTo:until:)`` until the deadline.
+    func delivered(_ event: Event) {
+        lock.withLock { fannedOut = max(fannedOut, event.sequence) }
+    }
+
     /// The fan-out: on the bus's delivery loop, for every posted event.
     func deliver(_ event: Event) {
         lock.lock()

@@ -83,6 +83,8 @@ final class ControlServer: @unchecked Sendable {
     }
     private var _reloadHandler: (@Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void)?  // guarded by `lock`
     let startedAt = Date()
+    /// This host's life (``EventCursor``): drawn once, with the bus whose numbers it qualifies.
+    let life = EventCursor.newLife()
     let startedMonotonic = ContinuousClock.now
     /// The thread every connection runs on; set by ``start(settings:inherited:)``.
     private(set) var loop: ControlLoop!

@@ -23,6 +23,9 @@ struct CheckedSubscription {
     var follow = true
     /// Only events whose origin host (``EventOrigin``) is one of these; `local`: this host's own.
     var hosts: [String] = []
+    /// `since_seq` counted in an earlier life than `life`: the stream starts at this life's
+    /// first event instead (``Subscribed/sinceEarlierLife``).
+    var sinceEarlierLife = false
 
     /// What one subscription may ask for. The fan-out matches every event against every
     /// pattern of every tailing client on the bus's delivery loop, each `files` path is a watch
@@ -45,7 +48,10 @@ struct CheckedSubscription {
         static let matchGlobCharacters = 1024
     }
 
-    init(_ request: SubscribeRequest, maximumBuffer: Int) throws(ControlError) {
+    /// `life`: the host's (``EventCursor``); a request's `since_seq` of another life starts at
+    /// this life's first event, its `until_seq` of another life is refused — that window ended
+    /// before this host started.
+    init(_ request: SubscribeRequest, maximumBuffer: Int, life: String) throws(ControlError) {
         hosts = request.hosts
         devices = try Self.distinct(request.devices, "devices", limit: Limits.deviceSubsystems)
         recursive = request.recursive
@@ -75,6 +81,15 @@ struct CheckedSubscription {
         filter.untilSequence = try Self.number(request.untilSequence, "until_seq", atLeast: 0).map { UInt64($0) }
         filter.matches = try Self.matches(request.match)
         follow = request.follow ?? true
+        if let asked = request.life, asked != life {
+            if since != nil {
+                since = 1
+                sinceEarlierLife = true
+            }
+            if filter.untilSequence != nil {
+                throw .badRequest("until_seq counts in life \(asked), not in this eventbusd's life \(life): that window ended before this host started")
+            }
+        }
         let starts = [since != nil, last != nil, filter.since != nil].filter { $0 }.count
         if starts > 1 { throw .badRequest("give one of since_seq, since_time and last") }
         if files.contains(where: \.isEmpty) { throw .badRequest("\"files\" holds an empty path") }

@@ -12,7 +12,7 @@ extension ControlSession {
         if access.permits(.tail, peer) { may += ["tail", "status", "modules", "rules", "stats", "metrics"] }
         if access.permits(.post, peer) { may.append("post") }
         if access.permits(.reload, peer), server.reloadHandler != nil { may.append("reload") }
-        respond(Hello(may: may, processID: Int64(getpid()), userID: Int64(peer.userID)).json, id: nil)
+        respond(Hello(may: may, processID: Int64(getpid()), userID: Int64(peer.userID), life: server.life).json, id: nil)
     }
 
     func handle(line: UnsafeBufferPointer<UInt8>) {

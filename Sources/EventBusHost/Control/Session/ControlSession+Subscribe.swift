@@ -17,7 +17,7 @@ extension ControlSession {
         }
         var parsed: CheckedSubscription
         do {
-            parsed = try CheckedSubscription(request, maximumBuffer: server.clientBuffer.events)
+            parsed = try CheckedSubscription(request, maximumBuffer: server.clientBuffer.events, life: server.life)
         } catch {
             self.error(error, id: id)
             return
@@ -67,11 +67,13 @@ extension ControlSession {
         let attachment = server.attach(feed, since: parsed.since, last: parsed.last)
         // The client's own sources, after the feed is in place so their first events reach it.
         var subscriptions: [AnyCancellable] = []
+        let server = server
         do {
             let entryLimit = server.watchEntries
             for path in parsed.files {
                 let watch = try FileWatch(path: path, recursive: parsed.recursive, entryLimit: entryLimit)
                 subscriptions.append(try server.bus.files(watch).sink { event in
+                    server.delivered(event)
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
@@ -81,6 +83,7 @@ extension ControlSession {
             if !parsed.journal.isEmpty {
                 let units = JournalMatch(terms: [["_SYSTEMD_UNIT": Set(parsed.journal)]])
                 subscriptions.append(try server.bus.journal(matching: units).sink { event in
+                    server.delivered(event)
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
@@ -88,12 +91,14 @@ extension ControlSession {
             // config's device watches and modules asking for the same.
             for subsystem in parsed.devices {
                 subscriptions.append(try server.bus.devices(subsystem: subsystem == "*" ? nil : subsystem).sink { event in
+                    server.delivered(event)
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
             // Unit states are public (any user may list them on the system bus): no peer check.
             if !parsed.units.isEmpty {
                 subscriptions.append(try server.bus.units(matching: UnitMatch(parsed.units)).sink { event in
+                    server.delivered(event)
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
@@ -115,6 +120,8 @@ extension ControlSession {
         answer.devices = parsed.devices
         answer.units = parsed.units
         answer.replayIncomplete = attachment.replayIncomplete
+        answer.life = server.life
+        answer.sinceEarlierLife = parsed.sinceEarlierLife
         respond(answer.json, id: id)
         let windowOver = parsed.filter.hasEnded(newestSequence: attachment.newestSequence, now: Date())
         state.subscribed(count: parsed.count, windowOver: windowOver)
