@@ -52,7 +52,7 @@ import Testing
 
     // MARK: Lines
 
-    static let ops = ["post", "status", "modules", "stats", "metrics", "subscribe", "listing", "reload", "", "POST", "post\u{0}", "launch"]
+    static let ops = ["post", "status", "modules", "rules", "stats", "metrics", "subscribe", "listing", "reload", "", "POST", "post\u{0}", "launch"]
     static let members = ["op", "id", "name", "fields", "events", "detail", "patterns", "since_seq", "match", "last",
                           "count", "files", "path", "recursive", "buffer", "hosts", "source", "", "a\u{1}b", "é"]
     static let templates = [

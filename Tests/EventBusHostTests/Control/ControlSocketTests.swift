@@ -104,7 +104,7 @@ import Testing
         let (connection, hello) = try rawConnection(socket)
         #expect(hello["type"] == "hello")
         #expect(hello["protocol"] == .int(Int64(ControlProtocol.version)))
-        #expect(hello["may"] == ["tail", "status", "modules", "stats", "metrics", "post", "reload"])
+        #expect(hello["may"] == ["tail", "status", "modules", "rules", "stats", "metrics", "post", "reload"])
 
         func answer(_ line: String) throws -> JSON {
             try connection.send(Array((line + "\n").utf8))
@@ -114,7 +114,7 @@ import Testing
         #expect(try answer("{\"op\": ")["code"] == "bad_json")
         #expect(try answer("[1, 2]")["code"] == "bad_request")
         #expect(try answer(#"{"op": "launch", "id": 1}"#) == ["type": "error", "code": "unknown_op", "id": .int(1),
-                                                              "message": "unknown op \"launch\"; expected one of subscribe, post, status, modules, stats, listing, metrics, reload"])
+                                                              "message": "unknown op \"launch\"; expected one of subscribe, post, status, modules, rules, stats, listing, metrics, reload"])
         let pattern = try answer(#"{"op": "subscribe", "patterns": ["fs..x"]}"#)
         #expect(pattern["code"] == "invalid_pattern")
         #expect(pattern["message"]?.stringValue?.contains("token 2 is empty") == true)

@@ -72,12 +72,12 @@ import Testing
         #expect(failure("[1]")?.message == "a request is a JSON object with an \"op\", found a list")
         #expect(failure(#"{"id":1}"#)?.code == .badRequest)
         #expect(failure(#"{"op":"dance"}"#)?.code == .unknownOp)
-        #expect(failure(#"{"op":"dance"}"#)?.message == #"unknown op "dance"; expected one of subscribe, post, status, modules, stats, listing, metrics, reload"#)
+        #expect(failure(#"{"op":"dance"}"#)?.message == #"unknown op "dance"; expected one of subscribe, post, status, modules, rules, stats, listing, metrics, reload"#)
         #expect(failure(#"{"op":"stats","detail":1}"#)?.code == .badRequest)
         // The id comes back with the error when the envelope was read.
         let line = Array(#"{"op":"dance","id":"x"}"#.utf8)
         let decoded = line.withUnsafeBufferPointer { ControlRequest.decode($0) }
-        #expect(decoded == .failure(ControlError(.unknownOp, #"unknown op "dance"; expected one of subscribe, post, status, modules, stats, listing, metrics, reload"#), id: "x"))
+        #expect(decoded == .failure(ControlError(.unknownOp, #"unknown op "dance"; expected one of subscribe, post, status, modules, rules, stats, listing, metrics, reload"#), id: "x"))
     }
 
     @Test func aPostIsCheckedNameFirstThenFields() throws {
