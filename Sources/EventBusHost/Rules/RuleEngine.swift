@@ -103,13 +103,13 @@ final class RuleEngine: @unchecked Sendable {
                 logger.error("\(webhooksProblem!)")
             }
         }
-        if launcherChoice != choice {
+        // Chosen once there is a rule to run (a host without rules says nothing of launchers).
+        // Running rules keep the launcher they started with; a rule started from now on (new or
+        // changed) uses the one `choice` gives now.
+        if launcherChoice != choice && rules.contains(where: \.enabled) {
             launcher = Self.launcher(for: choice, logger: logger)
             launcherChoice = choice
-            // Running rules keep the launcher they started with; a rule started from now on
-            // (new or changed) uses the new one.
         }
-        let launcher = launcher!
         var next: [String: RuleRunner] = [:]
         for rule in rules where rule.enabled {
             if let running = runners[rule.name], running.config == rule {
@@ -117,7 +117,7 @@ final class RuleEngine: @unchecked Sendable {
                 continue
             }
             runners[rule.name]?.retire()
-            let runner = RuleRunner(config: rule, bus: bus, launcher: launcher, webhooks: webhooks, webhooksProblem: webhooksProblem,
+            let runner = RuleRunner(config: rule, bus: bus, launcher: launcher!, webhooks: webhooks, webhooksProblem: webhooksProblem,
                                     logger: logger, life: life, pool: pool)
             runner.activate()
             next[rule.name] = runner
