@@ -25,7 +25,10 @@ for index in 0..<count {
     let delivery = WebhookDelivery(id: id, rule: "fixture", runID: "run-\(index)", url: arguments[3],
                                    headers: [WebhookHeader(name: "Content-Type", value: "application/json")],
                                    body: Array(#"{"event":"fixture.tick","n":\#(index)}"#.utf8),
-                                   attemptTimeout: .seconds(2))
+                                   attemptTimeout: .seconds(2),
+                                   // Never given up in this life, however long a loaded machine
+                                   // takes to enqueue them all before the kill.
+                                   maxAttempts: 1_000_000)
     guard outbox.enqueue(delivery) else {
         FileHandle.standardError.write(Data("dropped \(id)\n".utf8))
         exit(1)
