@@ -169,8 +169,10 @@ date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
 man_escape() { perl -CSD -pe 's/([^\x00-\x7f])/sprintf("\\[u%04X]", ord($1))/ge'; }
 generate_manual="$products/generate-manual"
 if [ ! -x "$generate_manual" ]; then
-  swift build -c "$configuration" --product generate-manual
-  generate_manual="$(swift build -c "$configuration" --show-bin-path)/generate-manual"
+  # A folder of its own: the package's .build may be locked by a `swift test` that runs this
+  # script (the package tests do), and a second swift build on it would wait for ever.
+  swift build -c "$configuration" --product generate-manual --scratch-path "$PWD/.build-manual"
+  generate_manual="$(swift build -c "$configuration" --scratch-path "$PWD/.build-manual" --show-bin-path)/generate-manual"
 fi
 man_source=$(mktemp -d)
 mkdir "$man_source/pages"
