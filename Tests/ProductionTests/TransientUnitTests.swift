@@ -142,7 +142,7 @@ extension Production {
                 let early = try await run("--unit eventbus-rule-probe-12.service --cancel-when /tmp/cancel-now -- /bin/sleep 300", in: container)
                 await check(early?["termination"] as? String == "stopped", "cancelled at once: \(String(describing: early))", in: container)
 
-                let left = try await container.sh("systemctl list-units --all --plain --no-legend 'eventbus-rule-*'").output
+                let left = try await container.sh("systemctl list-units --all --plain --no-legend 'eventbus-rule-probe-*'").output
                 await check(left.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "every unit is gone: \(left)", in: container)
             }
         }

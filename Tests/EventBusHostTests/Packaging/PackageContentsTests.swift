@@ -168,7 +168,7 @@ import TestSupport
             .split(separator: "\n").filter { $0.contains("ELF") }
         #expect(elves.count >= 10, "\(elves)")
         // EventBus's own files keep their symbol table, for crash reports; the runtime is stripped.
-        let own = ["/eventbusd:", "/eventbus:", "/eventbus-module-worker:", "/libEventBusKit.so:", "/modules/"]
+        let own = ["/eventbusd:", "/eventbus:", "/eventbus-module-worker:", "/eventbus-rule-runner:", "/libEventBusKit.so:", "/modules/"]
         for line in elves {
             if own.contains(where: line.contains) {
                 #expect(line.hasSuffix(", not stripped"), "\(line)")
