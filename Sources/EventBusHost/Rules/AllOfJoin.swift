@@ -1,4 +1,4 @@
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 
 /// `all_of` with `within`: the newest event of each pattern, kept while younger than the
 /// window; once every pattern has one, they go out together (in the order they were seen) and
@@ -11,8 +11,7 @@ struct AllOfJoin {
 
     init(patterns: [EventPattern], within window: Duration) {
         self.patterns = patterns
-        let (seconds, attoseconds) = window.components
-        self.window = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+        self.window = UInt64(window.clampedNanoseconds)
         self.latest = Array(repeating: nil, count: patterns.count)
     }
 

@@ -1,5 +1,5 @@
 import Dispatch
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import Glibc
 import Logging
@@ -141,25 +141,25 @@ final class RuleEngine: @unchecked Sendable {
         published.withLock { $0 = [] }
         var unfinished: [String] = []
         for (name, tasks) in stopping where !tasks.isEmpty {
-            let done = DispatchSemaphore(value: 0)
-            Task {
-                for task in tasks { await task.value }
-                done.signal()
-            }
-            let left = deadline - .now
-            let seconds = max(0, Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
-            if done.wait(timeout: .now() + seconds) == .timedOut { unfinished.append(name) }
+            let ended = Self.wait(until: .now() + DispatchTimeInterval(deadline - .now)) { for task in tasks { await task.value } }
+            if !ended { unfinished.append(name) }
         }
         // What is not delivered by then stays on disk for the next life.
         if let webhooks {
-            let done = DispatchSemaphore(value: 0)
-            let left = max(.milliseconds(100), deadline - .now)
-            Task {
-                await webhooks.shutdown(within: left)
-                done.signal()
-            }
-            done.wait()
+            let budget = max(.milliseconds(100), deadline - .now)
+            _ = Self.wait(until: .distantFuture) { await webhooks.shutdown(within: budget) }
         }
         return unfinished
+    }
+
+    /// Runs `body` and waits for it on this thread (the host's control queue) until `deadline`;
+    /// whether it ended by then.
+    private static func wait(until deadline: DispatchTime, _ body: @escaping @Sendable () async -> Void) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            await body()
+            done.signal()
+        }
+        return done.wait(timeout: deadline) == .success
     }
 }

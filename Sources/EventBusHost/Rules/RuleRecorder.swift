@@ -1,4 +1,4 @@
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import RuleActions
 
@@ -41,7 +41,7 @@ struct RuleRecorder: Sendable {
 
     func finished(_ step: RuleStep, details: [String: FieldValue], duration: Duration, output: [String] = []) {
         var fields = step.fields.merging(details) { $1 }
-        fields["duration_ms"] = .double(Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15)
+        fields["duration_ms"] = .double(duration.secondsValue * 1000)
         if !output.isEmpty {
             var text = output.joined(separator: "\n")
             if text.utf8.count > Self.maximumOutputBytes {

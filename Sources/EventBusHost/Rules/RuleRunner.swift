@@ -1,6 +1,6 @@
 import Dispatch
 import EventBusMetrics
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
 import Logging
 import RuleActions
@@ -163,8 +163,7 @@ final class RuleRunner: @unchecked Sendable {
     }
 
     private static func stride(_ duration: Duration) -> DispatchQueue.OCombine.SchedulerTimeType.Stride {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
+        .nanoseconds(Int(clamping: duration.clampedNanoseconds))
     }
 
     /// The field a derived event carries: how many rules' posts led to it. Rules that post what
@@ -256,8 +255,7 @@ final class RuleRunner: @unchecked Sendable {
             if !result.succeeded { break }  // then: stops at the first action that did not succeed
         }
         let summary = outcome
-        let (seconds, attoseconds) = (ContinuousClock.now - start).components
-        let elapsed = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let elapsed = (ContinuousClock.now - start).clampedNanoseconds
         counters.withLock { counters in
             counters.durations?.recordNanoseconds(elapsed)
             counters.lastRun = (Date(), summary)
