@@ -22,22 +22,7 @@ extension HostConfig {
     /// untrusted file, text that is not UTF-8 or not YAML.
     public static func loadCollecting(from path: String) throws(ConfigError) -> (config: HostConfig, problems: ConfigError?) {
         let absolute = Self.absolute(path, relativeTo: FileManager.default.currentDirectoryPath)
-        func fileError(_ message: String) -> ConfigError {
-            ConfigError(file: path, line: nil, key: "", message: message)
-        }
-        do {
-            try FileTrust.check(absolute)
-        } catch {
-            switch error {
-            case .missing(let error): throw fileError("cannot read the config file: \(error.reason)")
-            case .untrusted(let reason): throw fileError("config file refused: \(reason)")
-            }
-        }
-        let bytes: [UInt8]
-        do { bytes = try System.readFile(absolute) } catch { throw fileError("cannot read the config file: \(error.reason)") }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            throw fileError("the config file is not UTF-8 text")
-        }
+        let text = try readTrustedText(absolute, named: path, kind: "config file")
         let directory = (absolute as NSString).deletingLastPathComponent
         var (config, problems) = try parseCollecting(text, file: path, directory: directory)
         var all = problems?.all ?? []
@@ -70,24 +55,31 @@ extension HostConfig {
     }
 
     private static func loadRuleFile(_ file: String) throws(ConfigError) -> [RuleConfig] {
-        func fileError(_ message: String) -> ConfigError { ConfigError(file: file, line: nil, key: "", message: message) }
-        do {
-            try FileTrust.check(file)
-        } catch {
-            switch error {
-            case .missing(let error): throw fileError("cannot read the rules file: \(error.reason)")
-            case .untrusted(let reason): throw fileError("rules file refused: \(reason)")
-            }
-        }
-        let bytes: [UInt8]
-        do { bytes = try System.readFile(file) } catch { throw fileError("cannot read the rules file: \(error.reason)") }
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw fileError("the rules file is not UTF-8 text") }
+        let text = try readTrustedText(file, named: file, kind: "rules file")
         let root: Node?
         do { root = try Yams.compose(yaml: text) } catch { throw ConfigError(yamlError: error, file: file) }
         guard let root else { return [] }
         let document = ConfigNode(node: root, file: file, key: "")
         guard let list = try document.fields(allowed: ["rules"])["rules"] else { return [] }
         return try RuleConfigParser.parseList(list)
+    }
+
+    /// The text of a file that names code the host will run (the config, a rules drop-in): from
+    /// a trusted place (``FileTrust``), readable, UTF-8. Errors name it as `named`, a `kind`.
+    private static func readTrustedText(_ path: String, named: String, kind: String) throws(ConfigError) -> String {
+        func fileError(_ message: String) -> ConfigError { ConfigError(file: named, line: nil, key: "", message: message) }
+        do {
+            try FileTrust.check(path)
+        } catch {
+            switch error {
+            case .missing(let error): throw fileError("cannot read the \(kind): \(error.reason)")
+            case .untrusted(let reason): throw fileError("\(kind) refused: \(reason)")
+            }
+        }
+        let bytes: [UInt8]
+        do { bytes = try System.readFile(path) } catch { throw fileError("cannot read the \(kind): \(error.reason)") }
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw fileError("the \(kind) is not UTF-8 text") }
+        return text
     }
 
     /// Parses config text. `file` names it in errors; relative module paths resolve against
@@ -333,7 +325,7 @@ extension HostConfig {
         var problems = ConfigProblems()
         for (name, value) in try node.mapping() {
             problems.check { () throws(ConfigError) in
-                guard isValidModuleName(name) else {
+                guard isValidName(name) else {
                     throw value.error("a module name is letters, digits, '.', '_' and '-', starting with a letter or digit")
                 }
                 let fields = try value.fields(allowed: ["path", "enabled", "mailbox_capacity", "mailbox_bytes", "config", "isolation", "worker"] + execKeys)
@@ -375,7 +367,9 @@ extension HostConfig {
         return modules
     }
 
-    private static func isValidModuleName(_ name: String) -> Bool {
+    /// A module's or a rule's name: ASCII letters, digits, '.', '_' and '-', starting with a
+    /// letter or digit (it becomes part of file, unit and metric label names).
+    static func isValidName(_ name: String) -> Bool {
         guard let first = name.unicodeScalars.first, first.properties.isAlphabetic || ("0"..."9").contains(first) else { return false }
         return name.unicodeScalars.allSatisfy { scalar in
             scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))

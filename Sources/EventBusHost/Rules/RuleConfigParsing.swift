@@ -89,11 +89,7 @@ enum RuleConfigParser {
     }
 
     static func isValidRuleName(_ name: String) -> Bool {
-        guard (1...maximumNameLength).contains(name.utf8.count), let first = name.unicodeScalars.first,
-              first.isASCII, first.properties.isAlphabetic || ("0"..."9").contains(first) else { return false }
-        return name.unicodeScalars.allSatisfy { scalar in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
-        }
+        (1...maximumNameLength).contains(name.utf8.count) && HostConfig.isValidName(name)
     }
 
     private static func patterns(_ node: ConfigNode) throws(ConfigError) -> [EventPattern] {
