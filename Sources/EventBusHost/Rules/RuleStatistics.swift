@@ -3,7 +3,7 @@ import Foundation
 
 /// One rule's counters and state, for `eventbus rules` and the metrics. Counted on the rule's
 /// queue; copied out under its lock.
-public struct RuleStatistics: Sendable, Equatable {
+public struct RuleStatistics: Sendable {
     public enum State: Sendable, Equatable {
         case active
         /// The rule could not be started (its launcher cannot honour it); the reason.
@@ -47,11 +47,5 @@ public struct RuleStatistics: Sendable, Equatable {
         text += "# TYPE eventbus_rule_run_duration_seconds histogram\n"
         for histogram in histograms { histogram.emit(into: &text) }
         return text
-    }
-
-    public static func == (lhs: RuleStatistics, rhs: RuleStatistics) -> Bool {
-        lhs.name == rhs.name && lhs.fired == rhs.fired && lhs.skipped == rhs.skipped && lhs.runs == rhs.runs
-            && lhs.succeeded == rhs.succeeded && lhs.failed == rhs.failed && lhs.state == rhs.state
-            && lhs.lastRun?.time == rhs.lastRun?.time && lhs.lastRun?.outcome == rhs.lastRun?.outcome
     }
 }
