@@ -145,6 +145,11 @@ import TestSupport
 
     static func field(_ event: JSON, _ name: String) -> JSON? { event["fields"]?[name] }
 
+    /// The pid a command wrote to `file` (`echo $! > file`).
+    static func pid(in file: String) -> Int32? {
+        (try? String(contentsOfFile: file, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
     static func isAlive(_ pid: Int32) -> Bool {
         // A zombie is gone for our purposes: it no longer runs.
         guard kill(pid, 0) == 0 else { return false }
@@ -270,8 +275,7 @@ import TestSupport
         let first = try host.post("user.change")
         _ = try await host.waitFor(1, "action.started", of: "restarter")
         #expect(await eventually { FileManager.default.fileExists(atPath: "\(host.path)/child-\(first)") })
-        let child = try #require(Int32((try String(contentsOfFile: "\(host.path)/child-\(first)", encoding: .utf8))
-            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let child = try #require(Self.pid(in: "\(host.path)/child-\(first)"))
         #expect(Self.isAlive(child))
         let second = try host.post("user.change")
         let started = try await host.waitFor(2, "action.started", of: "restarter")
@@ -320,8 +324,7 @@ import TestSupport
         _ = try host.post("user.slow")
         let finished = try await host.waitFor(1, "action.finished", of: "slow")
         #expect(Self.field(finished[0], "outcome") == "timeout")
-        let child = try #require(Int32((try String(contentsOfFile: host.path + "/child", encoding: .utf8))
-            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let child = try #require(Self.pid(in: host.path + "/child"))
         #expect(await eventually { !Self.isAlive(child) })
         #expect(try host.rule("slow")?.timedOut == 1)
         await host.stop()
