@@ -1,5 +1,17 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
+
+/// Each source kind's folder under Sources/EventSources holds its README.md and sample.yaml
+/// beside its code (docs/adding-a-source.md): found here, so a new folder needs no line below.
+let sourceKindDocuments: [String] = {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Sources/EventSources")
+    let folders = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
+    return folders.sorted().flatMap { folder in
+        ["README.md", "sample.yaml"].map { "\(folder)/\($0)" }
+            .filter { FileManager.default.fileExists(atPath: root.appendingPathComponent($0).path) }
+    }
+}()
 
 let package = Package(
     name: "EventBus",
@@ -135,7 +147,8 @@ let package = Package(
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
         .target(
             name: "EventSources",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus", "ConfigText"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus", "ConfigText"],
+            exclude: sourceKindDocuments
         ),
         // sd-bus for talking to systemd: one connection, message reading and writing, unit object
         // paths; shared by the units source and the transient-unit launcher.
