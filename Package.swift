@@ -109,7 +109,7 @@ let package = Package(
         .target(name: "ControlProtocol", dependencies: ["SystemCalls"], exclude: ["PROTOCOL.md", "EXEC-PROTOCOL.md"]),
         // The OS boundary: libc calls wrapped as Swift values and one error type, and the fatal
         // signal handling every process that runs module code installs. Depends on libc only.
-        .target(name: "SystemCalls"),
+        .target(name: "SystemCalls", dependencies: ["CEpoll"]),
         // What loading and running a module needs and no more, shared by eventbusd and the module
         // worker: file trust, the ELF preflight, dlopen, the entry and its SDK ABI check.
         .target(
