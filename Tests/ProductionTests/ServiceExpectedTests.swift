@@ -208,7 +208,7 @@ extension Production {
                     report = journal.split(separator: "\n", omittingEmptySubsequences: false)
                         .drop { !$0.contains("*** Signal 11 was sent by process") }
                         .prefix { !$0.hasPrefix("Backtrace took") }
-                    return report.contains { $0.contains(" in eventbus-module-worker") } && report.contains { $0.hasPrefix("Registers:") }
+                    return report.contains { $0.contains(" in eventbus-module-worker") } && report.contains { $0.hasPrefix("Images (") }
                 }
                 let sentLine = report.first.map(String.init) ?? ""
                 await check(sentLine.hasPrefix("*** Signal 11 was sent by process \(sender) (uid 0)"),
@@ -222,6 +222,16 @@ extension Production {
                             in: container)
                 await check(!frames.contains { $0.contains("<unknown> in eventbus-module-worker") },
                             "no frame of the worker is <unknown>:\n\(frames.joined(separator: "\n"))", in: container)
+                // The whole report (it used to stop at "Registers:", the worker killed under its
+                // backtracer), and no swift-backtrace left waiting on the dead worker.
+                await check(report.contains { $0.hasPrefix("Images (") }, "the report goes on past the registers:\n\(report.joined(separator: "\n"))",
+                            in: container)
+                var backtracers = ""
+                let gone = try await poll(seconds: 20) {
+                    backtracers = try await container.sh("pgrep -a swift-backtrace").output
+                    return backtracers.isEmpty
+                }
+                await check(gone, "no swift-backtrace left: \(backtracers)", in: container)
             }
         }
 
