@@ -217,7 +217,7 @@ extension Production {
                 let frames = report.filter { $0.range(of: #"^ *[0-9]+ .*0x[0-9a-f]+ "#, options: .regularExpression) != nil }
                 let named = frames.filter { $0.contains(" in eventbus-module-worker") && !$0.contains("<unknown>") }
                 let known = named.first { $0.contains("WorkerRuntime.run()") }
-                print("crash report of hello's worker: \(sentLine)\n\(known.map(String.init) ?? named.first.map(String.init) ?? "no named frame")")
+                print("crash report of hello's worker (module.crashed \(postedAt - killedAt) s after the kill): \(sentLine)\n\(known.map(String.init) ?? named.first.map(String.init) ?? "no named frame")")
                 await check(known != nil, "a backtrace line names WorkerRuntime.run() in eventbus-module-worker; the frames:\n\(frames.joined(separator: "\n"))",
                             in: container)
                 await check(!frames.contains { $0.contains("<unknown> in eventbus-module-worker") },
