@@ -38,7 +38,7 @@ import Testing
 
     @Test func subscribeAndListingMembersAreCheckedByKind() {
         #expect(failure(#"{"op":"subscribe","since":5}"#)?.message
-                == "subscribe has no member \"since\"; it takes buffer, count, devices, files, follow, hosts, journal, last, life, match, patterns, recursive, since_seq, since_time, units, until_seq, until_time")
+                == "subscribe has no member \"since\"; it takes buffer, count, devices, files, follow, hosts, journal, last, life, match, patterns, recursive, since_seq, since_time, sources, units, until_seq, until_time")
         #expect(failure(#"{"op":"subscribe","files":[1]}"#)?.message == #""files" must be a list of strings, found an integer in it"#)
         #expect(failure(#"{"op":"subscribe","units":{}}"#)?.message == #""units" must be a list of strings, found an object"#)
         #expect(failure(#"{"op":"subscribe","follow":"no"}"#)?.message == #""follow" must be true or false, found a string"#)
