@@ -107,6 +107,20 @@ public final class SDBus {
         keep(slot!)
     }
 
+    /// Calls `handler` with every message the connection receives, before matches and objects
+    /// see it: for a reader that matches signals itself (the D-Bus signal source, which sends
+    /// its rules to the bus with `AddMatch` and must not have sd-bus reparse them).
+    public func addFilter(_ handler: @escaping (OpaquePointer) -> Void) throws(SDBusError) {
+        let box = Unmanaged.passRetained(MessageHandler(handler))
+        var slot: OpaquePointer?
+        let result = sd_bus_add_filter(bus, &slot, SDBus.dispatch, box.toOpaque())
+        guard result >= 0 else {
+            box.release()
+            throw SDBusError(code: result, doing: "add a message filter")
+        }
+        keep(slot!)
+    }
+
     /// Sends a method call; `reply` gets the reply — or the error sd-bus makes up when the
     /// connection closes first — on this connection's thread, in arrival order with signals.
     public func call(path: String, interface: String, member: String, arguments: [String] = [], uint32Arguments: [UInt32] = [],
