@@ -132,10 +132,12 @@ let package = Package(
             name: "EventBusMetrics",
             dependencies: [.product(name: "Prometheus", package: "swift-prometheus"), "CEpoll", "SystemCalls"]
         ),
-        // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
+        // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify), devices
+        // (sd-device), units and D-Bus signals (sd-bus).
         .target(
             name: "EventSources",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus"]
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus"],
+            exclude: ["DBus/README.md", "DBus/sample.yaml"]
         ),
         // sd-bus for talking to systemd: one connection, message reading and writing, unit object
         // paths; shared by the units source and the transient-unit launcher.
