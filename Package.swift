@@ -136,12 +136,17 @@ let package = Package(
         // (sd-device), units and D-Bus signals (sd-bus).
         .target(
             name: "EventSources",
-            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus"],
+            dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus", "ConfigText"],
             exclude: ["DBus/README.md", "DBus/sample.yaml"]
         ),
         // sd-bus for talking to systemd: one connection, message reading and writing, unit object
         // paths; shared by the units source and the transient-unit launcher.
         .target(name: "SystemdBus", dependencies: ["CSystemd"]),
+        // The host's config text: YAML nodes that know their file and line, the errors that name
+        // them, durations and sizes as people write them. Shared by the host's config and each
+        // source kind's section parser.
+        .target(name: "ConfigText", dependencies: [.product(name: "EventBusKit", package: "EventBusKit"),
+                                                   .product(name: "Yams", package: "Yams")]),
         // Rules' commands as transient systemd units (StartTransientUnit), for the host's rules.
         .target(name: "TransientUnits", dependencies: ["RuleActions", "SystemdBus", "CSystemd", "SystemCalls"]),
         // The rule runner's protocol (JSON lines over its Unix socket) and its client launcher:
@@ -205,6 +210,7 @@ let package = Package(
             dependencies: [
                 .product(name: "EventBusKit", package: "EventBusKit"),
                 "EventSources",
+                "ConfigText",
                 "NATSBridge",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -32,6 +32,10 @@ public struct SubscribeRequest: Equatable, Sendable {
     public var journal: [String] = []
     public var devices: [String] = []
     public var units: [String] = []
+    /// Sources of the other kinds, by kind: what `eventbus tail --<kind> VALUE` asks for
+    /// (`{"dbus": ["interface=org.freedesktop.login1.Manager,member=PrepareForSleep"]}`), each
+    /// value read by the host's kind.
+    public var sources: [String: [String]] = [:]
     /// The client's buffer in events (the host caps it).
     public var buffer: Int64?
     /// Only events from these origin hosts (`local`: this host's own).
@@ -40,7 +44,7 @@ public struct SubscribeRequest: Equatable, Sendable {
     public init() {}
 
     private enum Member: String, CaseIterable {
-        case patterns, match, follow, last, count, files, recursive, journal, devices, units, buffer, hosts, life
+        case patterns, match, follow, last, count, files, recursive, journal, devices, units, sources, buffer, hosts, life
         case sinceSequence = "since_seq", sinceTime = "since_time", untilSequence = "until_seq", untilTime = "until_time"
     }
 
@@ -67,6 +71,7 @@ public struct SubscribeRequest: Equatable, Sendable {
         set(.journal, journal)
         set(.devices, devices)
         set(.units, units)
+        if !sources.isEmpty { members[Member.sources.rawValue] = .object(sources.mapValues { .array($0.map(JSON.string)) }) }
         set(.buffer, buffer.map(JSON.int))
         set(.hosts, hosts)
         return members
@@ -107,6 +112,21 @@ public struct SubscribeRequest: Equatable, Sendable {
         devices = try strings(.devices)
         recursive = try flag(.recursive) ?? false
         units = try strings(.units)
+        if let value = members[Member.sources.rawValue] {
+            guard case .object(let kinds) = value else { throw .badRequest("\"sources\" must be an object of kind: [values], found \(value.kindName)") }
+            for (kind, values) in kinds {
+                let list: [JSON]
+                switch values {
+                case .string: list = [values]
+                case .array(let items): list = items
+                default: throw .badRequest("\"sources\": \"\(kind)\" must be a list of strings, found \(values.kindName)")
+                }
+                sources[kind] = try list.map { (item) throws(ControlError) -> String in
+                    guard let text = item.stringValue else { throw .badRequest("\"sources\": \"\(kind)\" must be a list of strings, found \(item.kindName) in it") }
+                    return text
+                }
+            }
+        }
         patterns = try strings(.patterns)
         sinceSequence = try integer(.sinceSequence)
         if let value = members[Member.life.rawValue] {

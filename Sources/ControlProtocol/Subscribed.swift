@@ -16,6 +16,8 @@ public struct Subscribed: Equatable, Sendable {
     public var journal: [String] = []
     public var devices: [String] = []
     public var units: [String] = []
+    /// Sources of the other kinds, by kind, as asked.
+    public var sources: [String: [String]] = [:]
     /// A `since_time` replay that cannot be whole: events posted after that time were already
     /// evicted.
     public var replayIncomplete = false
@@ -48,6 +50,7 @@ public struct Subscribed: Equatable, Sendable {
         for (name, list) in [("files", files), ("journal", journal), ("devices", devices), ("units", units)] where !list.isEmpty {
             answer[name] = .array(list.map(JSON.string))
         }
+        if !sources.isEmpty { answer["sources"] = .object(sources.mapValues { .array($0.map(JSON.string)) }) }
         if let oldestTime { answer["oldest_time"] = .int(oldestTime) }
         if replayIncomplete { answer["replay_incomplete"] = .bool(true) }
         if let life { answer["life"] = .string(life) }
@@ -67,6 +70,7 @@ public struct Subscribed: Equatable, Sendable {
         journal = strings("journal")
         devices = strings("devices")
         units = strings("units")
+        sources = (members["sources"]?.objectValue ?? [:]).mapValues { ($0.arrayValue ?? []).compactMap(\.stringValue) }
         replayIncomplete = members["replay_incomplete"]?.boolValue ?? false
         life = members["life"]?.stringValue
         sinceEarlierLife = members["since_earlier_life"]?.boolValue ?? false

@@ -40,7 +40,8 @@ public final class BusHost: @unchecked Sendable {
     /// The metrics the control socket's `metrics` request and `metrics.listen` serve; only a
     /// host that serves a control socket collects them.
     private let metrics: HostMetrics?
-    private let journalStatuses = JournalStatuses()
+    /// What the source kinds were registered with; its state directory follows the config.
+    private let sourceEnvironment: SourceEnvironment
     private let rules: RuleEngine
 
     /// How long a host waits for a module's activate, reconfigure or deactivate unless told;
@@ -70,7 +71,6 @@ public final class BusHost: @unchecked Sendable {
             metrics = HostMetrics(bus: bus, bridge: { bridge.statistics })
         }
         self.metrics = metrics
-        let journalStatuses = journalStatuses
         var handlerTiming: (@Sendable (String) -> @Sendable (Int64) -> Void)?
         if let durations = metrics?.handlerDurations {
             handlerTiming = { name in durations.recorder(forModule: name) }
@@ -84,11 +84,12 @@ public final class BusHost: @unchecked Sendable {
         metrics?.attach(rules: { rules.statistics })
         self.timers = HeldSources(bus: bus, logger: logger)
         self.watches = HeldSources(bus: bus, logger: logger)
-        // The OS-backed sources modules and clients can ask for (`bus.files(at:)`); the journal
-        // driver needs the config's state directory and is registered by `start`.
-        FileSources.register(on: bus)
-        DeviceSources.register(on: bus)
-        let units = UnitsDriver.register(on: bus)
+        // The OS-backed sources modules and clients can ask for (`bus.files(at:)`), every kind
+        // of the registry; the state directory is the config's once `start` read it.
+        let sourceEnvironment = SourceEnvironment(stateDirectory: HostConfig.defaultStateDirectory,
+                                                  journalLags: metrics?.journalLags)
+        self.sourceEnvironment = sourceEnvironment
+        let sourceStates = SourceKinds.registerAll(on: bus, environment: sourceEnvironment)
         switch control {
         case .none:
             controlServer = nil
@@ -96,8 +97,7 @@ public final class BusHost: @unchecked Sendable {
         case .configured, .inherited:
             let server = ControlServer(bus: bus, logger: logger, snapshot: {
                 ControlServer.HostSnapshot(configFile: configPath, modules: modules.statistics, rules: rules.statistics,
-                                           bridge: bridge.status, sourceStates: journalStatuses.all.mapValues(Self.describe)
-                                               .merging(units.sourceStates) { journal, _ in journal })
+                                           bridge: bridge.status, sourceStates: sourceStates())
             }, metrics: { [weak metrics] in metrics?.render() ?? [] }, handlerSeconds: { [weak metrics] module in
                 metrics?.handlerDurations.cumulativeCounts(forModule: module).map { counts in
                     StatsReport.Histogram(bounds: HandlerDurations.boundsInSeconds, counts: counts.map { Int64(clamping: $0) })
@@ -116,18 +116,6 @@ public final class BusHost: @unchecked Sendable {
         var config = try HostConfig.load(from: configPath)
         if let controlSocketOverride { config.control.socketPath = controlSocketOverride }
         return config
-    }
-
-    /// The `journal` source kind, its sources' lag listed for the metrics.
-    private func registerJournal(stateDirectory: String) {
-        JournalDriver.register(on: bus, configuration: .init(stateDirectory: stateDirectory, lags: metrics?.journalLags,
-                                                             statuses: journalStatuses))
-    }
-
-    /// A journal watch's status as `eventbus status` shows it: "following dir:/x", or
-    /// "unavailable: why" (the following reason already says what it follows).
-    private static func describe(_ status: JournalStatus) -> String {
-        status.state == .following ? status.reason : "\(status.state.rawValue): \(status.reason)"
     }
 
     /// Per-module state and counts; any thread.
@@ -165,7 +153,7 @@ public final class BusHost: @unchecked Sendable {
                 return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: error.description))
             }
             // Before the modules, so their activate can subscribe to the journal.
-            registerJournal(stateDirectory: config.stateDirectory)
+            sourceEnvironment.stateDirectory = config.stateDirectory
             metrics?.name(journalWatches: config.watches)
             modules.start(config.modules, defaultMailbox: config.moduleMailbox, progress: progress)
             // Like modules, subscribed before the first tick or file change.
@@ -211,8 +199,8 @@ public final class BusHost: @unchecked Sendable {
             if let running = config, new.stateDirectory != running.stateDirectory {
                 // Before the modules, so new instances that watch the journal use the new
                 // directory; running journal watches keep their driver.
-                registerJournal(stateDirectory: new.stateDirectory)
-                transaction.add(abandon: { self.registerJournal(stateDirectory: running.stateDirectory) })
+                sourceEnvironment.stateDirectory = new.stateDirectory
+                transaction.add(abandon: { self.sourceEnvironment.stateDirectory = running.stateDirectory })
             }
             let moduleChange = modules.prepare(new.modules, defaultMailbox: new.moduleMailbox, progress: progress)
             transaction.add(problems: moduleChange.problems,

@@ -1,4 +1,5 @@
 import EventBusKit
+import EventSources
 import Foundation
 import ModuleIsolation
 import ModuleLoading
@@ -139,23 +140,23 @@ extension HostConfig {
         return (config, ConfigError.combined(problems.errors))
     }
 
+    /// `sources:`: the timers, and a section per source kind (``SourceKinds``), each a list of
+    /// named watches.
     private static func parseSources(_ node: ConfigNode, directory: String) throws(ConfigError) -> ([TimerConfig], [WatchConfig]) {
         var timers: [TimerConfig] = []
         var watches: [WatchConfig] = []
-        for (key, value) in try node.mapping(allowed: ["timers", "files", "journal", "devices", "units"]) {
+        for (key, value) in try node.mapping(allowed: ["timers"] + SourceKinds.all.map { $0.configSection }) {
             guard key == "timers" else {
+                let kind = SourceKinds.all.first { $0.configSection == key }!
                 for item in try value.sequence() {
-                    let (watch, nameNode): (WatchConfig, ConfigNode)
-                    switch key {
-                    case "files": (watch, nameNode) = try parseFileWatch(item, directory: directory)
-                    case "journal": (watch, nameNode) = try parseJournalWatch(item)
-                    case "units": (watch, nameNode) = try parseUnitWatch(item)
-                    default: (watch, nameNode) = try parseDeviceWatch(item)
+                    let fields = try item.fields(allowed: ["name"] + kind.configKeys)
+                    guard let nameNode = fields["name"] else { throw item.error("a watch needs a name") }
+                    let name = try nameNode.string()
+                    guard !name.isEmpty else { throw nameNode.error("must not be empty") }
+                    if watches.contains(where: { $0.name == name }) {
+                        throw nameNode.error("another watch is already named \"\(name)\"")
                     }
-                    if watches.contains(where: { $0.name == watch.name }) {
-                        throw nameNode.error("another watch is already named \"\(watch.name)\"")
-                    }
-                    watches.append(watch)
+                    watches.append(WatchConfig(name: name, source: try kind.options(from: fields, of: item, directory: directory)))
                 }
                 continue
             }
@@ -168,112 +169,6 @@ extension HostConfig {
             }
         }
         return (timers, watches)
-    }
-
-    private static func watchName(_ fields: [String: ConfigNode], in node: ConfigNode) throws(ConfigError) -> (String, ConfigNode) {
-        guard let nameNode = fields["name"] else { throw node.error("a watch needs a name") }
-        let name = try nameNode.string()
-        guard !name.isEmpty else { throw nameNode.error("must not be empty") }
-        return (name, nameNode)
-    }
-
-    /// `{name, path, recursive?, rearm?}`: a file-change watch (``FileWatch``); a relative path
-    /// resolves against the config file's folder, as module paths do.
-    private static func parseFileWatch(_ node: ConfigNode, directory: String) throws(ConfigError) -> (WatchConfig, nameNode: ConfigNode) {
-        let fields = try node.fields(allowed: ["name", "path", "recursive", "rearm"])
-        let (name, nameNode) = try watchName(fields, in: node)
-        guard let pathNode = fields["path"] else { throw node.error("a files watch needs a path") }
-        var path = try pathNode.string()
-        guard !path.isEmpty else { throw pathNode.error("must not be empty") }
-        if !path.hasPrefix("/") { path = directory + "/" + path }
-        do {
-            let watch = try FileWatch(path: path, recursive: try fields["recursive"]?.bool() ?? false,
-                                      rearmWhenRecreated: try fields["rearm"]?.bool() ?? false)
-            return (WatchConfig(name: name, source: .files(watch)), nameNode)
-        } catch let error as ConfigError {
-            throw error
-        } catch {
-            throw pathNode.error(Self.message(of: error))
-        }
-    }
-
-    /// `{name, unit?, identifier?, priority?, directory?, consumer?}`: a journal watch
-    /// (``JournalWatch``); the conditions given must all hold.
-    private static func parseJournalWatch(_ node: ConfigNode) throws(ConfigError) -> (WatchConfig, nameNode: ConfigNode) {
-        let fields = try node.fields(allowed: ["name", "unit", "identifier", "priority", "directory", "consumer"])
-        let (name, nameNode) = try watchName(fields, in: node)
-        var match = JournalMatch.all
-        if let unit = fields["unit"] { match = match && .unit(try unit.string()) }
-        if let identifier = fields["identifier"] { match = match && .identifier(try identifier.string()) }
-        if let priorityNode = fields["priority"] {
-            let text = try priorityNode.string()
-            guard let priority = JournalPriority.allCases.first(where: { $0.description == text }) else {
-                throw priorityNode.error("expected one of: \(JournalPriority.allCases.map(\.description).joined(separator: ", ")), found \"\(text)\"")
-            }
-            match = match && .priority(atMost: priority)
-        }
-        var watch = JournalWatch(match: match)
-        if let directory = fields["directory"] { watch.location = .directory(try directory.string()) }
-        if let consumer = fields["consumer"] { watch.consumer = try consumer.string() }
-        do {
-            try watch.validate()
-        } catch {
-            throw node.error(Self.message(of: error))
-        }
-        return (WatchConfig(name: name, source: .journal(watch)), nameNode)
-    }
-
-    /// `{name, subsystem?, devtype?, tag?, layer?}`: a device watch (``DeviceWatch``).
-    private static func parseDeviceWatch(_ node: ConfigNode) throws(ConfigError) -> (WatchConfig, nameNode: ConfigNode) {
-        let fields = try node.fields(allowed: ["name", "subsystem", "devtype", "tag", "layer"])
-        let (name, nameNode) = try watchName(fields, in: node)
-        var watch = DeviceWatch()
-        if let subsystem = fields["subsystem"] { watch.subsystem = try subsystem.string() }
-        if let devtype = fields["devtype"] { watch.devtype = try devtype.string() }
-        if let tag = fields["tag"] { watch.tag = try tag.string() }
-        if let layerNode = fields["layer"] {
-            let text = try layerNode.string()
-            guard let layer = DeviceLayerChoice(rawValue: text) else {
-                throw layerNode.error("expected one of: \(DeviceLayerChoice.allCases.map(\.rawValue).joined(separator: ", ")), found \"\(text)\"")
-            }
-            watch.layer = layer
-        }
-        do {
-            try watch.validate()
-        } catch {
-            throw node.error(Self.message(of: error))
-        }
-        return (WatchConfig(name: name, source: .devices(watch)), nameNode)
-    }
-
-    /// `{name, units, manager?}`: a units watch (``UnitWatch``); `units` is a glob or a list of
-    /// them, `manager` is `system` (the default), `user` or a D-Bus address.
-    private static func parseUnitWatch(_ node: ConfigNode) throws(ConfigError) -> (WatchConfig, nameNode: ConfigNode) {
-        let fields = try node.fields(allowed: ["name", "units", "manager"])
-        let (name, nameNode) = try watchName(fields, in: node)
-        guard let unitsNode = fields["units"] else { throw node.error("a units watch needs units (a name pattern or a list of them; \"*\" for all)") }
-        let patterns: [String]
-        if let single = try? unitsNode.string() {
-            patterns = [single]
-        } else {
-            patterns = try unitsNode.sequence().map { item throws(ConfigError) in try item.string() }
-        }
-        var manager = UnitManager.system
-        if let managerNode = fields["manager"] {
-            switch try managerNode.string() {
-            case "system": manager = .system
-            case "user": manager = .user
-            case let address where address.contains(":"): manager = .address(address)
-            case let other: throw managerNode.error("expected system, user or a D-Bus address (unix:path=…), found \"\(other)\"")
-            }
-        }
-        let watch = UnitWatch(match: UnitMatch(patterns), manager: manager)
-        do {
-            try watch.validate()
-        } catch {
-            throw unitsNode.error(Self.message(of: error))
-        }
-        return (WatchConfig(name: name, source: .units(watch)), nameNode)
     }
 
     private static let timerKeys = ["name", "every", "calendar", "tolerance", "missed_runs"]

@@ -1,31 +1,17 @@
 import EventBusKit
+import EventSources
 import Logging
 
-/// A file, journal, device or units watch of `sources.files` / `sources.journal` / `sources.devices` / `sources.units`,
-/// kept running by the host.
+/// A watch of one of the `sources:` sections the source kinds declare (``SourceKinds``):
+/// `sources.files`, `sources.journal`, `sources.devices`, `sources.units`…, kept running by the
+/// host.
 public struct WatchConfig: Sendable, Hashable {
-    public enum Source: Sendable, Hashable, CustomStringConvertible {
-        case files(FileWatch)
-        case journal(JournalWatch)
-        case devices(DeviceWatch)
-        case units(UnitWatch)
-
-        public var description: String {
-            switch self {
-            case .files(let watch): return "files \(watch)"
-            case .journal(let watch): return "journal \(watch)"
-            case .devices(let watch): return "devices \(watch)"
-            case .units(let watch): return "units \(watch)"
-            }
-        }
-    }
-
     public var name: String
-    public var source: Source
+    public var source: ConfiguredSource
 
-    public init(name: String, source: Source) {
+    public init(name: String, source: any SourceOptions) {
         self.name = name
-        self.source = source
+        self.source = ConfiguredSource(source)
     }
 }
 
@@ -36,7 +22,7 @@ extension WatchConfig: HeldSource {
     /// saved position when there is one, whatever its `start`: the summary says so, and the
     /// watch's `following` line (``logStatus(_:logger:)``) says where it did start.
     var summary: String {
-        guard case .journal(let watch) = source, let consumer = watch.consumer else { return "\(source)" }
+        guard let watch = source.options as? JournalWatch, let consumer = watch.consumer else { return "\(source)" }
         return "\(source)".replacingOccurrences(of: "start=\(watch.start)", with: "start=\(consumer)'s-saved-position-else-\(watch.start)")
     }
 
@@ -52,19 +38,14 @@ extension WatchConfig: HeldSource {
     }
 
     func publisher(on bus: Bus) throws -> EventPublisher {
-        switch source {
-        case .files(let options): return try bus.files(options)
-        case .journal(let options): return try bus.journal(options)
-        case .devices(let options): return try bus.devices(options)
-        case .units(let options): return try bus.units(options)
-        }
+        try source.publisher(on: bus)
     }
 
     /// A journal watch with a `consumer` is acknowledged by the host as its entries reach the
     /// bus (``JournalWatchAcknowledger``), so its position is saved even when no module
     /// acknowledges.
     func hold(on bus: Bus, logger: Logger) throws -> AnyCancellable {
-        guard case .journal(let options) = source else {
+        guard let options = source.options as? JournalWatch else {
             return try publisher(on: bus).sink { _ in }
         }
         guard options.consumer != nil else {

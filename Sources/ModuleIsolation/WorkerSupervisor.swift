@@ -296,7 +296,7 @@ public final class WorkerSupervisor: @unchecked Sendable {
             "module": .string(configuration.name),
             "path": .string(configuration.path),
             "config": configuration.config.json,
-            "kinds": .array(["files", "journal", "devices", "units"].filter(bus.hasSource(kind:)).map(JSON.string)),
+            "kinds": .array(bus.sourceKinds.map(JSON.string)),
             "heartbeat_ms": .int(max(10, heartbeat.clampedNanoseconds / 4_000_000)),
             "window": .int(Int64(mailbox.capacity)),
             "window_bytes": .int(Int64(mailbox.byteCapacity)),

@@ -40,7 +40,7 @@ final class ImmediateGreeter: GreetsJoiningSubscribers, @unchecked Sendable {
             pool.resume()
             pool.sync {}  // after the mailbox's run: its batch ended and was parked
         }
-        hostBus.registerSource(kind: DeviceWatch.kind) { _, id in ImmediateGreeter(id: id, whileJoining: greet) }
+        hostBus.registerSource(DeviceWatch.self) { _, id in ImmediateGreeter(id: id, whileJoining: greet) }
         let running = try hostBus.devices(subsystem: "net").sink { _ in }  // the first subscriber, not greeted
         defer { running.cancel() }
 
@@ -50,7 +50,7 @@ final class ImmediateGreeter: GreetsJoiningSubscribers, @unchecked Sendable {
         let request: JSON = [
             "id": .int(1),
             "patterns": ["device.*", "devices.*"],
-            "source": ["kind": "devices", "layer": "automatic", "subsystem": "net"],
+            "source": ["kind": "devices", "options": ["layer": "automatic", "subsystem": "net"]],
         ]
         try forwarding.subscribe(worker: worker, id: 1, spec: request)
 

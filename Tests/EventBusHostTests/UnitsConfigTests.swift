@@ -1,5 +1,6 @@
 import EventBusHost
 import EventBusKit
+import EventSources
 import Foundation
 import Testing
 import TestSupport
@@ -26,9 +27,9 @@ import TestSupport
             """)
         #expect(config.watches.map(\.name) == ["web", "timers", "container"])
         #expect(config.watches.map(\.source) == [
-            .units(UnitWatch(match: .names("nginx.service", "app-*.service"))),
-            .units(UnitWatch(match: .types("timer"), manager: .user)),
-            .units(UnitWatch(match: .all, manager: .address("unix:path=/proc/1/root/run/systemd/private"))),
+            ConfiguredSource(UnitWatch(match: .names("nginx.service", "app-*.service"))),
+            ConfiguredSource(UnitWatch(match: .types("timer"), manager: .user)),
+            ConfiguredSource(UnitWatch(match: .all, manager: .address("unix:path=/proc/1/root/run/systemd/private"))),
         ])
     }
 

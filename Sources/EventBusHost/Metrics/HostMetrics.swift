@@ -70,7 +70,7 @@ final class HostMetrics: Sendable {
         var names: [JournalWatch: String] = [:]
         for watch in watches {
             // Watches with equal options share one source: the first name names it.
-            if case .journal(let options) = watch.source, names[options] == nil { names[options] = watch.name }
+            if let options = watch.source.options as? JournalWatch, names[options] == nil { names[options] = watch.name }
         }
         journalNames.withLock { $0 = names }
     }
@@ -149,7 +149,7 @@ final class HostMetrics: Sendable {
             scrape.gauge("eventbus_bus_subscriptions", help: "Subscriptions on the bus.", value: Double(bus.subscriptions))
             var running: [String: Int] = [:]
             for id in bus.sources.keys { running[String(id.prefix { $0 != ":" }), default: 0] += 1 }
-            for kind in ["timer", "files", "journal", "devices", "units"] {
+            for kind in SourceKinds.names {
                 scrape.gauge("eventbus_sources_running", help: "Shared sources running, by kind.",
                              labels: [("kind", kind)], value: Double(running[kind] ?? 0))
             }

@@ -1,4 +1,5 @@
 import EventBusKit
+import EventSources
 import Foundation
 import Synchronization
 
@@ -15,15 +16,27 @@ import Synchronization
 /// place every event passes. The count is a few string comparisons, two relaxed atomic
 /// stores and (for an event of three fields or more) a look for `@origin.host` per event,
 /// on the loop, with no lock. Labels stay bounded: the kind is one of
-/// ``kinds`` (sources are named `timer:…`, `files:…`, `journal:…`, `devices:…`, `units:…`; events modules post carry
-/// the module's name, counted as `module`), never the event's own name.
+/// ``kinds`` (a source's events carry its id, `<kind>:…`, for every kind of ``SourceKinds``;
+/// events modules post carry the module's name, counted as `module`), never the event's own name.
 public final class PostCounts: @unchecked Sendable {
     // @unchecked: `subscription` is guarded by `lock`; the counts are atomics.
-    static let kinds = ["user", "timer", "files", "journal", "bridge", "module", "eventbusd", "bus", "imported", "devices", "units", "rules"]
+    /// The kinds that are not sources, at fixed indices (``kind(of:)``), then every source kind.
+    static let kinds = ["user", "module", "bridge", "eventbusd", "bus", "imported", "rules"] + SourceKinds.names
     /// The index of `imported` in ``kinds``.
-    static let importedKind = 8
-    /// Events whose only job is to say something was lost or went wrong.
-    static let notices = ["journal.gap", "bridge.gap", "fs.overflow", "fs.rescanned", "fs.error", "module.crashed", "module.failed", "devices.gap", "devices.error", "units.gap", "rule.skipped", "action.failed"]
+    static let importedKind = 5
+    /// Events whose only job is to say something was lost or went wrong: the host's own and
+    /// every source kind's.
+    static let notices = ["bridge.gap", "module.crashed", "module.failed", "rule.skipped", "action.failed"]
+        + SourceKinds.all.flatMap { $0.notices }
+    /// Per first byte of a source id, the source kinds whose ids start with it: `(prefix
+    /// "files:", index)`. A few comparisons per event, whatever the number of kinds.
+    private static let sourcePrefixes: [[(prefix: String, index: Int)]] = {
+        var table = Array(repeating: [(prefix: String, index: Int)](), count: 256)
+        for (index, kind) in kinds.enumerated() where index >= 7 {
+            table[Int(kind.utf8.first!)].append((kind + ":", index))
+        }
+        return table
+    }()
 
     private let posted: [Count]
     private let noticed: [Count]
@@ -68,30 +81,24 @@ public final class PostCounts: @unchecked Sendable {
         if let notice = Self.notice(named: event.name) { (imported ? importedNoticed : noticed)[notice].bump() }
     }
 
-    /// The index of `name` in ``notices``; nil for any other name. By the last byte first: every
-    /// notice name ends in `p`, `w`, `d` or `r`, so most posts are told apart without comparing
-    /// strings (this runs on the delivery loop for every event).
+    /// The index of `name` in ``notices``; nil for any other name. By the last byte and the
+    /// length first, so most posts are told apart without comparing strings (this runs on the
+    /// delivery loop for every event).
     static func notice(named name: String) -> Int? {
-        switch name.utf8.last {
-        case UInt8(ascii: "p"), UInt8(ascii: "w"), UInt8(ascii: "d"), UInt8(ascii: "r"): break
-        default: return nil
+        guard let last = name.utf8.last else { return nil }
+        let length = name.utf8.count
+        for candidate in noticesByLastByte[Int(last)] where candidate.length == length && candidate.name == name {
+            return candidate.index
         }
-        return switch name {
-        case "journal.gap": 0
-        case "bridge.gap": 1
-        case "fs.overflow": 2
-        case "fs.rescanned": 3
-        case "fs.error": 4
-        case "module.crashed": 5
-        case "module.failed": 6
-        case "devices.gap": 7
-        case "devices.error": 8
-        case "units.gap": 9
-        case "rule.skipped": 10
-        case "action.failed": 11
-        default: nil
-        }
+        return nil
     }
+
+    /// ``notices`` by their last byte.
+    private static let noticesByLastByte: [[(name: String, length: Int, index: Int)]] = {
+        var table = Array(repeating: [(name: String, length: Int, index: Int)](), count: 256)
+        for (index, name) in notices.enumerated() { table[Int(name.utf8.last!)].append((name, name.utf8.count, index)) }
+        return table
+    }()
 
     /// Whether `fields` carry `@origin.host`. An import carries three origin fields, so most
     /// local events (fewer fields) are told apart by their count; among a few fields, the keys
@@ -113,19 +120,17 @@ public final class PostCounts: @unchecked Sendable {
 
     /// The index in ``kinds`` of a source id.
     static func kind(of source: String) -> Int {
-        switch source.utf8.first {
+        guard let first = source.utf8.first else { return 1 }
+        switch first {
         case UInt8(ascii: "u") where source == "user": return 0
-        case UInt8(ascii: "t") where source.hasPrefix("timer:"): return 1
-        case UInt8(ascii: "f") where source.hasPrefix("files:"): return 2
-        case UInt8(ascii: "j") where source.hasPrefix("journal:"): return 3
-        case UInt8(ascii: "b") where source == "bridge": return 4
-        case UInt8(ascii: "e") where source == "eventbusd": return 6
-        case UInt8(ascii: "b") where source == "bus": return 7
-        case UInt8(ascii: "d") where source.hasPrefix("devices:"): return 9
-        case UInt8(ascii: "u") where source.hasPrefix("units:"): return 10
+        case UInt8(ascii: "b") where source == "bridge": return 2
+        case UInt8(ascii: "e") where source == "eventbusd": return 3
+        case UInt8(ascii: "b") where source == "bus": return 4
         // The rules' records (`rules`) and their derived events (`rule:NAME`).
-        case UInt8(ascii: "r") where source == "rules" || source.hasPrefix("rule:"): return 11
-        default: return 5
+        case UInt8(ascii: "r") where source == "rules" || source.hasPrefix("rule:"): return 6
+        default:
+            for candidate in sourcePrefixes[Int(first)] where source.hasPrefix(candidate.prefix) { return candidate.index }
+            return 1
         }
     }
 }

@@ -1,4 +1,5 @@
 import EventBusKit
+import EventSources
 import RuleActions
 
 /// One rule of `rules:` (the host config or a `rules.d/*.yaml` file), as read: which events
@@ -14,7 +15,7 @@ public struct RuleConfig: Sendable, Equatable {
     /// `from:` — sources the rule opens for itself (a folder, a unit's journal, unit states,
     /// devices), shared with every other subscriber of the same; the rule then sees only their
     /// events. None: the rule sees every event on the bus that matches its patterns.
-    public var sources: [RuleSource] = []
+    public var sources: [ConfiguredSource] = []
     /// `where:` — field conditions every triggering event must meet (for `all_of`, each
     /// event of the join).
     public var conditions: RuleConditions
@@ -54,14 +55,6 @@ public enum RuleTrigger: Sendable, Equatable {
         case .any(let patterns), .allOf(let patterns, _): return patterns
         }
     }
-}
-
-/// A source a rule opens (`from:`), as the SDK's own watch values.
-public enum RuleSource: Sendable, Hashable {
-    case files(FileWatch)
-    case journal(JournalWatch)
-    case units(UnitWatch)
-    case devices(DeviceWatch)
 }
 
 /// The optional operators of a rule, each compiled to the SDK's Combine operator of that name.

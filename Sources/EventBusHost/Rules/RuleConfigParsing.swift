@@ -1,4 +1,5 @@
 import EventBusKit
+import EventSources
 import Foundation
 import Glibc
 import ModuleLoading
@@ -126,54 +127,16 @@ enum RuleConfigParser {
         }
     }
 
-    /// `from: {files: PATH or {path, recursive}, journal: UNIT(s), units: PATTERN(s), devices: SUBSYSTEM or "*"}`.
-    private static func parseSources(_ node: ConfigNode) throws(ConfigError) -> [RuleSource] {
-        var sources: [RuleSource] = []
-        for (key, value) in try node.mapping(allowed: ["files", "journal", "units", "devices"]) {
-            do {
-                switch key {
-                case "files":
-                    var path: String
-                    var recursive = false
-                    if let text = try? value.string() { path = text } else {
-                        let parts = try value.fields(allowed: ["path", "recursive"])
-                        guard let pathNode = parts["path"] else { throw value.error("needs a path") }
-                        path = try pathNode.string()
-                        recursive = try parts["recursive"]?.bool() ?? false
-                    }
-                    guard path.hasPrefix("/") else { throw value.error("must be an absolute path") }
-                    sources.append(.files(try FileWatch(path: path, recursive: recursive)))
-                case "journal":
-                    let units = try texts(value)
-                    let match = units.dropFirst().reduce(JournalMatch.unit(units[0])) { $0 || .unit($1) }
-                    let watch = JournalWatch(match: match)
-                    try watch.validate()
-                    sources.append(.journal(watch))
-                case "units":
-                    let watch = UnitWatch(match: UnitMatch(try texts(value)))
-                    try watch.validate()
-                    sources.append(.units(watch))
-                default:
-                    let subsystem = try value.string()
-                    var watch = DeviceWatch()
-                    if subsystem != "*" { watch.subsystem = subsystem }
-                    try watch.validate()
-                    sources.append(.devices(watch))
-                }
-            } catch let error as ConfigError {
-                throw error
-            } catch {
-                throw value.error(HostConfig.message(of: error))
-            }
+    /// `from: {<kind>: value, …}`: each source kind's short form (``SourceKind/ruleSource(_:)``),
+    /// e.g. `files: PATH or {path, recursive}`, `journal: UNIT(s)`, `units: PATTERN(s)`,
+    /// `devices: SUBSYSTEM or "*"`.
+    private static func parseSources(_ node: ConfigNode) throws(ConfigError) -> [ConfiguredSource] {
+        var sources: [ConfiguredSource] = []
+        for (key, value) in try node.mapping(allowed: SourceKinds.all.map { $0.configSection }) {
+            let kind = SourceKinds.all.first { $0.configSection == key }!
+            sources.append(ConfiguredSource(try kind.ruleSource(value)))
         }
         return sources
-    }
-
-    private static func texts(_ node: ConfigNode) throws(ConfigError) -> [String] {
-        if let single = try? node.string() { return [single] }
-        let list = try node.sequence().map { (item) throws(ConfigError) in try item.string() }
-        guard !list.isEmpty else { throw node.error("needs at least one") }
-        return list
     }
 
     private static func parseConditions(_ node: ConfigNode) throws(ConfigError) -> RuleConditions {

@@ -1,5 +1,6 @@
 import Dispatch
 import EventBusMetrics
+import EventSources
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 import Logging
@@ -149,16 +150,9 @@ final class RuleRunner: @unchecked Sendable {
     }
 
     /// The rule's events: the bus's (its patterns), or only its own sources' (`from:`), merged.
-    private static func events(on bus: Bus, patterns: [EventPattern], sources: [RuleSource]) throws -> AnyPublisher<Event, Never> {
+    private static func events(on bus: Bus, patterns: [EventPattern], sources: [ConfiguredSource]) throws -> AnyPublisher<Event, Never> {
         guard !sources.isEmpty else { return bus.publisher(for: patterns).eraseToAnyPublisher() }
-        let publishers = try sources.map { (source) throws -> EventPublisher in
-            switch source {
-            case .files(let watch): return try bus.publisher(for: patterns, from: watch)
-            case .journal(let watch): return try bus.publisher(for: patterns, from: watch)
-            case .units(let watch): return try bus.publisher(for: patterns, from: watch)
-            case .devices(let watch): return try bus.publisher(for: patterns, from: watch)
-            }
-        }
+        let publishers = try sources.map { try $0.publisher(on: bus, for: patterns) }
         return Publishers.MergeMany(publishers).eraseToAnyPublisher()
     }
 

@@ -22,7 +22,7 @@ public enum DeviceSources {
     /// and its thread) per distinct ``DeviceWatch``. The host calls this once at start-up; a
     /// plain `Bus()` has no device sources.
     public static func register(on bus: Bus, configuration: Configuration = Configuration()) {
-        bus.registerSource(kind: DeviceWatch.kind) { options, id in
+        bus.registerSource(DeviceWatch.self) { options, id in
             // The bus calls a driver only with options of the kind it was registered for.
             DeviceSource(id: id, watch: options as! DeviceWatch, configuration: configuration)
         }

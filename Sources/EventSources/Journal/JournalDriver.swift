@@ -36,20 +36,28 @@ public final class JournalDriver: Sendable {
         }
     }
 
-    public let configuration: Configuration
+    /// The configuration each new source starts with.
+    private let configuration: @Sendable () -> Configuration
     private let claims = JournalConsumerClaims()
 
-    private init(configuration: Configuration) {
+    private init(configuration: @escaping @Sendable () -> Configuration) {
         self.configuration = configuration
     }
 
     /// Registers a driver with `configuration` as the bus's `journal` source kind.
     @discardableResult
     public static func register(on bus: Bus, configuration: Configuration) -> JournalDriver {
+        register(on: bus) { configuration }
+    }
+
+    /// Registers a driver as the bus's `journal` source kind whose sources each start with
+    /// what `configuration` gives when they start (the host's state directory can change).
+    @discardableResult
+    public static func register(on bus: Bus, configuration: @escaping @Sendable () -> Configuration) -> JournalDriver {
         let driver = JournalDriver(configuration: configuration)
-        bus.registerSource(kind: JournalWatch.kind) { options, id in
+        bus.registerSource(JournalWatch.self) { options, id in
             // The bus calls a driver only with options of its kind.
-            JournalSource(id: id, watch: options as! JournalWatch, configuration: driver.configuration,
+            JournalSource(id: id, watch: options as! JournalWatch, configuration: driver.configuration(),
                           claims: driver.claims)
         }
         return driver

@@ -18,7 +18,7 @@ public final class UnitsDriver: Sendable {
     @discardableResult
     public static func register(on bus: Bus) -> UnitsDriver {
         let driver = UnitsDriver()
-        bus.registerSource(kind: UnitWatch.kind) { options, id in
+        bus.registerSource(UnitWatch.self) { options, id in
             // The bus calls a driver only with options of its kind.
             UnitsSource(id: id, watch: options as! UnitWatch, driver: driver)
         }

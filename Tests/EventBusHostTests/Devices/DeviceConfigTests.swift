@@ -27,9 +27,9 @@ import Testing
                   layer: udev
             """).get()
         #expect(config.watches == [
-            WatchConfig(name: "nets", source: .devices(DeviceWatch(subsystem: "net"))),
-            WatchConfig(name: "disks", source: .devices(DeviceWatch(subsystem: "block", devtype: "disk", layer: .kernel))),
-            WatchConfig(name: "seats", source: .devices(DeviceWatch(tag: "seat", layer: .udev))),
+            WatchConfig(name: "nets", source: DeviceWatch(subsystem: "net")),
+            WatchConfig(name: "disks", source: DeviceWatch(subsystem: "block", devtype: "disk", layer: .kernel)),
+            WatchConfig(name: "seats", source: DeviceWatch(tag: "seat", layer: .udev)),
         ])
     }
 

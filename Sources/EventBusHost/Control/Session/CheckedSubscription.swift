@@ -1,5 +1,6 @@
 import ControlProtocol
 import EventBusKit
+import EventSources
 import Foundation
 
 /// A `subscribe` request (``SubscribeRequest``, its members and their kinds already read),
@@ -17,6 +18,10 @@ struct CheckedSubscription {
     var devices: [String] = []
     /// Unit name patterns: one units watch of the system manager for them all.
     var units: [String] = []
+    /// Sources of the registry's other kinds (the `sources` member), as their options, and the
+    /// values as asked, by kind (for the answer).
+    var sources: [ConfiguredSource] = []
+    var sourceValues: [String: [String]] = [:]
     var buffer: Int?
     var filter = TailFilter()
     /// Whether the stream goes on live after the replay (`follow`, default true).
@@ -40,6 +45,8 @@ struct CheckedSubscription {
         static let journalUnits = 256
         static let deviceSubsystems = 64
         static let unitPatterns = 256
+        /// Values of one kind of the `sources` member.
+        static let sourceValues = 64
         static let matchFields = 64
         /// Values given for one field.
         static let matchValues = 256
@@ -63,6 +70,23 @@ struct CheckedSubscription {
         } catch {
             throw .badRequest((error as? EventBusError)?.message ?? "\(error)")
         }
+        for (name, values) in request.sources.sorted(by: { $0.key < $1.key }) {
+            guard let kind = SourceKinds.kind(named: name) else {
+                throw .badRequest("\"sources\": this eventbusd has no source kind \"\(name)\"; it has \(SourceKinds.all.map { $0.name }.joined(separator: ", "))")
+            }
+            if case .member(let member) = kind.tailOption.wire {
+                throw .badRequest("\"sources\": \(name) sources are asked for with the \"\(member)\" member")
+            }
+            let unique = try Self.distinct(values, "sources.\(name)", limit: Limits.sourceValues)
+            for value in unique {
+                do {
+                    sources.append(ConfiguredSource(try kind.options(fromTail: value)))
+                } catch {
+                    throw .badRequest("\"sources\": \(name) \"\(value)\": \((error as? EventBusError)?.message ?? "\(error)")")
+                }
+            }
+            sourceValues[name] = unique
+        }
         for text in try Self.distinct(request.patterns, "patterns", limit: Limits.patterns) {
             do {
                 patterns.append(try EventPattern(text))
@@ -71,7 +95,9 @@ struct CheckedSubscription {
             }
         }
         // No patterns and no sources: everything.
-        if patterns.isEmpty && files.isEmpty && journal.isEmpty && devices.isEmpty && units.isEmpty { patterns = [EventPattern.all] }
+        if patterns.isEmpty && files.isEmpty && journal.isEmpty && devices.isEmpty && units.isEmpty && sources.isEmpty {
+            patterns = [EventPattern.all]
+        }
         since = try Self.number(request.sinceSequence, "since_seq", atLeast: 0).map { UInt64(max(1, $0)) }  // sequences start at 1
         last = try Self.number(request.last, "last", atLeast: 0)
         count = try Self.number(request.count, "count", atLeast: 1)

@@ -1,5 +1,6 @@
 import ControlProtocol
 @_spi(EventBusHost) import EventBusKit
+import EventSources
 import Foundation
 
 /// A session's `subscribe`: checking what the client may watch, attaching its ``TailFeed`` to
@@ -48,6 +49,10 @@ extension ControlSession {
                                      (DeviceWatch.kind, !parsed.devices.isEmpty, DeviceWatch.kind), (UnitWatch.kind, !parsed.units.isEmpty, "units")]
         where wanted && !server.bus.hasSource(kind: kind) {
             error(ControlError(.unavailable, "this eventbusd has no \(kind) source on its bus, so it cannot follow \(what)"), id: id)
+            return
+        }
+        for source in parsed.sources where !server.bus.hasSource(kind: source.kind) {
+            error(ControlError(.unavailable, "this eventbusd has no \(source.kind) source on its bus"), id: id)
             return
         }
         let loop = loop
@@ -102,6 +107,13 @@ extension ControlSession {
                     if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
                 })
             }
+            // The registry's other kinds: one shared source per distinct value.
+            for source in parsed.sources {
+                subscriptions.append(try source.publisher(on: server.bus).sink { event in
+                    server.delivered(event)
+                    if feed.filter.accepts(event) { feed.offer(event, bytes: event.estimatedBytes) }
+                })
+            }
         } catch {
             subscriptions.forEach { $0.cancel() }
             server.detach(feed)
@@ -119,6 +131,7 @@ extension ControlSession {
         answer.journal = parsed.journal
         answer.devices = parsed.devices
         answer.units = parsed.units
+        answer.sources = parsed.sourceValues
         answer.replayIncomplete = attachment.replayIncomplete
         answer.life = server.life
         answer.sinceEarlierLife = parsed.sinceEarlierLife

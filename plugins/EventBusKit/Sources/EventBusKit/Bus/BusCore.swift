@@ -1,4 +1,6 @@
+import Foundation
 import Synchronization
+
 /// The engine behind every ``Bus`` handle: routing, the delivery loop, shared sources.
 /// See ``Bus`` for the delivery model.
 ///
@@ -12,6 +14,10 @@ final class BusCore: @unchecked Sendable {
     /// Drivers of source kinds, by kind (see ``SourceOptions``): timers always, the rest
     /// registered by the host.
     let drivers = Locked<[String: SourceDriver]>([TimerSchedule.kind: TimerSchedule.driver])
+    /// Per kind, how to rebuild its options from their encoded form (``Bus/decodeSourceOptions(kind:from:)``).
+    let optionDecoders = Locked<[String: @Sendable (Data) throws -> any SourceOptions]>([
+        TimerSchedule.kind: { try JSONDecoder().decode(TimerSchedule.self, from: $0) },
+    ])
     /// See ``Bus/hasHandedOut(through:)``.
     let handOutCheck = Locked<(@Sendable (UInt64) -> Bool)?>(nil)
     /// Set in a module worker process: subscriptions, posts and acknowledgements go to the host

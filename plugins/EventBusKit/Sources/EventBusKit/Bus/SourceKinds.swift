@@ -1,3 +1,4 @@
+import Foundation
 /// Options of a kind of source whose implementation the host provides (file changes, journal).
 ///
 /// Why a registry: module code asks for these sources through the SDK (`bus.files(at:)`), but
@@ -17,6 +18,28 @@ extension Bus {
     /// any earlier one; running sources keep the driver that made them.
     public func registerSource(kind: String, driver: @escaping SourceDriver) {
         core.drivers.withLock { $0[kind] = driver }
+    }
+
+    /// Registers the driver for the kind of `type`, whose options the bus can then also rebuild
+    /// from their `Codable` form: how a module in a worker process asks the host for a source.
+    public func registerSource<Options: SourceOptions & Decodable>(_ type: Options.Type, driver: @escaping SourceDriver) {
+        core.optionDecoders.withLock { $0[Options.kind] = { try JSONDecoder().decode(Options.self, from: $0) } }
+        registerSource(kind: Options.kind, driver: driver)
+    }
+
+    /// Options of `kind` rebuilt from their JSON encoding, for a kind registered with its type
+    /// (``registerSource(_:driver:)``) or timers. Throws ``EventBusError/Code/sourceUnavailable``
+    /// for another kind, and the decoder's error for options that do not decode or validate.
+    public func decodeSourceOptions(kind: String, from data: Data) throws -> any SourceOptions {
+        guard let decode = core.optionDecoders.withLock({ $0[kind] }) else {
+            throw EventBusError(.sourceUnavailable, "no \(kind) source on this bus that options can be sent to")
+        }
+        return try decode(data)
+    }
+
+    /// The kinds with a registered driver, sorted (timers included).
+    public var sourceKinds: [String] {
+        core.drivers.withLock { $0.keys.sorted() }
     }
 
     /// Whether a driver is registered for `kind`.

@@ -38,7 +38,7 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `problems` as one error (the first, holding the rest), or nil when there are none.
-    static func combined(_ problems: [ConfigError]) -> ConfigError? {
+    public static func combined(_ problems: [ConfigError]) -> ConfigError? {
         let flat = problems.flatMap(\.all)
         guard var first = flat.first else { return nil }
         first.more = Array(flat.dropFirst())
@@ -48,16 +48,18 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Collects the problems of independent parts of a config (sections, modules) so that one bad
 /// part does not hide the next.
-struct ConfigProblems {
-    private(set) var errors: [ConfigError] = []
+public struct ConfigProblems {
+    public private(set) var errors: [ConfigError] = []
+
+    public init() {}
 
     /// `body`'s result, or nil with its error kept.
-    mutating func check<T>(_ body: () throws(ConfigError) -> T) -> T? {
+    public mutating func check<T>(_ body: () throws(ConfigError) -> T) -> T? {
         do { return try body() } catch { errors.append(error); return nil }
     }
 
     /// Throws everything collected, if anything was.
-    func throwIfAny() throws(ConfigError) {
+    public func throwIfAny() throws(ConfigError) {
         if let error = ConfigError.combined(errors) { throw error }
     }
 }

@@ -1,11 +1,11 @@
 /// Durations as people write them in a config file: `250ms`, `30s`, `5m`, `1.5h`, `1d`; a bare
 /// number means seconds. Deliberately small: one number, one unit.
-enum DurationText {
+public enum DurationText {
     private static let units: [(suffix: String, nanoseconds: Double)] = [
         ("ms", 1e6), ("us", 1e3), ("ns", 1), ("s", 1e9), ("m", 60e9), ("h", 3600e9), ("d", 86_400e9),
     ]
 
-    static func parse(_ text: String) -> Duration? {
+    public static func parse(_ text: String) -> Duration? {
         let trimmed = text.trimmingWhitespace()
         var number = Substring(trimmed)
         var scale = 1e9

@@ -2,10 +2,10 @@
 /// bytes. Every unit is binary (K = KB = KiB = 1024 bytes), whatever its spelling: these are
 /// memory budgets, and a reader who writes `16 MB` means the same as one who writes `16MiB` (as
 /// PostgreSQL and the JVM read them). Deliberately small: one whole number, one unit.
-enum ByteSizeText {
+public enum ByteSizeText {
     private static let scales: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
 
-    static func parse(_ text: String) -> Int? {
+    public static func parse(_ text: String) -> Int? {
         var rest = Substring(text.uppercased())
         rest = rest.drop(while: \.isWhitespace)
         while rest.last?.isWhitespace == true { rest = rest.dropLast() }
@@ -28,7 +28,7 @@ enum ByteSizeText {
 
     /// `64MiB`, `1536KiB`, `100B`: the largest unit that divides the size exactly, as a config
     /// would write it (for messages and summaries).
-    static func describe(_ bytes: Int) -> String {
+    public static func describe(_ bytes: Int) -> String {
         for (unit, scale) in [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
         where bytes != 0 && bytes % scale == 0 {
             return "\(bytes / scale)\(unit)"

@@ -7,17 +7,24 @@ import Yams
 ///
 /// Why Yams' `Node` and not `Codable`: a decoding error from `YAMLDecoder` carries a coding path
 /// but no line; composing nodes keeps `Mark`s, so each error points at the line to fix.
-struct ConfigNode {
-    let node: Node
-    let file: String
-    let key: String
+public struct ConfigNode {
+    public let node: Node
+    public let file: String
+    public let key: String
 
-    var line: Int? { node.mark?.line }
+    public var line: Int? { node.mark?.line }
     /// The line of the key this node is the value of (`limits:` rather than the first line of
     /// the table under it), when it came from a mapping.
-    var keyLine: Int? = nil
+    public var keyLine: Int? = nil
 
-    func error(_ message: String) -> ConfigError {
+    public init(node: Node, file: String, key: String, keyLine: Int? = nil) {
+        self.node = node
+        self.file = file
+        self.key = key
+        self.keyLine = keyLine
+    }
+
+    public func error(_ message: String) -> ConfigError {
         ConfigError(file: file, line: line, key: key, message: message)
     }
 
@@ -27,7 +34,7 @@ struct ConfigNode {
 
     /// The line of every key and list item under this node, by path relative to it
     /// (`limits.burst`, `targets[1]`): where a module's declaration finds a problem.
-    func keyLines() -> [String: Int] {
+    public func keyLines() -> [String: Int] {
         var lines: [String: Int] = [:]
         func walk(_ node: Node, _ path: String) {
             switch node {
@@ -69,7 +76,7 @@ struct ConfigNode {
 
     /// The entries of a mapping, in file order, with string keys. `allowed`, when given, lists
     /// the keys that may appear; any other key is an error (a typo must not be ignored silently).
-    func mapping(allowed: [String]? = nil) throws(ConfigError) -> [(key: String, value: ConfigNode)] {
+    public func mapping(allowed: [String]? = nil) throws(ConfigError) -> [(key: String, value: ConfigNode)] {
         guard case .mapping(let mapping) = node else { throw error("expected a mapping, found \(found)") }
         var entries: [(key: String, value: ConfigNode)] = []
         for (keyNode, valueNode) in mapping {
@@ -85,45 +92,45 @@ struct ConfigNode {
     }
 
     /// The error for this node, under `name`, which is none of `allowed`, with the likely one named.
-    func unknownKey(_ name: String, allowed: [String]) -> ConfigError {
+    public func unknownKey(_ name: String, allowed: [String]) -> ConfigError {
         let close = ModuleConfigKeys.likelyMeant(name, among: allowed)
         let hint = close.isEmpty ? "" : " (did you mean \(close.joined(separator: " or "))?)"
         return error("unknown key\(hint); expected one of: \(allowed.joined(separator: ", "))")
     }
 
     /// A mapping's entries by key (for lookups), after checking keys against `allowed`.
-    func fields(allowed: [String]) throws(ConfigError) -> [String: ConfigNode] {
+    public func fields(allowed: [String]) throws(ConfigError) -> [String: ConfigNode] {
         Dictionary(uniqueKeysWithValues: try mapping(allowed: allowed).map { ($0.key, $0.value) })
     }
 
     /// The items of a list; an item's key is `key[index]`.
-    func sequence() throws(ConfigError) -> [ConfigNode] {
+    public func sequence() throws(ConfigError) -> [ConfigNode] {
         guard case .sequence(let sequence) = node else { throw error("expected a list, found \(found)") }
         return sequence.enumerated().map { index, item in
             ConfigNode(node: item, file: file, key: "\(key)[\(index)]")
         }
     }
 
-    func string() throws(ConfigError) -> String {
+    public func string() throws(ConfigError) -> String {
         guard case .scalar(let scalar) = node, node.tagName == .str else {
             throw error("expected a string, found \(found)")
         }
         return scalar.string
     }
 
-    func bool() throws(ConfigError) -> Bool {
+    public func bool() throws(ConfigError) -> Bool {
         guard node.tagName == .bool, let value = node.bool else { throw error("expected true or false, found \(found)") }
         return value
     }
 
-    func int(atLeast minimum: Int) throws(ConfigError) -> Int {
+    public func int(atLeast minimum: Int) throws(ConfigError) -> Int {
         guard node.tagName == .int, let value = node.int else { throw error("expected an integer, found \(found)") }
         guard value >= minimum else { throw error("must be at least \(minimum), found \(value)") }
         return value
     }
 
     /// A duration such as `500ms`, `30s`, `5m`, `1.5h`; a plain number means seconds.
-    func duration() throws(ConfigError) -> Duration {
+    public func duration() throws(ConfigError) -> Duration {
         guard case .scalar(let scalar) = node, node.tagName != .null else {
             throw error("expected a duration such as 30s or 500ms, found \(found)")
         }
@@ -134,7 +141,7 @@ struct ConfigNode {
     }
 
     /// A size in bytes (see ``ByteSizeText``): `64MiB`, `16 MB`, `512M` or a plain integer.
-    func byteSize(atLeast minimum: Int) throws(ConfigError) -> Int {
+    public func byteSize(atLeast minimum: Int) throws(ConfigError) -> Int {
         guard case .scalar(let scalar) = node, node.tagName != .null else {
             throw error("expected a size such as 64MiB, 16 MB or 1048576 (bytes), found \(found)")
         }
@@ -148,7 +155,7 @@ struct ConfigNode {
     /// The node as a module config value: scalars by their YAML type, lists and mappings nested.
     /// `budget` bounds what it may grow to: a few lines of YAML aliases can stand for billions of
     /// values (the "billion laughs"), which the host must refuse rather than build.
-    func configValue(within budget: inout ConfigExpansionBudget) throws(ConfigError) -> ConfigValue {
+    public func configValue(within budget: inout ConfigExpansionBudget) throws(ConfigError) -> ConfigValue {
         switch node {
         case .scalar(let scalar):
             try budget.take(bytes: scalar.string.utf8.count)
@@ -190,19 +197,19 @@ struct ConfigNode {
 /// How large one module's config may be once YAML aliases are expanded — far above any real
 /// config (a module's config travels to its worker in one message), far below what would
 /// exhaust the host.
-struct ConfigExpansionBudget {
-    static let maximumValues = 100_000
-    static let maximumBytes = 16 << 20
+public struct ConfigExpansionBudget {
+    public static let maximumValues = 100_000
+    public static let maximumBytes = 16 << 20
 
     /// The node the error names: the section being expanded.
-    let section: ConfigNode
+    public let section: ConfigNode
     private var values = 0
     private var bytes = 0
 
-    init(section: ConfigNode) { self.section = section }
+    public init(section: ConfigNode) { self.section = section }
 
     /// Counts one more value of `bytes` bytes of text.
-    mutating func take(bytes more: Int) throws(ConfigError) {
+    public mutating func take(bytes more: Int) throws(ConfigError) {
         values += 1
         bytes += more
         guard values <= Self.maximumValues, bytes <= Self.maximumBytes else {
