@@ -96,12 +96,7 @@ final class DBusTestEmitter: @unchecked Sendable {
     /// Sends a signal whose arguments `body` appends, and waits until it is written.
     func emit(path: String = "/eventbus/test", interface: String = "org.eventbus.Test", member: String,
               _ body: (SDBusMessageWriter) throws(SDBusError) -> Void = { _ in }) throws {
-        var message: OpaquePointer?
-        try SDBusError.check(sd_bus_message_new_signal(connection.bus, &message, path, interface, member), "make \(member)")
-        defer { sd_bus_message_unref(message) }
-        try body(SDBusMessageWriter(message: message!, member: member))
-        try SDBusError.check(sd_bus_send(connection.bus, message, nil), "send \(member)")
-        try SDBusError.check(sd_bus_flush(connection.bus), "flush \(member)")
+        try connection.emitSignal(path: path, interface: interface, member: member, body: body)
     }
 
     /// Appends a unix fd (sd-bus sends a duplicate of it).
