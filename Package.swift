@@ -59,7 +59,7 @@ let package = Package(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "EventFieldCoding", "CNATS",
-                           "EventBusMetrics", "SystemCalls", "WebhookOutbox",
+                           "EventBusMetrics", "SystemCalls", "WebhookOutbox", "SystemdBus",
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
