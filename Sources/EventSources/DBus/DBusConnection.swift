@@ -46,7 +46,7 @@ final class DBusConnection: @unchecked Sendable {
     private let wakeDescriptors: (read: Int32, write: Int32)
     /// What `eventbus status` shows: following, or unavailable and why. Written on the thread.
     private let stateText: Mutex<String>
-    /// Sources whose rule the bus refused, and its answer. Written on the thread.
+    /// Sources whose rule was not added, and why (the bus's answer). Written on the thread.
     private let refusals = Mutex<[String: String]>([:])
 
     // Owned by the connection's thread.
@@ -56,6 +56,9 @@ final class DBusConnection: @unchecked Sendable {
     private var attachments: [Attachment] = []
     /// Rules added on the current connection, with how many attached watches use each.
     private var rules: [String: Int] = [:]
+    /// Rules of the current connection that were not added, and why: a source attaching with
+    /// one hears it at once.
+    private var refusedRules: [String: String] = [:]
     private let owners = DBusSenderOwners()
     /// Why the bus is away, since when; nil while connected (or before the first try).
     private var outage: (reason: String, since: ContinuousClock.Instant)?
@@ -169,7 +172,7 @@ final class DBusConnection: @unchecked Sendable {
             let attachment = Attachment(source: source)
             if let outage { attachment.blind = (outage.reason, .now, Date()) }
             attachments.append(attachment)
-            if connection != nil { install(source.watch.match, for: [source]) }
+            if connection != nil { install(source.watch.match) }
         case .detach(let source):
             attachments.removeAll { $0.source === source }
             refusals.withLock { $0[source.id] = nil }
@@ -197,9 +200,10 @@ final class DBusConnection: @unchecked Sendable {
             try connection.addFilter { [unowned self] message in received(message) }
             self.connection = connection
             rules = [:]
+            refusedRules = [:]
             refusals.withLock { $0 = [:] }
             for name in owners.names { owners.forget(name) }
-            for attachment in attachments { install(attachment.source.watch.match, for: [attachment.source]) }
+            for attachment in attachments { install(attachment.source.watch.match) }
             retryDelay = .zero
             outage = nil
             stateText.withLock { $0 = "following \(Self.name(of: bus))" }
@@ -221,8 +225,9 @@ final class DBusConnection: @unchecked Sendable {
 
     /// Adds `match`'s rule unless the connection has it, and follows its well-known sender.
     /// The owner's rule goes first and its question last, so every owner change after the
-    /// answer comes as a signal (``DBusSenderOwners``).
-    private func install(_ match: DBusMatch, for sources: [DBusSource]) {
+    /// answer comes as a signal (``DBusSenderOwners``). A rule that was not added makes the
+    /// status of every source with it `unavailable`, with the bus's answer.
+    private func install(_ match: DBusMatch) {
         guard let connection else { return }
         let name = match.wellKnownSender
         let following = name.map(owners.isFollowing) ?? true
@@ -233,20 +238,27 @@ final class DBusConnection: @unchecked Sendable {
         let rule = match.rule
         if let users = rules[rule] {
             rules[rule] = users + 1
+            if let why = refusedRules[rule] { refuse(rule, why) }
         } else {
             rules[rule] = 1
-            let ids = sources.map(\.id)
             callBus(connection, "AddMatch", rule) { [unowned self] error in
                 guard let error else { return }
-                refusals.withLock { refusals in
-                    for id in ids { refusals[id] = "unavailable: the bus refused the match rule \(rule): \(error)" }
-                }
+                refusedRules[rule] = error
+                refuse(rule, error)
             }
         }
         if let name, !following {
             callBus(connection, "GetNameOwner", name, reading: { $0.string() }) { [unowned self] owner, _ in
                 owners.resolved(name, owner: owner, route: route)
             }
+        }
+    }
+
+    /// Every attached source with `rule` is told its rule was not added.
+    private func refuse(_ rule: String, _ why: String) {
+        let ids = attachments.filter { $0.source.watch.match.rule == rule }.map(\.source.id)
+        refusals.withLock { refusals in
+            for id in ids { refusals[id] = "unavailable: the match rule \(rule) was not added: \(why)" }
         }
     }
 
@@ -257,7 +269,8 @@ final class DBusConnection: @unchecked Sendable {
     }
 
     /// Calls a method of the bus itself with one string; `done` gets the error name and message
-    /// of a failed answer, nil for success — unless the connection was replaced meanwhile.
+    /// of a failed answer (or why the call could not be sent), nil for success — unless the
+    /// connection was replaced meanwhile.
     private func callBus(_ connection: SDBus, _ member: String, _ argument: String, done: @escaping (String?) -> Void) {
         callBus(connection, member, argument, reading: { _ in () }) { _, error in done(error) }
     }
@@ -286,6 +299,7 @@ final class DBusConnection: @unchecked Sendable {
         generation += 1
         owners.connectionLost(route: route)
         rules = [:]
+        refusedRules = [:]
         let now = ContinuousClock.now
         if outage == nil { outage = (reason, now) }
         for attachment in attachments where attachment.blind == nil { attachment.blind = (reason, now, Date()) }

@@ -338,6 +338,21 @@ import TestSupport
         #expect(recorder.events(3).first?["state"] == "connected_global")
     }
 
+    /// A rule the bus will not add (its limit of rules per connection is reached): that
+    /// watch's status says so, with the bus's answer; the others follow.
+    @Test func aRuleTheBusRefusesIsTheWatchsStatus() async throws {
+        let daemon = try DBusPrivateDaemon(matchRuleLimit: 2)
+        let emitter = try DBusTestEmitter(address: daemon.address)
+        let recorder = DBusRecorder()
+        let watches = ["One", "Two", "Three"].map { DBusWatch(bus: .address(daemon.address), match: DBusMatch(interface: "org.eventbus.Test", member: $0)) }
+        for watch in watches.prefix(2) { try recorder.follow(watch) }
+        #expect(try await recorder.waitUntilListening(1, arrived: { $0.dbusSignal?.member == "Two" }) { try emitter.emit(member: "Two") })
+        try recorder.follow(watches[2])
+        let refused = "unavailable: the match rule \(watches[2].match.rule) was not added: org.freedesktop.DBus.Error.LimitsExceeded"
+        #expect(await eventually { recorder.state(of: watches[2])?.hasPrefix(refused) == true }, "\(recorder.state(of: watches[2]) ?? "no state")")
+        #expect(recorder.state(of: watches[0]) == "following bus at \(daemon.address)")
+    }
+
     /// The bus dies (SIGKILL) and comes back at the same address: the status says so meanwhile;
     /// then a `dbus.gap` with how long, before any signal of the new connection, and signals again.
     @Test func aBusThatDiesAndComesBackIsAGap() async throws {

@@ -19,18 +19,43 @@ final class DBusPrivateDaemon: @unchecked Sendable {
     var address: String { "unix:path=\(socketPath)" }
     private var process: Process?
 
+    /// Rules one connection may add (`max_match_rules_per_connection`); nil: the session
+    /// configuration's own limits.
+    let matchRuleLimit: Int?
+
     /// A folder and an address; the daemon runs once `started` (default) or ``start()``.
-    init(started: Bool = true) throws {
+    init(started: Bool = true, matchRuleLimit: Int? = nil) throws {
         folder = try TemporaryDirectory("eventbus-dbus")
         socketPath = folder.at("bus")
+        self.matchRuleLimit = matchRuleLimit
         if started { try start() }
+    }
+
+    /// The session bus's policy (anyone owns and sends anything) with a rule limit.
+    private func limitedConfiguration(_ limit: Int) throws -> String {
+        try folder.write("bus.conf", """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>\(address)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+              <limit name="max_match_rules_per_connection">\(limit)</limit>
+            </busconfig>
+            """)
     }
 
     /// Starts the daemon and returns once it listens (it prints its address then).
     func start() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.executable)
-        process.arguments = ["--session", "--nofork", "--address=\(address)", "--print-address"]
+        let configuration = try matchRuleLimit.map { "--config-file=" + (try limitedConfiguration($0)) } ?? "--session"
+        process.arguments = [configuration, "--nofork", "--address=\(address)", "--print-address"]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
