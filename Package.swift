@@ -1,5 +1,17 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
+
+/// Each source kind's folder under Sources/EventSources holds its README.md and sample.yaml
+/// beside its code (docs/adding-a-source.md): found here, so a new folder needs no line below.
+let sourceKindDocuments: [String] = {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Sources/EventSources")
+    let folders = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
+    return folders.sorted().flatMap { folder in
+        ["README.md", "sample.yaml"].map { "\(folder)/\($0)" }
+            .filter { FileManager.default.fileExists(atPath: root.appendingPathComponent($0).path) }
+    }
+}()
 
 let package = Package(
     name: "EventBus",
@@ -97,7 +109,7 @@ let package = Package(
         .target(name: "ControlProtocol", dependencies: ["SystemCalls"], exclude: ["PROTOCOL.md", "EXEC-PROTOCOL.md"]),
         // The OS boundary: libc calls wrapped as Swift values and one error type, and the fatal
         // signal handling every process that runs module code installs. Depends on libc only.
-        .target(name: "SystemCalls"),
+        .target(name: "SystemCalls", dependencies: ["CEpoll"]),
         // What loading and running a module needs and no more, shared by eventbusd and the module
         // worker: file trust, the ELF preflight, dlopen, the entry and its SDK ABI check.
         .target(
@@ -137,7 +149,7 @@ let package = Package(
         .target(
             name: "EventSources",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus", "ConfigText"],
-            exclude: ["DBus/README.md", "DBus/sample.yaml"]
+            exclude: sourceKindDocuments
         ),
         // sd-bus for talking to systemd: one connection, message reading and writing, unit object
         // paths; shared by the units source and the transient-unit launcher.

@@ -37,7 +37,7 @@ import SystemCalls
 ///   every answer carries `Connection: close`.
 ///
 /// ## Threads
-/// One thread, `poll(2)` on the listening socket, a wake-up pipe and the connections (all
+/// One thread, `poll(2)` on the listening socket, a wake-up and the connections (all
 /// non-blocking). Rendering runs on it: a scrape waits for the one before.
 /// ``init(address:limits:render:)`` binds (so an address in use is an error at start) and
 /// ``stop()`` joins the thread; both from the host's control queue.
@@ -89,8 +89,8 @@ public final class MetricsListener: @unchecked Sendable {
     public let limits: Limits
     private let render: @Sendable () -> [UInt8]
     private let listener: Int32
-    /// An eventfd that ``stop()`` writes to end the thread's poll.
-    private let wake: Int32
+    /// What ``stop()`` signals to end the thread's poll.
+    private let wake: System.WakeUp
     private var connections: [Connection] = []
     /// Set when accepting ran out of descriptors: the listener is not polled until then.
     private var acceptPausedUntil: ContinuousClock.Instant?
@@ -163,19 +163,17 @@ public final class MetricsListener: @unchecked Sendable {
             close(fd)
             throw .system("bind", error, address)
         }
-        let wake = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
-        guard wake >= 0 else {
-            let error = errno
+        do {
+            wake = try System.WakeUp()
+        } catch {
             close(fd)
-            throw .system("eventfd", error, address)
+            throw .system("eventfd", error.errno, address)
         }
         self.listener = fd
-        self.wake = wake
     }
 
     deinit {
         close(listener)
-        close(wake)
     }
 
     public var statistics: Statistics { counts.withLock { $0 } }
@@ -196,8 +194,7 @@ public final class MetricsListener: @unchecked Sendable {
     public func stop() {
         guard started else { return }
         stopped.withLock { $0 = true }
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
+        wake.signal()
         done.wait()
         started = false
     }
@@ -208,7 +205,7 @@ public final class MetricsListener: @unchecked Sendable {
         var fds: [pollfd] = []
         while !stopped.withLock({ $0 }) {
             fds.removeAll(keepingCapacity: true)
-            fds.append(pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0))
             let now = ContinuousClock.now
             if let until = acceptPausedUntil, until <= now { acceptPausedUntil = nil }
             let fullUntil = acceptPausedUntil == nil ? graceToWaitFor(now) : nil

@@ -53,7 +53,7 @@ public struct BridgeStatistics: Sendable {
     public var exportRepublished: UInt64 = 0
     /// Durable: consumers made again because they delivered nothing for a while although they
     /// said messages were pending, or although the stream's leader held messages for them (a
-    /// consumer on a server whose copy of the stream fell behind; docs/fleet.md, Resume).
+    /// consumer on a server whose copy of the stream fell behind; docs/fleet-durability.md, Resume).
     public var consumersRemade: UInt64 = 0
 }
 

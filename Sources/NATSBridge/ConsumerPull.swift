@@ -11,7 +11,7 @@ import Foundation
 /// the previous fetch had given up — lowers its target below what it already holds and reads on
 /// past the end of its message array (a heap overflow, fixed upstream in nats.c 3.9: "Fix heap
 /// buffer overflow in _fetch", #749). Under load, around server deaths, hosts aborted with
-/// glibc's "double free or corruption (!prev)" some time later. docs/fleet.md, "Fetching".
+/// glibc's "double free or corruption (!prev)" some time later. docs/fleet-durability.md, "Fetching".
 ///
 /// A delivery that arrives after its fetch ended is not lost: it waits in the subscription and
 /// the next fetch takes it first, before asking for more (it is next in the consumer's order).

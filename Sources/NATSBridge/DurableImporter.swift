@@ -8,11 +8,13 @@ import SystemCalls
 /// Durable-mode imports: this host's durable consumer on the stream, pulled from
 /// (``ConsumerPull``) on the importer's own thread — the thread that posts imports into the bus.
 ///
-/// Per batch (at most 256 messages and ``batchBytes``, or one larger message): drop redeliveries
-/// (stream sequence ≤ the ledger's), echoes and names no import pattern wants; hold an event the
-/// stream stored ahead of an earlier one of its origin until that one comes (``OriginOrder``);
-/// post the events as one batch (`Bus.post(contentsOf:)`); then write the ledger (see ``ImportLedger``); acknowledge
-/// what was taken. Recording only what was posted, a SIGKILL at any instant loses nothing: the
+/// Per batch (at most 256 messages and ``batchBytes``, or one larger message): acknowledge it at
+/// once (the acknowledgement only spares the server redeliveries — the ledger, not the server,
+/// says what was taken); drop redeliveries (stream sequence ≤ the ledger's), echoes and names no
+/// import pattern wants; hold an event the stream stored ahead of an earlier one of its origin
+/// until that one comes (``OriginOrder``); post the events as one batch
+/// (`Bus.post(contentsOf:)`); then write the ledger (see ``ImportLedger``). Recording only what
+/// was posted, a SIGKILL at any instant loses nothing: the
 /// next start fetches again what was not recorded (at most the batch of that instant, posted
 /// again on the new process's bus). At start the consumer is re-created to deliver right after
 /// the ledger's position, under a new name (``JetStreamSetup/placeConsumer(name:startSequence:filter:)``);

@@ -267,7 +267,7 @@ final class Exporter: @unchecked Sendable {
         // — though nats.c 3.4 also returns OK, at once and without a PONG, when the PING's write
         // fails (a socket its write deadline shut, before nats.c noticed): a publish in the same
         // batch fails then too and `runCore` skips this, but a batch whose publishes all went
-        // into nats.c's buffer is confirmed wrongly. (Limit: see docs/fleet.md.)
+        // into nats.c's buffer is confirmed wrongly. (Limit: see docs/fleet-operations.md, A server that hangs.)
         if natsConnection_FlushTimeout(client.connection, Self.flushWait) == NATS_OK { confirm(before) }
         lastSent = MonotonicClock.now()
     }

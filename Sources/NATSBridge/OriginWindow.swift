@@ -16,7 +16,7 @@
 /// behind what this host recorded, beyond what it remembers — after a restart, everything at or
 /// behind the recorded position. That last rule is where a late event could be dropped: one more
 /// than ``size`` events of its origin late, or arriving just after this host restarted; both need
-/// a publish refused inside a cluster and the next one stored (see docs/fleet.md).
+/// a publish refused inside a cluster and the next one stored (see docs/fleet-durability.md).
 ///
 /// Threads: the durable importer's thread only.
 struct OriginWindow {

@@ -130,6 +130,6 @@ case "dbus":
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, post-cost, mailbox, timer-jitter, footprint, files, storm, files-reader, files-scale, tail, journal, isolation, exec, bridge, metrics, wide, units, webhook, dbus")
+    print("unknown benchmark \(arguments[0]); available: dispatch, soak, devices, rules, metrics, post-cost, mailbox, timer-jitter, footprint, files, storm, hog, files-reader, files-scale, tail, files-storm, journal, isolation, exec, bridge, wide, webhook, units, dbus")
     exit(2)
 }

@@ -96,7 +96,7 @@ struct BridgeHungServerTests {
         let counted = gaps.filter { $0.kind == .reconnectBuffer || $0.kind == .publishFailed }.reduce(0) { $0 + ($1.dropped ?? 0) }
         let unconfirmed = gaps.filter { $0.kind == .exportUnconfirmed }
         // Never twice. The order may break where the connection did (seen once in several full
-        // runs: nats.c still held some publishes when its write failed); docs/fleet.md says so.
+        // runs: nats.c still held some publishes when its write failed); docs/fleet-operations.md says so.
         #expect(Set(large).count == large.count, "duplicates")
         #expect(large.count + counted <= Self.count)
         let missing = Self.count - large.count - counted

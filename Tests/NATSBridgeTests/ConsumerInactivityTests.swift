@@ -6,7 +6,7 @@ import TestSupport
 
 /// The backstop for consumers nobody deletes — one whose delete was sent to a dying server, or
 /// that of a host SIGKILLed — is the server's `inactive_threshold` on every consumer the bridge
-/// makes (docs/fleet.md, "Resume"). Checked against the real nats-server (Debian 12's 2.9.10),
+/// makes (docs/fleet-durability.md, "Resume"). Checked against the real nats-server (Debian 12's 2.9.10),
 /// with thresholds of seconds instead of the bridge's 2 min: a consumer nobody pulls from is
 /// removed; one pulled from as the importer does — `no_wait` requests that find nothing on an
 /// idle stream, the next one soon after — is kept, and removed once the pulls stop.

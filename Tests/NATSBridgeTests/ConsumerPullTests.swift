@@ -6,7 +6,7 @@ import TestSupport
 
 /// The durable importer's hand-made pulls against a real nats-server with JetStream: deliveries
 /// that arrive after their fetch gave up are taken first, in order, and never more than a batch
-/// (nats.c 3.4.1's own fetch overflowed its array in exactly that case: docs/fleet.md,
+/// (nats.c 3.4.1's own fetch overflowed its array in exactly that case: docs/fleet-durability.md,
 /// "Fetching"); a message larger than `max_bytes` is said so and fetched alone; `+ACK`s reach
 /// the consumer; an empty consumer answers nothing.
 @Suite(.enabled(if: NATSServer.isInstalled, "nats-server is not installed (apt-get install nats-server)"), .tags(.nats), .skippable(.nats))

@@ -48,9 +48,9 @@ public struct ServiceManagerEnvironment: Sendable, Equatable {
 /// Tells the service manager how the host is doing: sd_notify(3)'s protocol, spoken directly —
 /// one datagram of `NAME=value` lines to `$NOTIFY_SOCKET` per notification.
 ///
-/// Why not libsystemd's `sd_notify`: the protocol is one `sendmsg`, and speaking it here keeps
-/// the host binary free of a libsystemd link (only the journal source needs libsystemd), lets
-/// tests point it at their own socket, and bounds how long a send may wait (a second).
+/// Why not libsystemd's `sd_notify` (the host links libsystemd for its sources): the protocol is
+/// one `sendmsg`, and speaking it here lets tests point it at their own socket and bounds how
+/// long a send may wait (a second).
 ///
 /// ## Threads
 /// Any thread. Each notification is one datagram, sent under a lock so that a status refresh

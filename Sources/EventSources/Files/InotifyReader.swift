@@ -27,30 +27,26 @@ import SystemCalls
 /// hog, where reads are long (docs/benchmarks.md). The thread asks for a timer slack of 1 ns: with the default 50 µs the kernel may
 /// end a 30 µs sleep 80 µs after it began, and the events that came meanwhile wait as long.
 ///
-/// The thread owns the inotify descriptor and a pipe that wakes it for `stop`; it closes them
+/// The thread owns the inotify descriptor and a wake-up for `stop`; it closes the descriptor
 /// when it ends, so `stop` never waits for it (and cannot deadlock with a handler waiting for the
 /// queue).
 final class InotifyReader: @unchecked Sendable {
     let descriptor: Int32
-    /// The pipe's read end, polled with the descriptor, and its write end, written by `stop`.
-    private let wake: Int32
-    private let wakeWriter: Int32
+    /// Polled with the descriptor, signalled by `stop`.
+    private let wake: System.WakeUp
     private let stopped = Atomic<Bool>(false)
     static let coalescingMicroseconds: UInt32 = 20
     private let pause = NSCondition()
     private var paused = false  // guarded by `pause`
 
-    /// Takes ownership of `descriptor`; nil (descriptor closed) if no pipe could be made.
+    /// Takes ownership of `descriptor`; nil (descriptor closed) if no wake-up could be made.
     init?(descriptor: Int32) {
-        var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else {
+        guard let wake = try? System.WakeUp() else {
             close(descriptor)
             return nil
         }
-        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         self.descriptor = descriptor
-        self.wake = ends[0]
-        self.wakeWriter = ends[1]
+        self.wake = wake
     }
 
     /// What one run of the handler did.
@@ -82,8 +78,7 @@ final class InotifyReader: @unchecked Sendable {
         pause.lock()
         pause.broadcast()
         pause.unlock()
-        var one: UInt8 = 1
-        _ = write(wakeWriter, &one, 1)
+        wake.signal()
     }
 
     /// Whether reading is paused (a test hook); read by the handler before it reads.
@@ -104,7 +99,7 @@ final class InotifyReader: @unchecked Sendable {
         Self.setTimerSlack(nanoseconds: 1)
         Self.disfavorOnWakeUp()
         var fds = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+                   pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0)]
         var outcome = Outcome.idle
         while !stopped.load(ordering: .acquiring) {
             pause.lock()
@@ -126,8 +121,6 @@ final class InotifyReader: @unchecked Sendable {
             if fds[0].revents != 0 || ready == 0 { outcome = handle(self) }
         }
         close(descriptor)
-        close(wake)
-        close(wakeWriter)
     }
 
     /// Puts the calling thread in `SCHED_BATCH`: its wake-ups no longer preempt the thread that

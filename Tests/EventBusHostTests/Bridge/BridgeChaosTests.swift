@@ -11,7 +11,7 @@ import TestSupport
 ///   order, every event the origin's `post` acknowledged;
 /// - beta posts every event in at least one of its lives, each life in each origin's order and
 ///   nothing twice within a life (what a life posted in its last instant may come again in the
-///   next one, a new bus: see docs/fleet.md);
+///   next one, a new bus: see docs/fleet-durability.md);
 /// - no `bridge.gap`, `lost` 0.
 ///
 /// In the cluster one server also stays down until alpha takes in gamma's events posted after its
@@ -219,7 +219,7 @@ struct BridgeChaosTests {
         for tail in [alphaTail, gammaTail] + lives { #expect(tail.gaps.value.isEmpty, "gaps: \(tail.gaps.value)") }
         for host in [alpha, gamma, beta] { #expect(host.count("lost") == 0, "\(host.health)\nstatus: \(host.bridgeStatus as Any)") }
         // nats-server 2.9.10 can leave a restarted cluster server's copy of the stream behind; a
-        // host's consumer there is made again (docs/fleet.md, Resume). How often, from the logs.
+        // host's consumer there is made again (docs/fleet-durability.md, Resume). How often, from the logs.
         let logs = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         func lines(_ containing: String, in files: [String]) -> Int {
             files.reduce(0) { $0 + ((try? String(contentsOfFile: $1, encoding: .utf8)) ?? "").components(separatedBy: containing).count - 1 }
@@ -246,7 +246,7 @@ struct BridgeChaosTests {
 }
 
 /// The host whose eventbusd crashed inside libnats, if one did: nats.c 3.4.1 (Debian 12's) can
-/// crash in its own code after a reconnect (docs/fleet.md, "Resume" and "Fetching").
+/// crash in its own code after a reconnect (docs/fleet-durability.md, "Resume" and "Fetching").
 private func crashedInNATS(_ hosts: [BridgedHost]) -> String? {
     hosts.first { host in
         guard let output = host.daemon?.output else { return false }
@@ -257,7 +257,7 @@ private func crashedInNATS(_ hosts: [BridgedHost]) -> String? {
 /// Records that crash as the known, intermittent issue it is — not hidden, not a failure of
 /// the bridge's promise — and the run ends: its other checks mean nothing without that host.
 private func recordNATSCrash(of host: String) {
-    withKnownIssue("nats.c 3.4.1 crashed \(host)'s eventbusd in its own code (docs/fleet.md, Fetching)", isIntermittent: true) {
+    withKnownIssue("nats.c 3.4.1 crashed \(host)'s eventbusd in its own code (docs/fleet-durability.md, Fetching)", isIntermittent: true) {
         Issue.record("\(host) crashed inside libnats")
     }
 }

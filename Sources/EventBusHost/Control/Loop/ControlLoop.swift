@@ -39,7 +39,7 @@ final class ControlLoop: @unchecked Sendable {
     static let failed = UInt32(EPOLLERR.rawValue)
 
     private let epoll: Int32
-    private let wake: Int32
+    private let wake: System.WakeUp
     private let lock = NSLock()
     private var pending: [@Sendable () -> Void] = []
     /// The loop is in (or about to enter) `epoll_wait` with nothing pending: work must wake it.
@@ -57,16 +57,16 @@ final class ControlLoop: @unchecked Sendable {
     init() throws(System.CallError) {
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epoll >= 0 else { throw System.CallError(call: "epoll_create1", path: "control loop", errno: errno) }
-        wake = eventfd(0, Int32(EFD_CLOEXEC) | Int32(EFD_NONBLOCK))
-        guard wake >= 0 else {
-            let code = errno
+        do {
+            wake = try System.WakeUp()
+        } catch {
             Glibc.close(epoll)
-            throw System.CallError(call: "eventfd", path: "control loop", errno: code)
+            throw error
         }
         var event = epoll_event()
         event.events = Self.readable
-        event.data.fd = wake
-        _ = epoll_ctl(epoll, EPOLL_CTL_ADD, wake, &event)
+        event.data.fd = wake.descriptor
+        _ = epoll_ctl(epoll, EPOLL_CTL_ADD, wake.descriptor, &event)
     }
 
     /// Starts the loop's thread.
@@ -88,10 +88,7 @@ final class ControlLoop: @unchecked Sendable {
             wakeRequested = true
             return true
         }
-        if mustWake {
-            var one: UInt64 = 1
-            _ = Glibc.write(wake, &one, 8)
-        }
+        if mustWake { wake.signal() }
     }
 
     /// Ends the loop after the work queued so far and waits for its thread to finish. Watchers
@@ -103,7 +100,6 @@ final class ControlLoop: @unchecked Sendable {
             finished = true
             pending = []
             Glibc.close(epoll)
-            Glibc.close(wake)
         }
     }
 
@@ -161,9 +157,8 @@ final class ControlLoop: @unchecked Sendable {
             }
             for index in 0..<max(0, Int(count)) {
                 let fd = events[index].data.fd
-                if fd == wake {
-                    var value: UInt64 = 0
-                    _ = Glibc.read(wake, &value, 8)
+                if fd == wake.descriptor {
+                    wake.drain()
                     continue
                 }
                 // A watcher earlier in this batch may have closed this one: then it is gone (or a
