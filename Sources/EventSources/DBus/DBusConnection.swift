@@ -11,8 +11,8 @@ import SystemdBus
 /// ## Thread
 /// The connection runs on a thread of its own, `eventbus.dbus` (one per bus), which owns the
 /// sd-bus connection, the rules, the sender owners and the attached sources' blind times: it
-/// waits in poll(2) on the bus's descriptor and a wake-up pipe (no timeout while connected and
-/// nothing is pending: an idle connection costs no CPU), dispatches what arrived, and posts on
+/// waits in poll(2) on the bus's descriptor and its ``System/WakeUp`` (no timeout while
+/// connected and nothing is pending: an idle connection costs no CPU), dispatches what arrived, and posts on
 /// each attached source's bus, in arrival order. Sources attach and detach from any thread:
 /// those are commands the thread takes at its next wake-up. ``state`` and ``refusal(of:)`` are
 /// read from any thread.
@@ -42,8 +42,8 @@ final class DBusConnection: @unchecked Sendable {
     }
 
     private let commands = Mutex<(queue: [Command], stopping: Bool)>(([], false))
-    /// A pipe: written to wake the thread, read by its poll(2).
-    private let wakeDescriptors: (read: Int32, write: Int32)
+    /// Signalled to wake the thread from its poll(2).
+    private let wakeUp: System.WakeUp
     /// What `eventbus status` shows: following, or unavailable and why. Written on the thread.
     private let stateText: Mutex<String>
     /// Sources whose rule was not added, and why (the bus's answer). Written on the thread.
@@ -77,26 +77,16 @@ final class DBusConnection: @unchecked Sendable {
     init(bus: DBusBus) {
         self.bus = bus
         stateText = Mutex("connecting to the \(Self.name(of: bus))")
-        var pipeDescriptors: [Int32] = [-1, -1]
-        if pipe(&pipeDescriptors) != 0 {
-            fatalError("dbus: no pipe for the connection thread: \(String(cString: strerror(errno)))")
+        do {
+            wakeUp = try System.WakeUp()
+        } catch {
+            fatalError("dbus: no wake-up for the connection thread: \(error)")
         }
-        for descriptor in pipeDescriptors {
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(descriptor, F_SETFL, O_NONBLOCK)
-        }
-        wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
         let thread = Thread { [self] in
             System.nameCurrentThread("eventbus.dbus")
             run()
         }
         thread.start()
-    }
-
-    /// The pipe lives as long as the object: a late `wake` never writes to a reused descriptor.
-    deinit {
-        close(wakeDescriptors.read)
-        close(wakeDescriptors.write)
     }
 
     /// `following system bus`, or `unavailable: why` (any thread).
@@ -112,17 +102,12 @@ final class DBusConnection: @unchecked Sendable {
     /// thread itself — a subscriber that cancels from inside a delivery.
     func stop() {
         commands.withLock { $0.stopping = true }
-        wake()
+        wakeUp.signal()
     }
 
     private func send(_ command: Command) {
         commands.withLock { $0.queue.append(command) }
-        wake()
-    }
-
-    private func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakeDescriptors.write, &byte, 1)
+        wakeUp.signal()
     }
 
     // MARK: The thread
@@ -152,7 +137,7 @@ final class DBusConnection: @unchecked Sendable {
     }
 
     private func waitForWork() {
-        var descriptors = [pollfd(fd: wakeDescriptors.read, events: Int16(POLLIN), revents: 0)]
+        var descriptors = [pollfd(fd: wakeUp.descriptor, events: Int16(POLLIN), revents: 0)]
         var timeout: Int32 = -1
         if let connection {
             descriptors.append(pollfd(fd: connection.fileDescriptor, events: Int16(truncatingIfNeeded: connection.events), revents: 0))
@@ -162,8 +147,7 @@ final class DBusConnection: @unchecked Sendable {
             timeout = Int32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1)
         }
         _ = poll(&descriptors, nfds_t(descriptors.count), timeout)
-        var drained = [UInt8](repeating: 0, count: 64)
-        while read(wakeDescriptors.read, &drained, drained.count) > 0 {}
+        wakeUp.drain()
     }
 
     private func take(_ command: Command) {

@@ -19,7 +19,7 @@ public final class DBusDriver: Sendable {
     @discardableResult
     public static func register(on bus: Bus) -> DBusDriver {
         let driver = DBusDriver()
-        bus.registerSource(kind: DBusWatch.kind) { options, id in
+        bus.registerSource(DBusWatch.self) { options, id in
             // The bus calls a driver only with options of its kind.
             DBusSource(id: id, watch: options as! DBusWatch, driver: driver)
         }

@@ -120,6 +120,9 @@ struct DBusWatchTests {
         #expect(json.contains("\"preset\":\"sleep\"") && json.contains("\"bus\":\"system\""))
         let forged = Data(#"{"bus":"system","match":{"member":"a-b"}}"#.utf8)
         #expect(throws: EventBusError.self) { try JSONDecoder().decode(DBusWatch.self, from: forged) }
+        let changedPreset = Data(#"{"bus":"system","preset":"sleep","match":{"member":"Other"}}"#.utf8)
+        #expect(throws: EventBusError.self) { try JSONDecoder().decode(DBusWatch.self, from: changedPreset) }
+        #expect(!json.contains("match"), "a preset's match is its own: \(json)")
     }
 
     @Test func aPlainBusHasNoDBusSource() {

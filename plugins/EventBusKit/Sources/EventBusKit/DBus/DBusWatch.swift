@@ -61,6 +61,30 @@ public struct DBusWatch: SourceOptions, Codable {
     }
 }
 
+extension DBusWatch {
+    private enum CodingKeys: String, CodingKey { case bus, match, preset }
+
+    /// `{"bus": "system", "preset": "sleep"}` or `{"bus": …, "match": {…}}`, read back through
+    /// ``validate()``: a watch forwarded from a module worker is checked as a module's own.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let bus = try container.decode(DBusBus.self, forKey: .bus)
+        if let preset = try container.decodeIfPresent(DBusPreset.self, forKey: .preset) {
+            self.init(preset: preset, bus: bus)
+            if let match = try container.decodeIfPresent(DBusMatch.self, forKey: .match) { self.match = match }
+        } else {
+            self.init(bus: bus, match: try container.decode(DBusMatch.self, forKey: .match))
+        }
+        try validate()
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(bus, forKey: .bus)
+        if let preset { try container.encode(preset, forKey: .preset) } else { try container.encode(match, forKey: .match) }
+    }
+}
+
 extension Bus {
     /// `dbus.signal` for each signal `match` takes on `bus`, and `dbus.gap` after the bus was
     /// away (``DBusSignal`` has the fields and how arguments are flattened, ``DBusGap`` the
