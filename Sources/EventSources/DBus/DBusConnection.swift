@@ -327,15 +327,21 @@ final class DBusConnection: @unchecked Sendable {
 
     // MARK: Posting
 
-    /// Posts the outbox: per source, its events in order, as one batch.
+    /// Posts the outbox in arrival order, consecutive events of one source as one batch: each
+    /// source's events stay in order, and so do events of different sources of this bus (a
+    /// session's `Unlock` before its `SessionRemoved`, whichever watches take them).
     private func flush() {
         guard !outbox.isEmpty else { return }
-        var batches: [ObjectIdentifier: [Event]] = [:]
-        for (source, event) in outbox { batches[source, default: []].append(event) }
-        outbox.removeAll(keepingCapacity: true)
-        for attachment in attachments {
-            if let events = batches[ObjectIdentifier(attachment.source)] { attachment.source.post(events) }
+        let sources = Dictionary(attachments.map { (ObjectIdentifier($0.source), $0.source) }, uniquingKeysWith: { first, _ in first })
+        var start = outbox.startIndex
+        while start < outbox.endIndex {
+            let key = outbox[start].source
+            var end = start + 1
+            while end < outbox.endIndex, outbox[end].source == key { end += 1 }
+            sources[key]?.post(outbox[start..<end].map(\.event))
+            start = end
         }
+        outbox.removeAll(keepingCapacity: true)
     }
 
     /// `system bus`, `user bus`, `bus at ADDRESS`: for the status and reasons.

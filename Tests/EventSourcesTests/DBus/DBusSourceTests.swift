@@ -208,7 +208,8 @@ import TestSupport
     }
 
     /// Two watches of one bus: one connection; each gets what its match takes, once — a signal
-    /// both take reaches both, once each.
+    /// both take reaches both, once each — and a third's events keep their place among the
+    /// second's (the bus numbers them in the order the signals came).
     @Test func twoWatchesShareOneConnection() async throws {
         let daemon = try DBusPrivateDaemon()
         let emitter = try DBusTestEmitter(address: daemon.address)
@@ -216,14 +217,20 @@ import TestSupport
         let recorder = DBusRecorder()
         let all = DBusWatch(bus: bus, match: Self.test)
         let one = DBusWatch(bus: bus, match: DBusMatch(interface: "org.eventbus.Test", member: "One"))
+        let two = DBusWatch(bus: bus, match: DBusMatch(interface: "org.eventbus.Test", member: "Two"))
         try recorder.follow(all)
         try recorder.follow(one)
+        try recorder.follow(two)
         #expect(try await recorder.waitUntilListening(0) { try emitter.emit(member: "Probe") })
         #expect(try await recorder.waitUntilListening(1, arrived: { $0.dbusSignal?.arguments["arg0"] == "probe" }) {
             try emitter.emit(member: "One") { (writer) throws(SDBusError) in try writer.string("probe") }
         })
+        #expect(try await recorder.waitUntilListening(2, arrived: { $0.dbusSignal?.arguments["arg0"] == "probe" }) {
+            try emitter.emit(member: "Two") { (writer) throws(SDBusError) in try writer.string("probe") }
+        })
         #expect(recorder.driver.openConnections == 1)
-        let skip = (recorder.events(0).count, recorder.events(1).count)
+        try await Task.sleep(for: .milliseconds(200))  // probes still on their way arrive before the counts
+        let skip = (recorder.events(0).count, recorder.events(1).count, recorder.events(2).count)
         for number in 0..<20 {
             try emitter.emit(member: number % 2 == 0 ? "One" : "Two") { (writer) throws(SDBusError) in try writer.int32(Int32(number)) }
         }
@@ -233,6 +240,8 @@ import TestSupport
         let ones = recorder.signals(1).dropFirst(skip.1).compactMap { $0.arguments["arg0"]?.intValue }
         #expect(everything == (0..<20).map(Int64.init))
         #expect(ones == stride(from: 0, to: 20, by: 2).map(Int64.init))
+        let merged = (recorder.events(1).dropFirst(skip.1) + recorder.events(2).dropFirst(skip.2)).sorted { $0.sequence < $1.sequence }
+        #expect(merged.compactMap { $0.dbusSignal?.arguments["arg0"]?.intValue } == (0..<20).map(Int64.init))
         #expect(recorder.state(of: all) == "following bus at \(daemon.address)" && recorder.state(of: one) == recorder.state(of: all))
         recorder.cancel()
         #expect(await eventually { recorder.driver.openConnections == 0 })
