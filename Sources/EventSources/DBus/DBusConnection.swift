@@ -12,8 +12,9 @@ import SystemdBus
 /// The connection runs on a thread of its own, `eventbus.dbus` (one per bus), which owns the
 /// sd-bus connection, the rules, the sender owners and the attached sources' blind times: it
 /// waits in poll(2) on the bus's descriptor and its ``System/WakeUp`` (no timeout while
-/// connected and nothing is pending: an idle connection costs no CPU), dispatches what arrived, and posts on
-/// each attached source's bus, in arrival order. Sources attach and detach from any thread:
+/// connected and nothing is pending: an idle connection costs no CPU), dispatches what
+/// arrived, and posts on each attached source's bus, in arrival order (across sources too).
+/// Sources attach and detach from any thread:
 /// those are commands the thread takes at its next wake-up. ``state`` and ``refusal(of:)`` are
 /// read from any thread.
 ///
@@ -67,6 +68,9 @@ final class DBusConnection: @unchecked Sendable {
     /// Events in posting order, each for one source.
     private var outbox: [(source: ObjectIdentifier, event: Event)] = []
 
+    /// Messages dispatched between two postings of the outbox.
+    private static let batch = 256
+
     private final class Attachment {
         let source: DBusSource
         /// While the source cannot see: since when, and why (its `dbus.gap` when back).
@@ -92,7 +96,8 @@ final class DBusConnection: @unchecked Sendable {
     /// `following system bus`, or `unavailable: why` (any thread).
     var state: String { stateText.withLock { $0 } }
 
-    /// `unavailable: the bus refused …` for a source whose rule the bus refused; nil otherwise (any thread).
+    /// `unavailable: the match rule … was not added: …` for a source whose rule the bus
+    /// refused; nil otherwise (any thread).
     func refusal(of sourceID: String) -> String? { refusals.withLock { $0[sourceID] } }
 
     func attach(_ source: DBusSource) { send(.attach(source)) }
@@ -121,17 +126,26 @@ final class DBusConnection: @unchecked Sendable {
             if stopping { break }
             for command in queue { take(command) }
             if connection == nil, ContinuousClock.now >= nextAttempt { connect() }
+            var more = false
             if let connection {
                 // > 0: a message was dispatched, maybe more are waiting; < 0: the connection failed.
+                // At most a batch before posting: a flood of signals neither holds events back
+                // nor keeps commands waiting.
                 var result: Int32 = 1
-                while result > 0 { result = connection.process() }
+                var dispatched = 0
+                while result > 0 && dispatched < Self.batch {
+                    result = connection.process()
+                    dispatched += 1
+                }
+                more = result > 0
                 if result < 0 || !connection.isOpen {
                     let why = result < 0 ? " (\(String(cString: strerror(-result))))" : ""
                     lose("the connection to the \(Self.name(of: bus)) closed\(why)")
+                    more = false
                 }
             }
             flush()
-            waitForWork()
+            if !more { waitForWork() }
         }
         connection = nil
     }
