@@ -14,7 +14,7 @@ import SystemCalls
 /// Why ``settleTime`` late, and only once every tail has it: an entry is saved only once it has
 /// been on the bus that long and every control-socket tail has been handed it
 /// (`Bus.hasHandedOut(through:)`; a tail that stops reading holds it back at most
-/// `Bus.handOutPatience`), or at a graceful stop. A host that dies — SIGKILL, or the watchdog's
+/// `Bus.handOutPatience`, `control.hand_out_patience`), or at a graceful stop. A host that dies — SIGKILL, or the watchdog's
 /// SIGABRT, which comes with a SIGCONT that lets a frozen host's reader post a last batch while
 /// the crash report is written — takes what it posted in its last moment with it, and what a
 /// tail that fell behind had not been handed yet; those entries are then read again by the next
@@ -97,14 +97,14 @@ final class JournalWatchAcknowledger: @unchecked Sendable {
     }
 
     /// On ``queue``: saves the newest entry posted `settle` ago or more — with `waitForTails`,
-    /// the newest of those every tail has been handed or that waited ``Bus/handOutPatience``
+    /// the newest of those every tail has been handed or that waited `Bus.handOutPatience`
     /// (`Bus.savablePosition`) — and forgets it and older ones. Returns whether a settled entry
     /// still waits for a tail.
     private func writeNewest(settledFor settle: Duration, waitForTails: Bool) -> Bool {
         // Copied out: the check takes the control server's locks, not to be taken under this one.
         let pending = state.withLock { $0.pending }
         let (settled, savable) = Bus.savablePosition(
-            count: pending.count, now: .now, settle: settle, posted: { pending[$0].posted }, sequence: { pending[$0].sequence },
+            count: pending.count, now: .now, settle: settle, patience: bus.handOutPatience, posted: { pending[$0].posted }, sequence: { pending[$0].sequence },
             handedOut: { waitForTails ? bus.hasHandedOut(through: $0) : true })
         let waiting = settled != savable
         guard let index = savable else { return waiting }

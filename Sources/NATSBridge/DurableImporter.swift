@@ -530,7 +530,7 @@ final class DurableImporter: @unchecked Sendable {
     private func recordSettled(all: Bool = false) {
         let now = ContinuousClock.now
         guard all || lastWrite.duration(to: now) >= Self.writeGap else { return }
-        let newest = all ? settling.batches.indices.last : settling.newestRecordable(now: now, handedOut: bus.hasHandedOut(through:))
+        let newest = all ? settling.batches.indices.last : settling.newestRecordable(now: now, patience: bus.handOutPatience, handedOut: bus.hasHandedOut(through:))
         guard let index = newest else { return }
         let target = settling.batches[index].ledger
         guard target != recorded else {

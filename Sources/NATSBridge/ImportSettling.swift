@@ -9,7 +9,8 @@
 /// every tail has been handed it — written to its socket, whose bytes the client can read after
 /// the host is gone (`Bus.hasHandedOut(through:)`, which the host's control socket answers).
 /// A tail that stops reading must not hold every position forever: after
-/// `Bus.handOutPatience` (10 s) a batch is recorded anyway.
+/// `Bus.handOutPatience` (`control.hand_out_patience`, 10 s by default) a batch is recorded
+/// anyway.
 ///
 /// Why the settle time besides the check: module mailboxes are not watched — what a module had
 /// not run at a SIGKILL is gone with the process, imported or not — and a second on the bus is
@@ -42,9 +43,11 @@ struct ImportSettling {
     }
 
     /// The newest batch that may be recorded at `now`, or nil (`Bus.savablePosition`).
-    /// `handedOut(s)` says whether every tail has been handed every event through bus sequence `s`.
-    func newestRecordable(now: ContinuousClock.Instant, handedOut: (UInt64) -> Bool) -> Int? {
-        Bus.savablePosition(count: batches.count, now: now, settle: Self.settleTime, posted: { batches[$0].posted },
+    /// `handedOut(s)` says whether every tail has been handed every event through bus sequence `s`;
+    /// after `patience` (`Bus.handOutPatience`) a batch no longer waits for it.
+    func newestRecordable(now: ContinuousClock.Instant, patience: Duration = Bus.defaultHandOutPatience,
+                          handedOut: (UInt64) -> Bool) -> Int? {
+        Bus.savablePosition(count: batches.count, now: now, settle: Self.settleTime, patience: patience, posted: { batches[$0].posted },
                             sequence: { batches[$0].sequence }, handedOut: handedOut).savable
     }
 

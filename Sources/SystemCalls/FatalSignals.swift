@@ -42,7 +42,14 @@ public enum FatalSignals {
             table[Int(signal)] = old
             var action = sigaction()
             action.__sigaction_handler.sa_sigaction = handle
-            action.sa_flags = SA_SIGINFO | SA_ONSTACK
+            // SA_NODEFER, as the runtime's own handler has: the signal must not be blocked
+            // while the runtime's handler runs. Its memory server (the thread that reads this
+            // process's memory for swift-backtrace) inherits the mask and catches its own
+            // faults with a SIGSEGV handler; with SIGSEGV blocked, its first read of a bad
+            // address killed the process in the middle of the report (it stopped at
+            // "Registers:"), and swift-backtrace — holding both ends of the memory server's
+            // socket, and every descriptor it inherited — waited on it for ever.
+            action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER
             sigemptyset(&action.sa_mask)
             sigaction(signal, &action, nil)
         }

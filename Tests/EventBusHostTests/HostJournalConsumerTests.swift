@@ -75,6 +75,12 @@ import Testing
     /// The watch's position waits for the control socket's tails: a tail that has fallen behind
     /// when the host is SIGKILLed gets, from the next host, what the killed one still held for
     /// it. 2 000 entries of 1 KiB, so that most of them wait in the host, not in the socket.
+    ///
+    /// `hand_out_patience: 10m`: the tail holds the position back for longer than any run of the
+    /// test takes. With the default 10 s, a run whose kill came more than 10 s after the posts (a
+    /// whole suite on a loaded machine starves the test's tasks) had the position move on past
+    /// what the tail was never handed, as the patience allows, and the next host had nothing to
+    /// read again: "missing 1849 of 2000 … 0 read again from the next".
     @Test func aTailThatFellBehindGetsFromTheNextHostWhatASIGKILLTook() async throws {
         let directory = try TemporaryDirectory()
         let journals = directory.path + "/journals"
@@ -82,7 +88,7 @@ import Testing
         let socket = directory.path + "/control.sock"
         let config = """
             state_directory: \(directory.path)/state
-            control: {socket: \(socket), \(BridgedHost.wholeLifeControl)}
+            control: {socket: \(socket), \(BridgedHost.wholeLifeControl), hand_out_patience: 10m}
             sources:
               journal:
                 - {name: app, directory: \(journals), identifier: app, consumer: app}
@@ -98,11 +104,13 @@ import Testing
         let total = 2_000
         let pad = String(repeating: "x", count: 1024)
         try await writer.write((1...total).map { "\($0) \(pad)" })
+        let written = ContinuousClock.now
         func numbers(_ tail: TailCollector) -> [Int] {
             tail.named("journal.entry").compactMap { $0["fields"]?["message"]?.stringValue?.split(separator: " ").first.flatMap { Int($0) } }
         }
         #expect(await eventually { numbers(reading).count == total + 1 })
         try await Task.sleep(for: .milliseconds(1000))  // past the settle time: only the lagging tail holds the position back
+        let killedAfter = ContinuousClock.now - written
         daemon.signal(SIGKILL)
         _ = await daemon.exitStatus()
         behind.startReading()  // what the socket held reaches it; then the stream ends
@@ -111,8 +119,8 @@ import Testing
         let next = try TailCollector(socket, ["journal.entry"])
         let expected = Set(0...total)
         #expect(await eventually { expected.isSubset(of: Set(numbers(behind) + numbers(next))) },
-                "missing \(expected.subtracting(numbers(behind) + numbers(next)).count) of \(total); the lagging tail read \(numbers(behind).count) from the killed host")
-        print("journal tail behind at SIGKILL: \(numbers(behind).count) of \(total) read from the killed host's socket, \(numbers(next).count) read again from the next")
+                "missing \(expected.subtracting(numbers(behind) + numbers(next)).count) of \(total); the lagging tail read \(numbers(behind).count) from the killed host, killed \(killedAfter) after the entries were written; the next host \(daemon.output.split(separator: "\n").filter { $0.contains("watch app: following") })")
+        print("journal tail behind at SIGKILL (\(killedAfter) after the entries were written): \(numbers(behind).count) of \(total) read from the killed host's socket, \(numbers(next).count) read again from the next")
     }
 
     /// A watch with no journal to read says so in `eventbus status`, not only in a

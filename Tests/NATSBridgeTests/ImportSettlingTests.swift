@@ -49,6 +49,14 @@ import Testing
         #expect(settling.newestRecordable(now: start + .milliseconds(15_100), handedOut: { $0 <= 300 }) == 2)
     }
 
+    /// The limit is the host's `control.hand_out_patience`.
+    @Test func theLimitIsTheOneGiven() {
+        let settling = settling(postedAt: [0, 5])
+        #expect(settling.newestRecordable(now: start + .seconds(30), patience: .seconds(60), handedOut: { _ in false }) == nil)
+        #expect(settling.newestRecordable(now: start + .milliseconds(60_100), patience: .seconds(60), handedOut: { _ in false }) == 0)
+        #expect(settling.newestRecordable(now: start + .milliseconds(1_100), patience: .zero, handedOut: { _ in false }) == 0)
+    }
+
     @Test func aBatchBeforeAnyPostIsNotAskedAbout() {
         var settling = ImportSettling()
         settling.append(.init(ledger: ImportLedger(), posted: start, total: 0, sequence: 0))

@@ -168,15 +168,21 @@ extension Production {
         }
 
         /// 5. Crash reports: swift-backtrace is found, and a worker killed by SIGSEGV is
-        /// reported (module.crashed within 1 s) and restarted.
+        /// reported (module.crashed within 1 s) and restarted. Its report is in the unit's
+        /// journal with names: it says who sent the signal ("*** Signal 11 was sent by process
+        /// PID (uid 0)", FatalSignals), and its backtrace names the worker's functions, not
+        /// `<unknown>` (the package keeps the symbol tables).
         @Test(.timeLimit(.minutes(8)))
         func crashedWorkerIsReportedAndRestarted() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd", in: container)
                 let worker = try await succeed("pgrep -f '^[^ ]*eventbus-module-worker --module hello '", in: container)
                     .output.trimmingCharacters(in: .whitespacesAndNewlines)
-                let killed = try await succeed("date +%s.%N; kill -SEGV \(worker)", in: container)
-                let killedAt = Double(killed.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                // `kill` is the shell's own command: the signal's sender is the shell, $$.
+                let killed = try await succeed("date +%s.%N; echo $$; kill -SEGV \(worker)", in: container)
+                let said = killed.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+                let killedAt = said.first.flatMap(Double.init) ?? 0
+                let sender = said.dropFirst().first ?? "?"
                 var crashed: [String: Any]?
                 _ = try await poll(seconds: 10) {
                     crashed = try await replay("module.>", in: container).first { $0["name"] as? String == "module.crashed" }
@@ -193,6 +199,39 @@ extension Production {
                 await check(restarted, "hello's worker restarted (was \(worker), now '\(now)')", in: container)
                 let journal = try await container.sh("journalctl -u eventbusd -o cat").output
                 await check(!journal.contains("unable to locate swift-backtrace"), "swift-backtrace is installed where the runtime looks", in: container)
+
+                // The report, whole by the time the worker has been restarted (it is written
+                // before the worker ends); polled all the same, journald may lag.
+                var report: [Substring] = []
+                _ = try await poll(seconds: 30) {
+                    let journal = try await container.sh("journalctl -u eventbusd -o cat").output
+                    report = journal.split(separator: "\n", omittingEmptySubsequences: false)
+                        .drop { !$0.contains("*** Signal 11 was sent by process") }
+                        .prefix { !$0.hasPrefix("Backtrace took") }
+                    return report.contains { $0.contains(" in eventbus-module-worker") } && report.contains { $0.hasPrefix("Images (") }
+                }
+                let sentLine = report.first.map(String.init) ?? ""
+                await check(sentLine.hasPrefix("*** Signal 11 was sent by process \(sender) (uid 0)"),
+                            "the report says who sent the signal (the shell, pid \(sender)): '\(sentLine)'", in: container)
+                // A frame line: `  N [ra] 0xADDRESS FUNCTION + OFFSET in IMAGE`.
+                let frames = report.filter { $0.range(of: #"^ *[0-9]+ .*0x[0-9a-f]+ "#, options: .regularExpression) != nil }
+                let named = frames.filter { $0.contains(" in eventbus-module-worker") && !$0.contains("<unknown>") }
+                let known = named.first { $0.contains("WorkerRuntime.run()") }
+                print("crash report of hello's worker (module.crashed \(postedAt - killedAt) s after the kill): \(sentLine)\n\(known.map(String.init) ?? named.first.map(String.init) ?? "no named frame")")
+                await check(known != nil, "a backtrace line names WorkerRuntime.run() in eventbus-module-worker; the frames:\n\(frames.joined(separator: "\n"))",
+                            in: container)
+                await check(!frames.contains { $0.contains("<unknown> in eventbus-module-worker") },
+                            "no frame of the worker is <unknown>:\n\(frames.joined(separator: "\n"))", in: container)
+                // The whole report (it used to stop at "Registers:", the worker killed under its
+                // backtracer), and no swift-backtrace left waiting on the dead worker.
+                await check(report.contains { $0.hasPrefix("Images (") }, "the report goes on past the registers:\n\(report.joined(separator: "\n"))",
+                            in: container)
+                var backtracers = ""
+                let gone = try await poll(seconds: 20) {
+                    backtracers = try await container.sh("pgrep -a swift-backtrace").output
+                    return backtracers.isEmpty
+                }
+                await check(gone, "no swift-backtrace left: \(backtracers)", in: container)
             }
         }
 

@@ -194,10 +194,12 @@ struct BridgeDurableTests {
     /// position is not recorded yet either (the write takes an fsync), so the next life posts
     /// them again. Recording before posting loses tens to hundreds of events per run here.
     /// alpha and beta started, beta importing, its whole life readable by a test's tails.
-    private func alphaExportingToBeta(_ server: NATSServer, in directory: TemporaryDirectory) async throws -> (BridgedHost, BridgedHost) {
+    /// `control`: more keys of beta's `control` section.
+    private func alphaExportingToBeta(_ server: NATSServer, in directory: TemporaryDirectory,
+                                      control: String? = nil) async throws -> (BridgedHost, BridgedHost) {
         let a = try BridgedHost("alpha", server: server, in: directory, bridge: Self.settings)
         let b = try BridgedHost("beta", server: server, in: directory, bridge: Self.settings,
-                                control: BridgedHost.wholeLifeControl)
+                                control: BridgedHost.wholeLifeControl + (control.map { ", " + $0 } ?? ""))
         try await b.start()
         try await a.start()
         #expect(await eventually { b.daemon?.output.contains("importing from stream TESTBUS") == true })
@@ -210,7 +212,9 @@ struct BridgeDurableTests {
     @Test func aTailThatFellBehindLosesNothingToASIGKILL() async throws {
         let directory = try TemporaryDirectory("bridge-durable")
         let server = try NATSServer(storage: directory.path)
-        let (a, b) = try await alphaExportingToBeta(server, in: directory)
+        // The tail that stops reading holds the position back for longer than any test takes:
+        // with the default 10 s, a loaded machine's slow posts and import let it move on.
+        let (a, b) = try await alphaExportingToBeta(server, in: directory, control: "hand_out_patience: 10m")
         let behind = try TailCollector(b.socket, ["load.>"], reading: false)
         let total = 3_000
         for first in stride(from: 1, through: total, by: 100) { try post(a.socket, "load.big", first...(first + 99), pad: 1024) }

@@ -373,6 +373,9 @@ import Testing
         #expect(error("control:\n  client_buffer: 0\n") == "e.yaml:2: control.client_buffer: must be at least 1, found 0")
         #expect(error("control:\n  watch_entries: 0\n") == "e.yaml:2: control.watch_entries: must be at least 1, found 0")
         #expect(try HostConfig.parse("control:\n  watch_entries: 500\n", file: "e.yaml", directory: "/").control.watchEntries == 500)
+        #expect(try HostConfig.parse("", file: "e.yaml", directory: "/").control.handOutPatience == .seconds(10))
+        #expect(try HostConfig.parse("control:\n  hand_out_patience: 10m\n", file: "e.yaml", directory: "/").control.handOutPatience == .seconds(600))
+        #expect(error("control:\n  hand_out_patience: soon\n").hasPrefix("e.yaml:2: control.hand_out_patience: expected a duration"))
         #expect(error("control:\n  socket: /\(String(repeating: "x", count: 120))\n").contains("a socket path has at most 107 bytes"))
     }
 }

@@ -117,19 +117,6 @@ import TestSupport
         #expect(fast.values == generic.values)
     }
 
-    @Test func requestingNoneThroughAPipelineTrapsAsCombinesOperatorsDo() throws {
-        let fixture = try #require(BuiltExecutable.path(named: "operator-trap-fixture"),
-                                   "build with swift build --build-tests first")
-        let trapped = try runFixture(fixture, "pipeline-request-none")
-        #expect(trapped.output.contains("subscribed"))
-        #expect(!trapped.output.contains("returned"))
-        #expect(trapped.output.contains("requested .none"), "\(trapped.output)")
-        #expect(trapped.reason == .uncaughtSignal)
-        let control = try runFixture(fixture, "pipeline-request-one")
-        #expect(control.reason == .exit && control.status == 0, "\(control.output)")
-        #expect(control.output.contains("value 7"))
-    }
-
     @Test func cancelStopsTheStagesAndFinishCompletesAfterTheBuffer() throws {
         let bus = Bus()
         let calls = Collected(0)

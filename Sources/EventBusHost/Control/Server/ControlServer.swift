@@ -163,6 +163,7 @@ final class ControlServer: @unchecked Sendable {
         let postedBefore = bus.statistics.posted
         fanOut = bus.publisher(for: EventPattern.all).sink { [unowned self] event in self.deliver(event) }
         bus.setHandOutCheck { [unowned self] sequence in handedToEveryTail(through: sequence) }
+        bus.setHandOutPatience(settings.handOutPatience)
         lock.withLock { fannedOut = max(fannedOut, postedBefore) }
         loop.start()
         let limit = System.openFileLimit()
@@ -203,8 +204,9 @@ final class ControlServer: @unchecked Sendable {
         if let boundPath { System.StreamSocket.unlink(boundPath) }
     }
 
-    /// A reloaded config's control section: groups, client buffer and replay size apply at once
-    /// (to requests and subscriptions from now on); a new socket path needs a restart.
+    /// A reloaded config's control section: groups, client buffer, replay size and hand-out
+    /// patience apply at once (to requests, subscriptions and positions from now on); a new
+    /// socket path needs a restart.
     func apply(_ new: ControlSettings) {
         let old = lock.withLock { () -> ControlSettings in
             let old = settings
@@ -215,6 +217,7 @@ final class ControlServer: @unchecked Sendable {
             }
             return old
         }
+        bus.setHandOutPatience(new.handOutPatience)
         guard old != new else { return }
         if new.socketPath != old.socketPath {
             logger.notice("control.socket changed from \(old.socketPath) to \(new.socketPath); the socket moves when eventbusd restarts")

@@ -63,8 +63,14 @@ public struct ControlSettings: Sendable, Equatable {
     /// Groups whose members may follow the journal with `tail --journal` (`journal_groups`);
     /// root always may. Empty: every tail-group member may.
     public var journalGroups: [String] = ControlSettings.defaultJournalGroups
+    /// The longest a tail that has not been handed an event holds back the saved positions past
+    /// it — a journal watch consumer's, a durable import's (`hand_out_patience`; see
+    /// `Bus.handOutPatience`).
+    public var handOutPatience = ControlSettings.defaultHandOutPatience
 
     public static let defaultJournalGroups = ["systemd-journal", "adm"]
+    /// 10 s (`Bus.defaultHandOutPatience`).
+    public static let defaultHandOutPatience = Duration.seconds(10)
     public static let defaultClientBuffer = 10_000
     public static let defaultReplayEvents = 10_000
     /// 64 MiB: 10 000 ordinary events (a few hundred bytes to a few KiB each) fit, so for them the
@@ -102,7 +108,8 @@ public struct ControlSettings: Sendable, Equatable {
 extension HostConfig {
     static let controlKeys = ["socket", "tail_group", "post_group", "client_buffer", "client_buffer_bytes",
                               "replay_events", "replay_bytes",
-                              "max_clients", "max_clients_per_user", "reserved_files", "files_access", "watch_entries", "journal_groups"]
+                              "max_clients", "max_clients_per_user", "reserved_files", "files_access", "watch_entries", "journal_groups",
+                              "hand_out_patience"]
 
     /// Reads the `control:` section. Groups are looked up now, so a misspelt group is an error
     /// with its line, not a refusal later.
@@ -136,6 +143,10 @@ extension HostConfig {
             case "watch_entries": settings.watchEntries = try value.int(atLeast: 1)
             case "journal_groups":
                 settings.journalGroups = try value.sequence().map { item throws(ConfigError) in try item.string() }
+            case "hand_out_patience":
+                let patience = try value.duration()
+                guard patience >= .zero else { throw value.error("must not be negative") }
+                settings.handOutPatience = patience
             default: preconditionFailure("key \(key) allowed but not handled")
             }
         }

@@ -20,6 +20,8 @@ final class BusCore: @unchecked Sendable {
     ])
     /// See ``Bus/hasHandedOut(through:)``.
     let handOutCheck = Locked<(@Sendable (UInt64) -> Bool)?>(nil)
+    /// See ``Bus/handOutPatience``.
+    let handOutPatience = Locked<Duration>(Bus.defaultHandOutPatience)
     /// Set in a module worker process: subscriptions, posts and acknowledgements go to the host
     /// (see ``BusRemote``), and shared sources run there, not here.
     let remote: (any BusRemote)?

@@ -199,6 +199,23 @@ class SubscriptionCore: @unchecked Sendable {
     /// What `receive(_:)` returns when a pipeline stage dropped the event (it reached nobody).
     static let skipped = -1
 
+    /// `demand`, as the count ``BusCore/request(_:_:)`` adds (`Int.max`: unlimited), for every
+    /// subscriber that asks a bus subscription — directly, through a pipeline's stages or through
+    /// an OpenCombine operator that hands the bus subscription on (`Filter`, `Map`, `CompactMap`).
+    ///
+    /// `.none` traps: asking for nothing is a subscriber's bug, and Combine treats it as one —
+    /// its subjects and its operators with a subscription of their own fail the precondition
+    /// "demand must not be zero" (OpenCombine's `PassthroughSubject`, `RemoveDuplicates`,
+    /// `CollectByCount`, … too). Trapping here, on the caller's thread, makes every path to a bus
+    /// publisher say so the same way, where ignoring it would leave the subscriber waiting for
+    /// events it never asked for on some paths and trap on others.
+    static func requested(_ demand: Subscribers.Demand, by subscriber: Any.Type) -> Int {
+        if demand == .none {
+            fatalError("\(subscriber) requested .none from a bus publisher: demand must be greater than zero")
+        }
+        return demand.max ?? Int.max
+    }
+
     // MARK: Implemented by the generic subclass
 
     /// Hands `event` to the subscriber; returns the demand it added (`Int.max`: unlimited) or
@@ -237,7 +254,7 @@ where Downstream.Input == Event, Downstream.Failure == Never {
     }
 
     func request(_ demand: Subscribers.Demand) {
-        core.request(self, demand.max ?? Int.max)
+        core.request(self, SubscriptionCore.requested(demand, by: Downstream.self))
     }
 
     func cancel() {

@@ -20,7 +20,8 @@
 ///   passes. That is Combine's rule (OpenCombine's `RemoveDuplicates` keeps the last input), so
 ///   a chain gives the same values whether it runs here or after `eraseToAnyPublisher()`; it
 ///   differs from "the last that passed" only for a predicate that is not transitive.
-/// - `request(.none)` traps, as Combine's operators do: demand must be greater than zero.
+/// - `request(.none)` traps, as it does on the bus publisher itself and through the same chain of
+///   OpenCombine's operators: demand must be greater than zero.
 /// - Cancellation and completion are the bus subscription's: `cancel()` stops the stages with
 ///   the subscriber; the bus finishing completes after what is buffered.
 /// Chaining more of these four keeps the fast path; any other operator takes the result as an
@@ -177,11 +178,7 @@ where Downstream.Failure == Never {
     }
 
     func request(_ demand: Subscribers.Demand) {
-        if demand == .none {
-            // Combine's operators (OpenCombine's `Filter`, `Map`, … too) hold this precondition.
-            fatalError("\(Downstream.self) requested .none from a bus filter/map/compactMap/removeDuplicates: demand must be greater than zero")
-        }
-        core.request(self, demand.max ?? Int.max)
+        core.request(self, SubscriptionCore.requested(demand, by: Downstream.self))
     }
 
     func cancel() {
