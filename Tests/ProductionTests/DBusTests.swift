@@ -69,7 +69,8 @@ extension Production {
                         _ = try await container.sh("busctl emit /org/eventbus/probe org.eventbus.Probe After")
                         return false
                     }
-                    let seen = try await events(log, in: container).filter { $0.member != "Probe" }
+                    // The probe watch's own events (the config tail has the presets' gaps too).
+                    let seen = try await events(log, in: container).filter { $0.source == Self.probeSource && $0.member != "Probe" }
                     let before = seen.firstIndex { $0.member == "Before" }
                     let gap = seen.firstIndex { $0.name == "dbus.gap" }
                     let after = seen.firstIndex { $0.member == "After" }
@@ -140,8 +141,12 @@ extension Production {
             }
         }
 
+        /// The source id of the probe watch, which the config and `tail --dbus` share.
+        private static let probeSource = "dbus:bus=system match=interface=org.eventbus.Probe"
+
         private struct Seen {
             var name: String
+            var source: String
             var fields: [String: Any]
             var line: String
             var member: String? { name == "dbus.signal" ? fields["member"] as? String : nil }
@@ -153,7 +158,8 @@ extension Production {
                 guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                       object["type"] as? String == "event", let event = object["event"] as? [String: Any] ?? Optional(object),
                       let name = event["name"] as? String else { return nil }
-                return Seen(name: name, fields: event["fields"] as? [String: Any] ?? [:], line: String(line))
+                return Seen(name: name, source: event["source"] as? String ?? "", fields: event["fields"] as? [String: Any] ?? [:],
+                            line: String(line))
             }
         }
     }
