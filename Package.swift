@@ -71,7 +71,7 @@ let package = Package(
             name: "eventbus-bench",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "EventSources",
                            "EventBusHost", "ControlProtocol", "ModuleIsolation", "NATSBridge", "EventFieldCoding", "CNATS",
-                           "EventBusMetrics", "SystemCalls", "WebhookOutbox",
+                           "EventBusMetrics", "SystemCalls", "WebhookOutbox", "SystemdBus",
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -144,7 +144,8 @@ let package = Package(
             name: "EventBusMetrics",
             dependencies: [.product(name: "Prometheus", package: "swift-prometheus"), "CEpoll", "SystemCalls"]
         ),
-        // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify).
+        // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify), devices
+        // (sd-device), units and D-Bus signals (sd-bus).
         .target(
             name: "EventSources",
             dependencies: [.product(name: "EventBusKit", package: "EventBusKit"), "CSystemd", "SystemCalls", "SystemdBus", "ConfigText"],

@@ -26,6 +26,8 @@ import Foundation
 //   units PID                       systemd unit events from a container's systemd (PID as seen
 //                                   here): start latency vs busctl monitor, a 200-restart burst,
 //                                   idle CPU with 500 units
+//   dbus [signals]                  signal → subscriber latency of the D-Bus source vs busctl
+//                                   monitor on a private dbus-daemon; idle CPU of a running source
 //   wide [fields…]                  CPU per event against its field count (1 … 60 000): the
 //                                   control socket's JSON and human formats, NATS encode/decode
 //   soak [seconds] [posts/s]        the example config under steady load (10 000 posts/s, two
@@ -123,9 +125,11 @@ case "units":
         exit(2)
     }
     UnitsBenchmark.run(containerPID: pid)
+case "dbus":
+    DBusBenchmark.run(signals: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000)
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, soak, devices, rules, metrics, post-cost, mailbox, timer-jitter, footprint, files, storm, hog, files-reader, files-scale, tail, files-storm, journal, isolation, exec, bridge, wide, webhook, units")
+    print("unknown benchmark \(arguments[0]); available: dispatch, soak, devices, rules, metrics, post-cost, mailbox, timer-jitter, footprint, files, storm, hog, files-reader, files-scale, tail, files-storm, journal, isolation, exec, bridge, wide, webhook, units, dbus")
     exit(2)
 }

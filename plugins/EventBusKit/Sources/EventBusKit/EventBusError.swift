@@ -10,6 +10,7 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
             case invalidJournalWatch, acknowledgementFailed
             case invalidDeviceWatch
             case invalidUnitWatch
+            case invalidDBusWatch
         }
         fileprivate let base: Base
 
@@ -50,6 +51,10 @@ public struct EventBusError: Error, Hashable, Sendable, CustomStringConvertible 
         /// A device watch's options are malformed (a name, a devtype without a subsystem, a tag
         /// on the kernel layer).
         public static let invalidDeviceWatch = Code(base: .invalidDeviceWatch)
+
+        /// A D-Bus watch's options are malformed (an unknown match key, a name D-Bus would refuse,
+        /// a bus address that is not one, a preset's match changed).
+        public static let invalidDBusWatch = Code(base: .invalidDBusWatch)
 
         public var description: String { base.rawValue }
     }
