@@ -9,6 +9,7 @@ public enum SourceKinds {
         JournalKind.self,
         DevicesKind.self,
         UnitsKind.self,
+        DBusKind.self,
     ]
 
     /// The names of the kinds the SDK itself implements, which need no driver from the host.

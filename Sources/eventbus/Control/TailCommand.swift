@@ -10,7 +10,7 @@ struct TailCommand: ParsableCommand {
         abstract: "Follow the events of the running eventbusd.",
         discussion: """
             Patterns use NATS syntax: `*` is one token, `>` the rest (`user.>`, `fs.*`, `>`). \
-            Without patterns (and without --files/--journal/--devices/--units) every event is shown. FIELD=VALUE \
+            Without patterns (and without --files/--journal/--devices/--units/--dbus) every event is shown. FIELD=VALUE \
             arguments match fields as journalctl does: values of one field are alternatives, \
             different fields must all match, and both go with the patterns (the host filters); \
             a VALUE with `*` or `?` is a glob (`path=/etc/*.conf`; `\\*` is a star). A tail \
@@ -77,6 +77,9 @@ struct TailCommand: ParsableCommand {
 
     @Option(name: .customLong("units"), help: ArgumentHelp("Also show state changes and jobs of the systemd units matching PATTERN (a glob such as 'nginx.service' or '*.timer'): their current state first, then each transition (the host opens a shared units source).", valueName: "pattern"))
     var units: [String] = []
+
+    @Option(name: .customLong("dbus"), help: ArgumentHelp("Also show the D-Bus signals MATCH takes, as dbus.signal events: sender=, path=, path_namespace=, interface=, member=, arg0=… (e.g. 'interface=org.freedesktop.login1.Manager,member=PrepareForSleep'), on the system bus unless bus=user or bus=ADDRESS; or preset=sleep|sessions|session-lock|network for named events (repeatable; the host opens a shared D-Bus source).", valueName: "match"))
+    var dbus: [String] = []
 
     @Option(name: .customLong("host"), help: ArgumentHelp("Only events that came from HOST through the NATS bridge (repeatable); 'local' for this host's own.", valueName: "host"))
     var hosts: [String] = []
@@ -213,6 +216,7 @@ struct TailCommand: ParsableCommand {
         request.journal = journal
         request.devices = subsystems.isEmpty ? (devices ? ["*"] : []) : subsystems
         request.units = units
+        if !dbus.isEmpty { request.sources["dbus"] = dbus }
         request.hosts = hosts
         return request
     }

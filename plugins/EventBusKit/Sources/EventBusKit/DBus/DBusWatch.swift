@@ -114,3 +114,36 @@ extension Bus {
         return try publisher(for: watch.eventPatterns, from: watch)
     }
 }
+
+extension DBusWatch {
+    /// A watch from one line, as `eventbus tail --dbus` and a rule's `from: {dbus: …}` write it:
+    /// the match's keys (`interface=a.b,member=C,arg0=x`, values bare or quoted as in a match
+    /// rule), plus `bus=` (`system`, the default; `user`; an address) and `preset=` (instead of
+    /// match keys). Throws ``EventBusError/Code/invalidDBusWatch`` saying what is wrong.
+    public init(parsing text: String) throws {
+        var bus: DBusBus?
+        var preset: DBusPreset?
+        var matchPairs: [(key: String, value: String)] = []
+        for pair in try DBusMatchRuleSyntax.pairs(of: text) {
+            switch pair.key {
+            case "bus":
+                guard bus == nil else { throw EventBusError(.invalidDBusWatch, "bus is given twice") }
+                bus = try DBusBus(parsing: pair.value)
+            case "preset":
+                guard preset == nil else { throw EventBusError(.invalidDBusWatch, "preset is given twice") }
+                preset = try DBusPreset(named: pair.value)
+            default:
+                matchPairs.append(pair)
+            }
+        }
+        if let preset {
+            guard matchPairs.isEmpty else {
+                throw EventBusError(.invalidDBusWatch, "preset=\(preset.rawValue) brings its own match (\(preset.match.text)); give no match keys with it")
+            }
+            self.init(preset: preset, bus: bus)
+        } else {
+            self.init(bus: bus ?? .system, match: try DBusMatch(pairs: matchPairs))
+        }
+        try validate()
+    }
+}
