@@ -99,7 +99,8 @@ extension Production {
                     systemctl is-active systemd-logind >/dev/null || systemctl start systemd-logind
                     useradd --create-home ebsession
                     systemd-run -q --unit=eb-session -p PAMName=login -p User=ebsession sleep 600
-                    for i in $(seq 100); do id=$(loginctl show-user ebsession -p Sessions --value 2>/dev/null); [ -n "$id" ] && break; sleep 0.1; done
+                    # logind knows the user only once pam_systemd has registered the session.
+                    for i in $(seq 100); do id=$(loginctl show-user ebsession -p Sessions --value 2>/dev/null || true); [ -n "$id" ] && break; sleep 0.1; done
                     echo "$id"
                     """, in: container).output.trimmingCharacters(in: .whitespacesAndNewlines)
                 try await succeed("""
