@@ -13,7 +13,7 @@ import TestSupport
 /// two dispatches.
 final class SnapshotSource: GreetsJoiningSubscribers, @unchecked Sendable {
     let id: String
-    private let waiting = Mutex<[SubscriberGreeting]>([])
+    private let waiting = Collected<[SubscriberGreeting]>([])
     private let stopping = Atomic<Bool>(false)
     private let exited = DispatchSemaphore(value: 0)
 
@@ -29,7 +29,7 @@ final class SnapshotSource: GreetsJoiningSubscribers, @unchecked Sendable {
     }
 
     func subscriberJoined(_ greeting: SubscriberGreeting) {
-        waiting.withLock { $0.append(greeting) }
+        waiting.update { $0.append(greeting) }
     }
 
     private func snapshot(covering changes: Int) -> [Event] {
@@ -43,7 +43,7 @@ final class SnapshotSource: GreetsJoiningSubscribers, @unchecked Sendable {
         bus.post(contentsOf: snapshot(covering: 0))
         var changes = 0
         while !stopping.load(ordering: .acquiring) {
-            let joined = waiting.withLock { waiting in
+            let joined = waiting.update { waiting in
                 defer { waiting.removeAll() }
                 return waiting
             }
