@@ -13,6 +13,8 @@ public struct StatsReport: Equatable, Sendable {
     public var process: Process?
     public var modules: [Module]
     public var tailing: [TailingClient]
+    /// Set while the host shuts down (`state` `stopping`): what it still has to do.
+    public var stopping: StoppingReport?
 
     public struct Process: Sendable, Equatable {
         public var residentBytes: Int64
@@ -156,6 +158,8 @@ public struct StatsReport: Equatable, Sendable {
             answer["process"] = ["resident_bytes": .int(process.residentBytes), "open_files": .int(process.openFiles),
                                  "threads": .int(process.threads)]
         }
+        answer["state"] = StoppingReport.state(stopping)
+        if let stopping { answer["stopping"] = stopping.json }
         return .object(answer)
     }
 
@@ -184,5 +188,6 @@ public struct StatsReport: Equatable, Sendable {
                           delivered: number(client["delivered"]), dropped: number(client["dropped"]),
                           queued: number(client["queued"]), queuedBytes: number(client["queued_bytes"]))
         }
+        stopping = StoppingReport(members)
     }
 }

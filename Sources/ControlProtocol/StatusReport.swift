@@ -14,6 +14,8 @@ public struct StatusReport: Equatable, Sendable {
     public var control: Control
     /// The NATS bridge's state and counts, when one runs (its members are the bridge's own).
     public var bridge: JSON?
+    /// Set while the host shuts down (`state` `stopping`): what it still has to do.
+    public var stopping: StoppingReport?
 
     public struct Source: Equatable, Sendable {
         public var id: String
@@ -106,6 +108,8 @@ public struct StatusReport: Equatable, Sendable {
         ]
         if let bridge { answer["bridge"] = bridge }
         if let life { answer["life"] = .string(life) }
+        answer["state"] = StoppingReport.state(stopping)
+        if let stopping { answer["stopping"] = stopping.json }
         return .object(answer)
     }
 
@@ -132,6 +136,7 @@ public struct StatusReport: Equatable, Sendable {
                            oldestSequence: number(replay?["oldest_seq"]), newestSequence: number(replay?["newest_seq"])),
             refusedForLimit: number(control?["refused"]?["limit"]), refusedForDescriptors: number(control?["refused"]?["descriptors"]))
         bridge = members["bridge"]
+        stopping = StoppingReport(members)
     }
 }
 

@@ -258,19 +258,27 @@ public final class BusHost: @unchecked Sendable {
     /// counted as lost. So posts are refused (`shutting_down`) first — nothing is acknowledged
     /// after that — and the bus is given time to hand the acknowledged ones to the modules'
     /// mailboxes and the tails' feeds before anything is drained or closed.
+    ///
+    /// Control clients are answered throughout: `status` and `stats` say the host is stopping
+    /// and what it still drains (``ShutdownProgress``); what the next host should serve —
+    /// `subscribe`, `post`, `listing`, `reload` — is refused with `shutting_down`, which the CLI
+    /// takes as a host restarting and asks again. The socket is closed only at the end, so with
+    /// socket activation the clients that connect after that wait for the next eventbusd.
     public func shutdown(progress: @escaping @Sendable (HostProgress) -> Void = { _ in }) async -> ShutdownReport {
         await onControlQueue { [self] in
             guard !isShutDown else { return ShutdownReport(undrained: [], notDeactivated: []) }
             isShutDown = true
             let budget = config?.shutdownTimeout ?? HostConfig.defaultShutdownTimeout
             progress(.shuttingDown(budget: budget))
-            let deadline = ContinuousClock.now + budget
+            let shutdown = ShutdownProgress(budget: budget)
+            let deadline = shutdown.deadline
             logger.info("shutting down (budget \(budget))")
             if let controlServer {
-                controlServer.stopAccepting()
                 let acknowledged = controlServer.refusePosts()
+                controlServer.beginStopping(shutdown)
                 controlServer.waitForDelivery(upTo: acknowledged, until: deadline)
             }
+            shutdown.advance(to: .stoppingRules)
             // After the acknowledged posts reached the bus's subscribers (the bridge's export
             // among them), before the rest stops: queued exports get their moment to leave.
             bridge.stop()
@@ -282,7 +290,9 @@ public final class BusHost: @unchecked Sendable {
             if !unfinishedRules.isEmpty {
                 logger.warning("rules whose runs had not ended at the shutdown deadline: \(unfinishedRules.joined(separator: ", "))")
             }
+            shutdown.advance(to: .drainingModules)
             let stopped = modules.drainAndDeactivateAll(until: deadline)
+            shutdown.advance(to: .endingStreams)
             // Control clients last, so a tail sees what modules posted while stopping. They get a
             // moment to read their last lines even when the modules used up the budget.
             controlServer?.stop(within: min(.seconds(2), max(.milliseconds(500), deadline - .now)))

@@ -134,16 +134,17 @@ final class RuleEngine: @unchecked Sendable {
     }
 
     /// Stops every rule and its runs (SIGTERM, then SIGKILL, or `StopUnit`), waiting for them
-    /// until `deadline`. Returns the names of rules whose runs had not ended by then.
+    /// until `deadline`. Returns the names of rules whose runs had not ended by then. The rules
+    /// stay in ``statistics`` until then, so a `status` asked meanwhile counts the runs still ending.
     func stop(until deadline: ContinuousClock.Instant) -> [String] {
         let stopping = runners.values.map { ($0.config.name, $0.stopRuns()) }
         runners = [:]
-        published.withLock { $0 = [] }
         var unfinished: [String] = []
         for (name, tasks) in stopping where !tasks.isEmpty {
             let ended = Self.wait(until: .now() + DispatchTimeInterval(deadline - .now)) { for task in tasks { await task.value } }
             if !ended { unfinished.append(name) }
         }
+        published.withLock { $0 = [] }
         // What is not delivered by then stays on disk for the next life.
         if let webhooks {
             let budget = max(.milliseconds(100), deadline - .now)

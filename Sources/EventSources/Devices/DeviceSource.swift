@@ -15,7 +15,8 @@ import SystemCalls
 ///   attached to, the listings (`sd_device_enumerator`) and the ``DeviceTracker``. It posts every
 ///   event itself, so subscribers without a mailbox are called on it (or on the thread running
 ///   the bus's delivery loop at the time); modules get their events on their mailbox.
-/// - A subscriber who joins a running source is told what exists by the thread, to it alone.
+/// - A subscriber who joins is told what exists by the thread, to it alone; the first listing
+///   goes to the subscriber that started the source.
 /// - `stop` and `subscriberJoined` reach the thread through an pipe its loop watches.
 ///
 /// ## Which messages
@@ -80,8 +81,8 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
             guard case .idle = phase else { return }
             guard wakePipe.read >= 0 else {
                 phase = .stopped
-                bus.post(DeviceNotice(kind: .error, message: "cannot make a pipe: \(String(cString: strerror(errno)))")
-                    .event(source: id))
+                announce(DeviceNotice(kind: .error, message: "cannot make a pipe: \(String(cString: strerror(errno)))")
+                    .event(source: id), on: bus)
                 return
             }
             switch startDetachedThread({ self.run(bus: bus) }) {
@@ -89,8 +90,8 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
                 phase = .running(thread)
             case .failure(let error):
                 phase = .stopped
-                bus.post(DeviceNotice(kind: .error, message: "cannot start a monitor thread: \(error.reason)")
-                    .event(source: id))
+                announce(DeviceNotice(kind: .error, message: "cannot start a monitor thread: \(error.reason)")
+                    .event(source: id), on: bus)
             }
         }
     }
@@ -110,10 +111,10 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
         exited.wait()
     }
 
-    /// The monitor thread posts the devices it knows of (origin snapshot, then
+    /// The monitor thread posts the devices it knows of (`devices.status`, origin snapshot, then
     /// `devices.snapshot`) to the joiner alone, between two of its messages, so the joiner's
-    /// picture is consistent with what follows. A join before the first listing is served by
-    /// that listing.
+    /// picture is consistent with what follows. A join before the first listing is greeted
+    /// right after it.
     func subscriberJoined(_ greeting: SubscriberGreeting) {
         greetings.withLock { $0.append(greeting) }
         wake()
@@ -142,23 +143,35 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
             loop = try MonitorLoop(watch: watch, layer: layer, configuration: configuration,
                                    wakeDescriptor: wakePipe.read, source: id, bus: bus)
         } catch {
-            bus.post(DeviceNotice(kind: .error, message: error.message, layer: layer, errorNumber: error.errorNumber)
-                .event(source: id))
+            announce(DeviceNotice(kind: .error, message: error.message, layer: layer, errorNumber: error.errorNumber)
+                .event(source: id), on: bus)
             return
         }
         defer { loop.close() }
-        // The first listing serves who joined so far. Cleared before it is posted, never after:
-        // a subscriber registered before the post whose greeting comes in between gets a second
-        // snapshot (marked as one) — after, one registered in between would get none.
-        greetings.withLock { $0.removeAll() }
+        // The first listing goes to the subscriber that started the source; everyone who joined
+        // — before it, while it is posted, later — gets a snapshot of their own, between two
+        // messages: the bus keeps what is posted to everyone from a joiner until its greeting
+        // is complete, so each subscriber gets exactly one snapshot, and what follows it.
         loop.postStatusAndSnapshot()
         while !isStopping {
+            for greeting in takeGreetings() { loop.postSnapshot(to: greeting) }
             guard loop.runOnce() else { return }
             if isStopping { return }
             loop.checkForLoss()
-            for greeting in greetings.withLock({ waiting in defer { waiting.removeAll() }; return waiting }) {
-                loop.postSnapshot(to: greeting)
-            }
+        }
+    }
+
+    /// The watch cannot run: `failure` to everyone, and as their greeting to those who joined so
+    /// far (they take nothing posted to everyone before it).
+    private func announce(_ failure: Event, on bus: Bus) {
+        bus.post(failure)
+        for greeting in takeGreetings() { greeting.post(contentsOf: [failure]) }
+    }
+
+    private func takeGreetings() -> [SubscriberGreeting] {
+        greetings.withLock { waiting in
+            defer { waiting.removeAll() }
+            return waiting
         }
     }
 }

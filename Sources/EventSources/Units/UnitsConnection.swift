@@ -72,7 +72,8 @@ final class UnitsConnection: @unchecked Sendable {
         /// It was told of a gap and waits for the resync.
         var sawGap = false
         /// Subscribers who joined while no snapshot could be taken (listing, blind): each gets
-        /// its own after the resync, unless the snapshot to every subscriber covers them.
+        /// its own after the listing — the snapshot or resync posted to everyone does not reach
+        /// them (the bus keeps it from a joiner until its greeting is complete).
         var waitingGreetings: [SubscriberGreeting] = []
         init(source: UnitsSource) { self.source = source }
     }
@@ -88,6 +89,9 @@ final class UnitsConnection: @unchecked Sendable {
         var target: ObjectIdentifier?
         /// Only the subscriber this greets (a joiner's own snapshot), through the target source.
         var greeting: SubscriberGreeting? = nil
+        /// The last of that greeting (the joiner's snapshot is whole): its subscriber takes what
+        /// is posted to everyone from here on. A notice while blind is not.
+        var completesGreeting = false
     }
 
     init(manager: UnitManager) {
@@ -205,17 +209,14 @@ final class UnitsConnection: @unchecked Sendable {
     }
 
     /// The state of every unit the source follows, then `units.synced`: to all its subscribers,
-    /// or with `greeting`, to the one joining.
+    /// or with `greeting`, to the one joining (completing its greeting).
     private func snapshot(for attachment: Attachment, greeting: SubscriberGreeting? = nil) {
-        if greeting == nil {
-            attachment.needsSnapshot = false
-            attachment.waitingGreetings = []  // this snapshot reaches them too
-        }
+        if greeting == nil { attachment.needsSnapshot = false }
         let target = ObjectIdentifier(attachment.source)
         let states = table.snapshot(matching: attachment.source.watch.match)
         for state in states { outbox.append(Outgoing(payload: .state(state), target: target, greeting: greeting)) }
         outbox.append(Outgoing(payload: .notice(UnitsSynced(kind: .snapshot, units: states.count, changedUnits: 0)
-            .event(source: attachment.source.id)), target: target, greeting: greeting))
+            .event(source: attachment.source.id)), target: target, greeting: greeting, completesGreeting: greeting != nil))
     }
 
     private func waitForWork() {
@@ -360,9 +361,9 @@ final class UnitsConnection: @unchecked Sendable {
                     outbox.append(Outgoing(payload: .notice(UnitsSynced(kind: .resync, units: matching, changedUnits: mine.count)
                         .event(source: attachment.source.id)), target: target))
                 }
-                for greeting in attachment.waitingGreetings { snapshot(for: attachment, greeting: greeting) }
-                attachment.waitingGreetings = []
             }
+            for greeting in attachment.waitingGreetings { snapshot(for: attachment, greeting: greeting) }
+            attachment.waitingGreetings = []
         }
     }
 
@@ -465,7 +466,7 @@ final class UnitsConnection: @unchecked Sendable {
         guard ready > 0 else { return }
         // Per source, runs in outbox order: to all its subscribers (no greeting), or to one
         // joiner — so a joiner's snapshot and the changes after it keep their order.
-        var runs: [ObjectIdentifier: [(greeting: SubscriberGreeting?, events: [Event])]] = [:]
+        var runs: [ObjectIdentifier: [(greeting: SubscriberGreeting?, events: [Event], completing: Bool)]] = [:]
         for item in outbox[..<ready] {
             for (key, attachment) in attachments where item.target == nil || item.target == key {
                 let source = attachment.source
@@ -479,8 +480,9 @@ final class UnitsConnection: @unchecked Sendable {
                 var sourceRuns = runs[key, default: []]
                 if let last = sourceRuns.last, last.greeting == item.greeting {
                     sourceRuns[sourceRuns.count - 1].events.append(event)
+                    sourceRuns[sourceRuns.count - 1].completing = item.completesGreeting
                 } else {
-                    sourceRuns.append((item.greeting, [event]))
+                    sourceRuns.append((item.greeting, [event], item.completesGreeting))
                 }
                 runs[key] = sourceRuns
             }
@@ -492,7 +494,11 @@ final class UnitsConnection: @unchecked Sendable {
         for (key, sourceRuns) in runs {
             guard let source = attachments[key]?.source else { continue }
             for run in sourceRuns {
-                if let greeting = run.greeting { greeting.post(contentsOf: run.events) } else { source.post(run.events) }
+                if let greeting = run.greeting {
+                    greeting.post(contentsOf: run.events, completing: run.completing)
+                } else {
+                    source.post(run.events)
+                }
             }
         }
     }

@@ -55,10 +55,15 @@ struct HostConnection {
     let hostLife: String?
 
     /// A failure a restarting host causes and a moment later no longer does: nothing accepts on
-    /// the socket file, the host closed before greeting (it was stopping), or it refused a post
-    /// because it is shutting down.
+    /// the socket file, the host closed before greeting, or it refused a request because it is
+    /// shutting down.
     struct Restarting: Error, CustomStringConvertible {
         var description: String
+        /// The host said it is shutting down (`shutting_down`, or `end` instead of an answer).
+        var hostSaidStopping = false
+        /// No socket file: no host runs — unless one just said it is stopping. A host that bound
+        /// its socket removes it at the end of its shutdown, before the next one binds it again.
+        var noSocket = false
     }
 
     init(path: String) throws {
@@ -66,6 +71,8 @@ struct HostConnection {
             connection = try ControlConnection(path: path)
         } catch .notListening(let path) {
             throw Restarting(description: ControlConnection.ConnectError.notListening(path: path).description)
+        } catch .noSocket(let path) {
+            throw Restarting(description: ControlConnection.ConnectError.noSocket(path: path).description, noSocket: true)
         } catch {
             throw CommandError(error.description)
         }
@@ -93,15 +100,26 @@ struct HostConnection {
     }
 
     /// Runs `attempt` until it does not fail with ``Restarting``, for at most `patience`
-    /// (systemd restarts eventbusd within a few seconds). The last failure is thrown as it is.
+    /// (systemd restarts eventbusd within a few seconds), saying once on standard error why it
+    /// waits. The last failure is thrown, saying when a host had said it was shutting down. A
+    /// missing socket file ends the wait at once (no host runs), except after a host said it is
+    /// shutting down: then it is the gap between that host and the next.
     static func waiting<T>(upTo patience: Duration, _ attempt: () throws -> T) throws -> T {
         let deadline = ContinuousClock.now + patience
         var pause = Duration.milliseconds(50)
+        var hostSaidStopping = false
+        var told = false
         while true {
             do {
                 return try attempt()
             } catch let restarting as Restarting {
-                guard ContinuousClock.now + pause < deadline else { throw CommandError(restarting.description) }
+                hostSaidStopping = hostSaidStopping || restarting.hostSaidStopping
+                guard !restarting.noSocket || hostSaidStopping, ContinuousClock.now + pause < deadline else {
+                    let seen = restarting.hostSaidStopping || !hostSaidStopping ? "" : " (eventbusd said it was shutting down; no other answered in time)"
+                    throw CommandError(restarting.description + seen)
+                }
+                if !told { printError("eventbus: waiting for eventbusd: \(restarting.description)") }
+                told = true
                 Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18 + Double(pause.components.seconds))
                 pause = min(pause * 2, .milliseconds(500))
             }
@@ -119,12 +137,19 @@ struct HostConnection {
     }
 
     /// A `forbidden` error is phrased as a refusal, `shutting_down` is ``Restarting``, others
-    /// are eventbusd's complaint.
+    /// are eventbusd's complaint. So is an `end` line in the place of an answer: a stopping
+    /// host ended the connection before it read the request, which it did not carry out.
     static func throwIfError(_ response: JSON) throws {
-        guard case .error(let failure)? = try? ControlResponse.decode(response) else { return }
+        let failure: ControlError
+        switch try? ControlResponse.decode(response) {
+        case .error(let error)?: failure = error
+        case .end(let reason)?:
+            throw Restarting(description: "eventbusd ended the connection before answering (\(reason))", hostSaidStopping: true)
+        default: return
+        }
         switch failure.code {
         case .forbidden: throw CommandError("eventbusd refused: \(failure.message)")
-        case .shuttingDown: throw Restarting(description: "eventbusd: \(failure.message)")
+        case .shuttingDown: throw Restarting(description: "eventbusd: \(failure.message)", hostSaidStopping: true)
         default: throw CommandError("eventbusd: \(failure.message)")
         }
     }

@@ -19,6 +19,7 @@ struct StatusCommand: ParsableCommand {
             return
         }
         let status = try HostConnection.decode(answer, as: "status") { if case .status(let report) = $0 { report } else { nil } }
+        if let stopping = status.stopping { print(Self.stoppingLines(stopping)) }
         print("eventbusd pid \(status.processID), up \(Self.duration(status.uptimeSeconds)) (since \(status.started))\(status.life.map { ", life \($0) (cursors LIFE:SEQ)" } ?? "")")
         print("config:        \(status.configFile)")
         print("events posted: \(status.posted)   bus subscriptions: \(status.subscriptions)")
@@ -35,6 +36,16 @@ struct StatusCommand: ParsableCommand {
         if let bridge = status.bridge { print(Self.bridgeLines(bridge)) }
         print("modules:       \(status.modules.isEmpty ? "none configured" : "")")
         if !status.modules.isEmpty { print(ModulesCommand.table(status.modules, indent: "  ")) }
+    }
+
+    /// A host that is shutting down: the step, the budget left, and what it still drains.
+    static func stoppingLines(_ stopping: StoppingReport) -> String {
+        func seconds(_ value: Double) -> String { "\(Double(Int(value * 10)) / 10) s" }
+        let modules = stopping.modules.map { "\($0.name) (\($0.state), \($0.queued) queued)" }
+        return [
+            "STOPPING:      \(stopping.step.split(separator: "_").joined(separator: " ")); \(seconds(stopping.remainingSeconds)) of its \(seconds(stopping.budgetSeconds)) shutdown budget left",
+            "  still to drain: \(modules.isEmpty ? "no module" : "module(s) " + modules.joined(separator: ", ")); \(stopping.ruleRuns) rule run(s); \(stopping.tails) tail(s) with \(stopping.tailQueued) queued event(s)",
+        ].joined(separator: "\n")
     }
 
     /// The NATS bridge: state, what crossed, what was lost, the lag.

@@ -98,9 +98,35 @@ struct TailCommand: ParsableCommand {
         var host = try socket.connect()
         let format = json ? .json : (output ?? .short)
         var shown = 0
+        /// The host whose stream broke, until another subscription is taken.
+        var followed: (processID: Int64?, life: String?)?
+        var waitingForNextHost = false
         while true {
-            let answer = try host.request(ControlRequest(.subscribe(request), id: "tail"))
+            // Another host (a new life) numbers its events anew; the same one goes on.
+            let restarted = followed.map { host.hostLife != $0.life || host.hostProcessID != $0.processID }
+            if let restarted { request = resubscription(of: request, restarted: restarted, shown: shown) }
+            let answer: JSON
+            do {
+                answer = try host.request(ControlRequest(.subscribe(request), id: "tail"))
+            } catch where error is HostConnection.Restarting || error is ControlConnection.IOError {
+                // A host that is shutting down takes no new subscription (or closes the
+                // connection as it stops); the next one will.
+                let why = error is HostConnection.Restarting ? "\(error)" : "eventbusd's connection broke (\(error))"
+                guard !noFollow, !exitOnRestart, request.untilSequence == nil else { throw CommandError(why) }
+                if !waitingForNextHost { notice("-- \(why); waiting for the next eventbusd --", format: format) }
+                waitingForNextHost = true
+                Thread.sleep(forTimeInterval: 0.25)
+                host = reconnect()
+                continue
+            }
+            waitingForNextHost = false
             let subscribed = try HostConnection.decode(answer, as: "subscribe") { if case .subscribed(let taken) = $0 { taken } else { nil } }
+            if let previous = followed, let restarted {
+                notice(restarted
+                    ? "-- eventbusd restarted (pid \(previous.processID.map(String.init) ?? "?") → \(host.hostProcessID.map(String.init) ?? "?")): events posted while it was down may be missing --"
+                    : "-- reconnected to eventbusd (pid \(host.hostProcessID.map(String.init) ?? "?")): events posted meanwhile may be missing --", format: format)
+                followed = nil
+            }
             if subscribed.replayIncomplete {
                 printError("eventbus: the host no longer holds every event since \(since ?? "then"); its replay starts at #\(subscribed.oldestSequence)")
             }
@@ -115,14 +141,8 @@ struct TailCommand: ParsableCommand {
             // Sequence numbers start anew with a new host: a window in them cannot carry over.
             guard !noFollow, !exitOnRestart, request.untilSequence == nil else { throw CommandError(gone) }
             notice("-- \(gone); waiting for it to come back --", format: format)
-            let previous = host.hostProcessID
-            let previousLife = host.hostLife
+            followed = (host.hostProcessID, host.hostLife)
             host = reconnect()
-            let restarted = host.hostLife != previousLife || host.hostProcessID != previous
-            notice(restarted
-                ? "-- eventbusd restarted (pid \(previous.map(String.init) ?? "?") → \(host.hostProcessID.map(String.init) ?? "?")): events posted while it was down may be missing --"
-                : "-- reconnected to eventbusd (pid \(host.hostProcessID.map(String.init) ?? "?")): events posted meanwhile may be missing --", format: format)
-            request = resubscription(of: request, restarted: restarted, shown: shown)
         }
     }
 

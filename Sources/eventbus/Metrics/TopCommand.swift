@@ -85,6 +85,7 @@ struct TopFrame {
         let rss = stats.process.map { String(format: "%.1f MB", Double($0.residentBytes) / 1_000_000) } ?? "?"
         lines.append("eventbusd pid \(stats.processID)   up \(StatusCommand.duration(stats.uptimeSeconds))   rss \(rss)   fds \(stats.process?.openFiles ?? 0)   threads \(stats.process?.threads ?? 0)")
         lines.append("events posted \(stats.posted)   \(rate(stats.posted, previous?.stats.posted))/s   subscriptions \(stats.subscriptions)   control clients \(stats.clients)")
+        if let stopping = stats.stopping { lines.append(StatusCommand.stoppingLines(stopping)) }
         lines.append("")
         var modules: [[String]] = [["MODULE", "STATE", "EVENTS/S", "DELIVERED", "QUEUED", "DROPPED", "ERRORS", "P99"]]
         let modulesBefore = Dictionary((previous?.stats.modules ?? []).map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })

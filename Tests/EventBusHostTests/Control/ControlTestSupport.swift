@@ -96,6 +96,7 @@ final class CLIProcess: @unchecked Sendable {
     }
 
     var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
     /// Waits for it to exit — at most `timeout`, a bound for broken tests only; then kills it.
     func finish(timeout: Duration = patience) async -> CLIResult {
@@ -104,8 +105,7 @@ final class CLIProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             _ = await eventually { !process.isRunning }
         }
-        return CLIResult(status: exited ? process.terminationStatus : nil, stdout: stdout,
-                         stderr: (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "")
+        return CLIResult(status: exited ? process.terminationStatus : nil, stdout: stdout, stderr: stderr)
     }
 
     deinit {

@@ -1,11 +1,16 @@
 import Dispatch
 import EventBusKit
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Released by the test through `fixture_stalled_release`.
 let gate = DispatchSemaphore(value: 0)
 
-/// Test fixture: blocks its queue on the first `test.>` event until the test releases it, then
-/// counts what arrives; on `test.report` posts `result.stalled` with the counts.
+/// Test fixture: blocks its queue on the first `test.>` event until the test releases it — in
+/// the test's process through `fixture_stalled_release`, or, with `release_file` in its config,
+/// by creating that file (a module in a real eventbusd that drains only when the test lets it) —
+/// then counts what arrives; on `test.report` posts `result.stalled` with the counts.
 final class Stalled: EventBusModule {
     let name = "fixture-stalled"
     let version = "1.0.0"
@@ -14,6 +19,7 @@ final class Stalled: EventBusModule {
     private var dropped = 0
 
     func activate(_ context: ModuleContext) throws {
+        let releaseFile = try context.config.string("release_file", default: "")
         try context.bus.publisher(for: "test.>")
             .sink { [unowned self] event in
                 if let gap = event.gap {
@@ -24,7 +30,13 @@ final class Stalled: EventBusModule {
                         "count": .int(Int64(count)), "gaps": .int(Int64(gaps)), "dropped": .int(Int64(dropped)),
                     ])
                 } else {
-                    if count == 0 { gate.wait() }
+                    if count == 0 {
+                        if releaseFile.isEmpty {
+                            gate.wait()
+                        } else {
+                            while access(releaseFile, F_OK) != 0 { usleep(10_000) }
+                        }
+                    }
                     count += 1
                 }
             }

@@ -90,12 +90,6 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
         spare = -1
     }
 
-    /// Stops watching the socket, which stays open: clients wait in its backlog. On the loop.
-    func stopWatching() {
-        closed = true
-        loop.remove(fd)
-    }
-
     func ready(_ events: UInt32) {
         // A bounded number per wake-up, so a flood of connections does not starve the clients.
         for _ in 0..<64 {

@@ -10,11 +10,12 @@ extension ControlServer {
     func status() -> StatusReport {
         let host = snapshot()
         let bus = bus.statistics
-        let (socket, clients, tailing, refusals, replay) = lock.withLock {
-            (settings.socketPath, roster.count, feeds.count, roster.refused,
+        let (socket, clients, feeds, refusals, replay, stopping) = lock.withLock {
+            (settings.socketPath, roster.count, self.feeds, roster.refused,
              StatusReport.Replay(capacity: Int64(ring.capacity), held: Int64(ring.count), byteCapacity: Int64(ring.byteCapacity),
                                  bytes: Int64(ring.bytes), oldestSequence: Int64(ring.oldestSequence),
-                                 newestSequence: Int64(ring.newestSequence)))
+                                 newestSequence: Int64(ring.newestSequence)),
+             self.stopping)
         }
         var report = StatusReport(
             processID: Int64(getpid()), configFile: host.configFile, started: startedAt.formatted(.iso8601),
@@ -23,11 +24,29 @@ extension ControlServer {
                 StatusReport.Source(id: id, subscriptions: Int64(bus.sources[id]!), state: host.sourceStates[id])
             },
             modules: host.modules.map(Self.report),
-            control: StatusReport.Control(socket: socket, clients: Int64(clients), tailing: Int64(tailing), replay: replay,
+            control: StatusReport.Control(socket: socket, clients: Int64(clients), tailing: Int64(feeds.count), replay: replay,
                                           refusedForLimit: Int64(refusals.limit), refusedForDescriptors: Int64(refusals.descriptors)),
             bridge: host.bridge)
         report.life = life
+        report.stopping = stopping.map { Self.report($0, modules: host.modules, rules: host.rules, feeds: feeds) }
         return report
+    }
+
+    /// What a stopping host has left: the modules not stopped yet with what their mailboxes
+    /// hold, the rule runs still running, the tails not ended yet with what their buffers hold.
+    static func report(_ shutdown: ShutdownProgress, modules: [ModuleStatistics], rules: [RuleStatistics],
+                       feeds: [TailFeed]) -> StoppingReport {
+        let draining = modules.filter { module in
+            switch module.state {
+            case .starting, .active, .restarting, .stalled: return true
+            case .stopped, .disabled, .failed: return false
+            }
+        }
+        return StoppingReport(
+            step: shutdown.step.rawValue, budgetSeconds: shutdown.budget.secondsValue, remainingSeconds: shutdown.remaining.secondsValue,
+            modules: draining.map { StoppingReport.Module(name: $0.name, state: report($0).state, queued: Int64($0.queued)) },
+            ruleRuns: Int64(rules.reduce(0) { $0 + $1.running }), tails: Int64(feeds.count),
+            tailQueued: Int64(feeds.reduce(0) { $0 + $1.statistics.queued }))
     }
 
     func modules() -> JSON {
@@ -51,10 +70,11 @@ extension ControlServer {
     }
 
     /// The counters: the bus, and each tailing client's feed; with `detail`, the process's
-    /// figures and each module's counts and handler durations too.
+    /// figures and each module's counts and handler durations too; while the host stops, what
+    /// it has left.
     func stats(detail: Bool) -> StatsReport {
         let bus = bus.statistics
-        let (clients, feeds) = lock.withLock { (roster.count, self.feeds) }
+        let (clients, feeds, stopping) = lock.withLock { (roster.count, self.feeds, self.stopping) }
         var report = StatsReport(
             processID: Int64(getpid()), uptimeSeconds: uptimeSeconds, posted: Int64(bus.posted),
             subscriptions: Int64(bus.subscriptions), clients: Int64(clients), process: nil, modules: [],
@@ -65,6 +85,10 @@ extension ControlServer {
                     delivered: Int64(statistics.delivered), dropped: Int64(statistics.dropped),
                     queued: Int64(statistics.queued), queuedBytes: Int64(statistics.queuedBytes))
             })
+        if let stopping {
+            let host = snapshot()
+            report.stopping = Self.report(stopping, modules: host.modules, rules: host.rules, feeds: feeds)
+        }
         guard detail else { return report }
         report.process = ProcessFigures.read().map { figures in
             StatsReport.Process(residentBytes: Int64(figures.residentBytes), openFiles: Int64(figures.openFileDescriptors),

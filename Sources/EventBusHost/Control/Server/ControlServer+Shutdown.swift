@@ -1,8 +1,10 @@
+import ControlProtocol
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 
-/// Client posts, and the shutdown that stops them: refusing posts, waiting for the fan-out to
-/// catch up, and ending every session with what its feed holds.
+/// Client posts, and the shutdown that stops them: refusing posts and what else a stopping host
+/// leaves to the next, waiting for the fan-out to catch up, and ending every session with what
+/// its feed holds.
 extension ControlServer {
     /// The first step of a shutdown: from now on a client's post is answered `shutting_down`.
     /// Returns the newest sequence acknowledged to anyone (client or not) before that: what
@@ -13,13 +15,29 @@ extension ControlServer {
         return bus.statistics.posted
     }
 
-    /// Also a first step of a shutdown: clients that connect from now on stay in the socket's
-    /// backlog instead of being greeted and then closed by a host on its way out. With socket
-    /// activation the next eventbusd answers them; a bound socket resets them when it closes,
-    /// and the CLI tries again. On the host's control queue.
-    func stopAccepting() {
-        guard let loop else { return }
-        loop.execute { [self] in listener.stopWatching() }
+    /// Also a first step of a shutdown: from now on `status` and `stats` report `stopping`
+    /// (``StoppingReport``), and what the next host should serve is refused
+    /// (``refusalWhileStopping(_:)``). Clients are still accepted — a `status` asked during a
+    /// long shutdown is answered, not left in the backlog — until ``stop(within:)`` closes the
+    /// socket; with socket activation the clients that connect after that wait in its backlog
+    /// for the next eventbusd. On the host's control queue.
+    func beginStopping(_ shutdown: ShutdownProgress) {
+        lock.withLock { stopping = shutdown }
+    }
+
+    /// The refusal of a request a stopping host does not take, nil for one it answers. A new
+    /// subscription would end within the shutdown and a listing's watch is stopping; a reload
+    /// would configure a host on its way out — each is the next host's to serve, and
+    /// `shutting_down` is what clients take as "ask again" (the CLI does, within its patience).
+    /// Posts are refused by ``post(_:)`` itself. Any thread.
+    func refusalWhileStopping(_ op: ControlRequest.Op) -> ControlError? {
+        switch op {
+        case .subscribe, .listing, .reload:
+            guard lock.withLock({ stopping != nil }) else { return nil }
+            return ControlError(.shuttingDown, "eventbusd is shutting down and takes no new \(op.rawValue); ask the next one (eventbus does, while it waits for the restart)")
+        case .post, .status, .modules, .rules, .stats, .metrics:
+            return nil
+        }
     }
 
     /// Posts a client's event, unless the host is shutting down (nil). Any thread.

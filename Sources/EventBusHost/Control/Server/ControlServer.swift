@@ -27,8 +27,8 @@ import Synchronization
 /// - Accepting, and every connection, run on ``loop``: one epoll thread for all clients (see
 ///   ``ControlLoop`` for why). A slow client stalls nobody: its socket is written when epoll
 ///   says it takes more.
-/// - ``start(settings:inherited:)``, ``apply(_:)``, ``refusePosts()`` and ``stop(within:)`` come
-///   from ``BusHost``'s control queue.
+/// - ``start(settings:inherited:)``, ``apply(_:)``, ``refusePosts()``, ``beginStopping(_:)`` and
+///   ``stop(within:)`` come from ``BusHost``'s control queue.
 /// - Reports are built on the thread that asks (a session's, on the loop; the metrics
 ///   listener's), from what they read under ``lock``.
 final class ControlServer: @unchecked Sendable {
@@ -116,6 +116,8 @@ final class ControlServer: @unchecked Sendable {
     /// ``refusePosts()`` returns no client post is acknowledged after it.
     let postGate = NSLock()
     var postsRefused = false  // guarded by `postGate`
+    /// Set when the host's shutdown begins (``beginStopping(_:)``); guarded by `lock`.
+    var stopping: ShutdownProgress?
 
     // The host's control queue only.
     /// The path this server bound and must remove at stop; nil for an inherited socket.

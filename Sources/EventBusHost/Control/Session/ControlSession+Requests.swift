@@ -32,6 +32,10 @@ extension ControlSession {
         case .subscribe, .status, .modules, .rules, .stats, .listing, .metrics: permission = .tail
         }
         guard allowed(permission, op: envelope.op, id: id) else { return }
+        if let refusal = server.refusalWhileStopping(envelope.op) {
+            error(refusal, id: id)
+            return
+        }
         let request: ControlRequest
         switch envelope.request(validName: { [self] name in validate(eventName: name) }) {
         case .success(let decoded): request = decoded

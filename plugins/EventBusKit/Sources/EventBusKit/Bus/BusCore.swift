@@ -162,6 +162,11 @@ final class BusCore: @unchecked Sendable {
     /// first events reach it, and its demand is queued before them: a source that posts a burst
     /// at once (a journal's backlog) would otherwise fill the subscription's buffer before the
     /// demand arrives — and past its limit drop events.
+    ///
+    /// A joiner of a source that greets its joiners awaits its greeting from the moment it is
+    /// routed (``SubscriptionCore/awaitingGreeting``): whatever the moment it joins — before
+    /// the source's first snapshot is posted, while it is delivered, after — it takes no
+    /// snapshot but its own.
     /// Nil when the bus has finished (then `beforeSourceStarts` is not called).
     func register<Core: SubscriptionCore>(
         _ publisher: EventPublisher, make: (UInt64, SourceLease?) -> Core,
@@ -169,10 +174,12 @@ final class BusCore: @unchecked Sendable {
     ) -> Core? {
         // In a worker the host runs the source: nothing to acquire here.
         let shared = remote == nil ? publisher.source.map { sources.acquire($0) } : nil
+        let greeter = shared.flatMap { $0.isFirst ? nil : $0.source as? any GreetsJoiningSubscribers }
         let subscription: Core? = state.withLock { state in
             guard !state.finished else { return nil }
             state.lastSubscriptionID += 1
             let subscription = make(state.lastSubscriptionID, shared?.lease)
+            subscription.awaitingGreeting = greeter != nil
             state.subscriptions[subscription.id] = subscription
             subscriptionsVersion.wrappingAdd(1, ordering: .releasing)
             return subscription
@@ -185,18 +192,21 @@ final class BusCore: @unchecked Sendable {
         beforeSourceStarts(subscription)
         if let shared, shared.isFirst {
             sources.start(shared.source, id: shared.lease.id, posting: Bus(core: self, mailbox: nil))
-        } else if let greeting = shared?.source as? any GreetsJoiningSubscribers {
-            greeting.subscriberJoined(SubscriberGreeting(core: self, subscription: subscription))
+        } else if let greeter {
+            greeter.subscriberJoined(SubscriberGreeting(core: self, subscription: subscription))
         }
         return subscription
     }
 
-    /// Posts `events` to `subscription` only (see ``SubscriberGreeting``).
-    func post(_ events: [Event], onlyTo subscription: SubscriptionCore) -> Range<UInt64> {
-        // Direct jobs skip routing: what its patterns do not take is left out here.
+    /// Posts `events` to `subscription` only; `completing` ends its greeting after them (see
+    /// ``SubscriberGreeting``).
+    func post(_ events: [Event], onlyTo subscription: SubscriptionCore, completing: Bool) -> Range<UInt64> {
+        guard remote == nil else { return 0..<0 }
+        // Greeting jobs skip routing: what its patterns do not take is left out here. The
+        // greeting ends even when none of it is taken.
         let matching = events.filter { subscription.matches(name: $0.name) }
-        guard remote == nil, !matching.isEmpty else { return 0..<0 }
-        return matching.withUnsafeBufferPointer { enqueue($0, onlyTo: subscription) }
+        guard !matching.isEmpty || completing else { return 0..<0 }
+        return matching.withUnsafeBufferPointer { enqueue($0, onlyTo: subscription, completing: completing) }
     }
 
     func request(_ subscription: SubscriptionCore, _ demand: Int) {
@@ -249,6 +259,10 @@ final class BusCore: @unchecked Sendable {
         case event(Event)
         /// An event the host routed to one subscription of this (worker) process.
         case direct(SubscriptionCore, Event)
+        /// An event of a subscription's greeting: to it alone, past ``SubscriptionCore/awaitingGreeting``.
+        case greeting(SubscriptionCore, Event)
+        /// The subscription's greeting is complete: its source's events reach it from here on.
+        case greeted(SubscriptionCore)
         case request(SubscriptionCore, Int)
         case release(SubscriptionCore)
         case finish
@@ -303,8 +317,10 @@ final class BusCore: @unchecked Sendable {
     /// Queues `events` after everything queued so far, numbering them under the queue's lock;
     /// the caller becomes the loop if none runs. Returns their sequence numbers (empty: finished).
     /// Numbers `events` and queues them, for every matching subscription — or, with `target`,
-    /// for that one alone (``SubscriberGreeting``): in sequence order with every other post.
-    private func enqueue(_ events: UnsafeBufferPointer<Event>, onlyTo target: SubscriptionCore? = nil) -> Range<UInt64> {
+    /// for that one alone (``SubscriberGreeting``), ending its greeting after them when
+    /// `completing`: in sequence order with every other post.
+    private func enqueue(_ events: UnsafeBufferPointer<Event>, onlyTo target: SubscriptionCore? = nil,
+                         completing: Bool = false) -> Range<UInt64> {
         let count = UInt64(events.count)
         var numbers: Range<UInt64> = 0..<0
         let becameLoop = state.withLock { state -> Bool in
@@ -323,9 +339,14 @@ final class BusCore: @unchecked Sendable {
                 var event = events[index]
                 event.sequence = sequence
                 sequence &+= 1
-                state.jobs.append(target.map { .direct($0, event) } ?? .event(event))
+                state.jobs.append(target.map { .greeting($0, event) } ?? .event(event))
             }
-            queued.wrappingAdd(events.count, ordering: .sequentiallyConsistent)
+            var jobs = events.count
+            if completing, let target {
+                state.jobs.append(.greeted(target))
+                jobs += 1
+            }
+            queued.wrappingAdd(jobs, ordering: .sequentiallyConsistent)
             return word & Self.loopingBit == 0
         }
         if becameLoop { drain() }
@@ -493,6 +514,10 @@ final class BusCore: @unchecked Sendable {
             deliver(event)
         case .direct(let subscription, let event):
             subscription.deliver(event)
+        case .greeting(let subscription, let event):
+            subscription.deliverGreeting(event)
+        case .greeted(let subscription):
+            subscription.awaitingGreeting = false
         case .request(let subscription, let demand):
             subscription.addDemand(demand)
         case .release(let subscription):

@@ -20,6 +20,13 @@ class SubscriptionCore: @unchecked Sendable {
     let cancelled = Atomic<Bool>(false)
     /// The mailbox's open gap notice for this subscription; owned by the mailbox's lock.
     var openMailboxGap: MailboxGap?
+    /// Set for a subscription that joins a source which greets its joiners
+    /// (``GreetsJoiningSubscribers``): none of the source's events posted to everyone reach it
+    /// until its greeting completes, so what it learns first is the greeting — a snapshot that
+    /// already covers what it skipped — and a snapshot reaches it once. Set before the
+    /// subscription is routed (under the bus's lock); from then on only the delivery loop reads
+    /// and clears it, so no run-time exclusivity check is needed.
+    @exclusivity(unchecked) final var awaitingGreeting = false
 
     private enum Pending {
         case event(Event)
@@ -54,6 +61,18 @@ class SubscriptionCore: @unchecked Sendable {
     @inline(__always)
     final func deliver(_ event: Event) {
         if let sourceFilter, event.source != sourceFilter { return }
+        if awaitingGreeting { return }
+        deliverPastGate(event)
+    }
+
+    /// Called by the delivery loop with an event of this subscription's greeting, which passes
+    /// ``awaitingGreeting``.
+    final func deliverGreeting(_ event: Event) {
+        deliverPastGate(event)
+    }
+
+    @inline(__always)
+    private func deliverPastGate(_ event: Event) {
         if let mailbox {
             if !cancelled.load(ordering: .relaxed) { mailbox.submit(event, for: self) }
         } else {
@@ -64,10 +83,11 @@ class SubscriptionCore: @unchecked Sendable {
     /// The batch path (``Bus/post(contentsOf:)``): takes `events`, numbered from `first`, for as
     /// long as `core` routes them here alone — it stops at another name, or once a handler
     /// subscribed or cancelled — and returns how many it took (0: it takes no run now, because it
-    /// holds events or has bounded demand; then they come one by one). With a mailbox, the run
-    /// goes into it under one lock.
+    /// holds events, has bounded demand or awaits its greeting; then they come one by one). With
+    /// a mailbox, the run goes into it under one lock.
     @inline(__always)
     final func deliverRun(_ events: UnsafeBufferPointer<Event>, numberedFrom first: UInt64, routedBy core: BusCore) -> Int {
+        if awaitingGreeting { return 0 }  // one by one, through the gate of `deliver`
         if let mailbox { return mailbox.submit(run: events, numberedFrom: first, for: self, routedBy: core) }
         guard demand == Int.max, heldItems == 0, !terminated else { return 0 }
         return receive(run: events, numberedFrom: first, routedBy: core)
