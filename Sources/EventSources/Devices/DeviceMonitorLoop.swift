@@ -70,11 +70,11 @@ final class MonitorLoop {
             if layer == .kernel { try joinKernelGroup() }
             var wakeSource: OpaquePointer?
             try check(sd_event_add_io(event, &wakeSource, wakeDescriptor, UInt32(EPOLLIN.rawValue), { _, fd, _, context in
-                var bytes = [UInt8](repeating: 0, count: 64)
-                while read(fd, &bytes, bytes.count) > 0 {}
+                var count: UInt64 = 0
+                _ = read(fd, &count, 8)  // the eventfd's counter (System.WakeUp)
                 Unmanaged<MonitorLoop>.fromOpaque(context!).takeUnretainedValue().woken = true
                 return 0
-            }, context), "cannot watch the wake-up pipe")
+            }, context), "cannot watch the wake-up")
             self.wakeSource = wakeSource
         } catch {
             close()

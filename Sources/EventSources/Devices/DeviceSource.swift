@@ -37,9 +37,9 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
     let id: String
     private let watch: DeviceWatch
     private let configuration: DeviceSources.Configuration
-    /// A pipe: `stop` and `subscriberJoined` write a byte to wake the monitor thread, whose loop
-    /// watches the read end. Closed in `deinit`.
-    private let wakePipe: (read: Int32, write: Int32)
+    /// Signalled by `stop` and `subscriberJoined` to wake the monitor thread, whose loop watches
+    /// it; nil when none could be made (the source then says so at start).
+    private let wakeUp: Result<System.WakeUp, System.CallError>
     private let stopping = Atomic<Bool>(false)
     /// Subscribers who joined and wait for their snapshot (see ``subscriberJoined(_:)``).
     private let greetings = Mutex<[SubscriberGreeting]>([])
@@ -56,32 +56,16 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
         self.id = id
         self.watch = watch
         self.configuration = configuration
-        var ends: [Int32] = [-1, -1]
-        if pipe(&ends) == 0 {
-            for end in ends {
-                _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(end, F_SETFL, O_NONBLOCK)
-            }
-        } else {
-            ends = [-1, -1]
-        }
-        wakePipe = (ends[0], ends[1])
-    }
-
-    deinit {
-        if wakePipe.read >= 0 {
-            close(wakePipe.read)
-            close(wakePipe.write)
-        }
+        wakeUp = Result { () throws(System.CallError) in try System.WakeUp() }
     }
 
     func start(posting bus: Bus) {
         phase.withLock { phase in
             // The bus may stop a source before starting it when its only subscriber cancels at once.
             guard case .idle = phase else { return }
-            guard wakePipe.read >= 0 else {
+            if case .failure(let error) = wakeUp {
                 phase = .stopped
-                announce(DeviceNotice(kind: .error, message: "cannot make a pipe: \(String(cString: strerror(errno)))")
+                announce(DeviceNotice(kind: .error, message: "cannot make the monitor thread's wake-up: \(error.reason)")
                     .event(source: id), on: bus)
                 return
             }
@@ -121,8 +105,7 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
     }
 
     private func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakePipe.write, &byte, 1)  // a full pipe has wake-ups pending already
+        if case .success(let wakeUp) = wakeUp { wakeUp.signal() }
     }
 
     private var isStopping: Bool { stopping.load(ordering: .acquiring) }
@@ -141,7 +124,7 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
         let loop: MonitorLoop
         do throws(MonitorLoop.Failure) {
             loop = try MonitorLoop(watch: watch, layer: layer, configuration: configuration,
-                                   wakeDescriptor: wakePipe.read, source: id, bus: bus)
+                                   wakeDescriptor: try! wakeUp.get().descriptor, source: id, bus: bus)
         } catch {
             announce(DeviceNotice(kind: .error, message: error.message, layer: layer, errorNumber: error.errorNumber)
                 .event(source: id), on: bus)

@@ -10,8 +10,8 @@ import SystemdBus
 /// signal matches, one ``UnitTable``.
 ///
 /// ## Thread
-/// The connection runs on a thread of its own (`units <manager>`), which owns the sd-bus
-/// connection and the table: it waits in poll(2) on the bus's descriptor and a wake-up pipe (no
+/// The connection runs on a thread of its own (`eventbus.units`), which owns the sd-bus
+/// connection and the table: it waits in poll(2) on the bus's descriptor and a wake-up (no
 /// timeout while nothing is pending: an idle connection costs no CPU), dispatches what arrived,
 /// and posts on each attached source's bus, in order. Sources attach, detach and ask for
 /// snapshots from any thread: those are commands the thread takes at its next wake-up.
@@ -44,8 +44,9 @@ final class UnitsConnection: @unchecked Sendable {
     }
 
     private let commands = Mutex<(queue: [Command], stopping: Bool)>(([], false))
-    /// A pipe: written to wake the thread, read by its poll(2).
-    private let wakeDescriptors: (read: Int32, write: Int32)
+    /// Signalled to wake the thread, polled by its poll(2); lives as long as the object, so a
+    /// late `wake` never writes to a reused descriptor.
+    private let wakeUp: System.WakeUp
 
     // Owned by the connection's thread.
     private var bus: SDBus?
@@ -97,15 +98,11 @@ final class UnitsConnection: @unchecked Sendable {
     init(manager: UnitManager) {
         self.manager = manager
         stateText = Mutex("connecting")
-        var pipeDescriptors: [Int32] = [-1, -1]
-        if pipe(&pipeDescriptors) != 0 {
-            fatalError("units: no pipe for the connection thread: \(String(cString: strerror(errno)))")
+        do {
+            wakeUp = try System.WakeUp()
+        } catch {
+            fatalError("units: no wake-up for the connection thread: \(error)")
         }
-        for descriptor in pipeDescriptors {
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(descriptor, F_SETFL, O_NONBLOCK)
-        }
-        wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
         let thread = Thread { [self] in
             System.nameCurrentThread("eventbus.units")
             run()
@@ -132,10 +129,7 @@ final class UnitsConnection: @unchecked Sendable {
         wake()
     }
 
-    private func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakeDescriptors.write, &byte, 1)
-    }
+    private func wake() { wakeUp.signal() }
 
     // MARK: The thread
 
@@ -164,12 +158,6 @@ final class UnitsConnection: @unchecked Sendable {
             waitForWork()
         }
         bus = nil
-    }
-
-    /// The pipe lives as long as the object: a late `wake` never writes to a reused descriptor.
-    deinit {
-        close(wakeDescriptors.read)
-        close(wakeDescriptors.write)
     }
 
     private var managerName: String {
@@ -220,7 +208,7 @@ final class UnitsConnection: @unchecked Sendable {
     }
 
     private func waitForWork() {
-        var descriptors = [pollfd(fd: wakeDescriptors.read, events: Int16(POLLIN), revents: 0)]
+        var descriptors = [pollfd(fd: wakeUp.descriptor, events: Int16(POLLIN), revents: 0)]
         var timeout: Int32 = -1
         if let bus {
             descriptors.append(pollfd(fd: bus.fileDescriptor, events: Int16(truncatingIfNeeded: bus.events), revents: 0))
@@ -229,8 +217,7 @@ final class UnitsConnection: @unchecked Sendable {
             timeout = retryDelayMilliseconds
         }
         _ = poll(&descriptors, nfds_t(descriptors.count), timeout)
-        var drained = [UInt8](repeating: 0, count: 64)
-        while read(wakeDescriptors.read, &drained, drained.count) > 0 {}
+        wakeUp.drain()
     }
 
     // MARK: Connecting

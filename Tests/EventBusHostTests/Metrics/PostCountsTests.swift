@@ -32,7 +32,7 @@ import TestSupport
         try #require(settled)
         let byKind = Dictionary(uniqueKeysWithValues: counts.postedByKind.map { ($0.kind, $0.count) })
         #expect(byKind == ["units": 2, "devices": 2, "timer": 1, "files": 1, "journal": 1, "user": 1, "module": 1, "imported": 1,
-                           "bridge": 0, "eventbusd": 0, "bus": 0, "rules": 2])
+                           "bridge": 0, "eventbusd": 0, "bus": 0, "rules": 2, "dbus": 0])
         let notices = Dictionary(uniqueKeysWithValues: counts.noticesByName.map { ($0.name, $0.count) })
         #expect(notices["units.gap"] == 1 && notices["devices.gap"] == 1 && notices["fs.overflow"] == 1 && notices["journal.gap"] == 1
                 && notices["rule.skipped"] == 1)
