@@ -34,7 +34,7 @@ import SystemdBus
 /// asks every owner again, and posts one `dbus.gap` to each source that was blind — before
 /// any signal of the new connection — with how long it was. A source that attaches while the
 /// bus is away is blind from then on.
-final class DBusConnection: @unchecked Sendable {
+final class DBusConnection: SharedConnection, @unchecked Sendable {
     let bus: DBusBus
 
     private enum Command {

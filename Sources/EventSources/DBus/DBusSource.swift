@@ -18,7 +18,7 @@ final class DBusSource: EventSource, @unchecked Sendable {
     }
 
     func start(posting bus: Bus) {
-        let connection = driver.acquire(watch.bus, for: id)
+        let connection = driver.connections.acquire(watch.bus, for: id)
         running.withLock { $0 = (bus, connection) }
         connection.attach(self)
     }
@@ -29,7 +29,7 @@ final class DBusSource: EventSource, @unchecked Sendable {
             return running?.connection
         }) else { return }
         connection.detach(self)
-        driver.release(watch.bus, for: id)
+        driver.connections.release(watch.bus, for: id)
     }
 
     /// On the connection's thread. Nothing once stopped.

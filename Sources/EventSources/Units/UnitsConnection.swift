@@ -34,7 +34,7 @@ import SystemdBus
 /// once, then backing off to 5 s), subscribes, lists, and posts the differences as
 /// `unit.state` with origin `resync` and a `units.synced`. After `daemon-reload` (`Reloading`
 /// false) it lists again too: nothing was lost, but a difference would be reported as a resync.
-final class UnitsConnection: @unchecked Sendable {
+final class UnitsConnection: SharedConnection, @unchecked Sendable {
     let manager: UnitManager
 
     private enum Command {

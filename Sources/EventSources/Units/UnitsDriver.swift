@@ -1,5 +1,4 @@
 import EventBusKit
-import Synchronization
 
 /// The host's implementation of the `units` source kind (``UnitWatch``): one
 /// ``UnitsSource`` per distinct watch, and one ``UnitsConnection`` per manager, opened with the
@@ -9,8 +8,8 @@ import Synchronization
 /// UnitsDriver.register(on: bus)
 /// ```
 public final class UnitsDriver: Sendable {
-    /// Per manager: its connection and the ids of the sources attached to it.
-    private let connections = Mutex<[UnitManager: (connection: UnitsConnection, sources: [String])]>([:])
+    /// One connection per manager, shared by the sources of that manager.
+    let connections = SharedConnections<UnitManager, UnitsConnection> { UnitsConnection(manager: $0) }
 
     private init() {}
 
@@ -26,44 +25,17 @@ public final class UnitsDriver: Sendable {
     }
 
     /// How many managers have a connection open (for tests and status).
-    public var openConnections: Int { connections.withLock { $0.count } }
+    public var openConnections: Int { connections.count }
 
     /// Each running units source's state, by source id, as `eventbus status` shows it: its
     /// manager's connection following, or unavailable and why (no systemd to follow, say).
     public var sourceStates: [String: String] {
-        let entries = connections.withLock { Array($0.values) }
+        let entries = connections.attached
         var states: [String: String] = [:]
         for entry in entries {
             let state = entry.connection.state
             for id in entry.sources { states[id] = state }
         }
         return states
-    }
-
-    func acquire(_ manager: UnitManager, for source: String) -> UnitsConnection {
-        connections.withLock { connections in
-            if var entry = connections[manager] {
-                entry.sources.append(source)
-                connections[manager] = entry
-                return entry.connection
-            }
-            let connection = UnitsConnection(manager: manager)
-            connections[manager] = (connection, [source])
-            return connection
-        }
-    }
-
-    func release(_ manager: UnitManager, for source: String) {
-        let closing: UnitsConnection? = connections.withLock { connections in
-            guard var entry = connections[manager] else { return nil }
-            if let index = entry.sources.firstIndex(of: source) { entry.sources.remove(at: index) }
-            if !entry.sources.isEmpty {
-                connections[manager] = entry
-                return nil
-            }
-            connections[manager] = nil
-            return entry.connection
-        }
-        closing?.stop()
     }
 }

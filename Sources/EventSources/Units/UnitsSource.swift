@@ -25,7 +25,7 @@ final class UnitsSource: GreetsJoiningSubscribers, @unchecked Sendable {
     /// Attaches, then asks for the snapshots of who joined before — under the lock a joiner
     /// takes too, so the connection gets every snapshot request after the attachment it needs.
     func start(posting bus: Bus) {
-        let connection = driver.acquire(watch.manager, for: id)
+        let connection = driver.connections.acquire(watch.manager, for: id)
         state.withLock { state in
             state.running = (bus, connection)
             connection.attach(self)
@@ -40,7 +40,7 @@ final class UnitsSource: GreetsJoiningSubscribers, @unchecked Sendable {
             return state.running?.connection
         }) else { return }
         connection.detach(self)
-        driver.release(watch.manager, for: id)
+        driver.connections.release(watch.manager, for: id)
     }
 
     /// Every subscriber first gets the state of the units it follows: the one that started the
