@@ -82,7 +82,6 @@ public final class ControlConnection {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    /// A read or write on an established connection failed.
     /// A failed `send` or `read` on the connection: the OS boundary's one error type.
     public typealias IOError = System.CallError
 

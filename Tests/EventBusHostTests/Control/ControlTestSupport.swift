@@ -127,6 +127,36 @@ func rawConnection(_ socket: String) throws -> (ControlConnection, hello: JSON) 
     return (connection, hello)
 }
 
+/// A control-socket client that sends `request` (a subscribe) the moment it is greeted and reads
+/// on a thread of its own until `last` holds for a line or the connection ends, so a test can
+/// post and look at what has arrived. Its reads wait without a bound: the connection ends with
+/// the host.
+final class SubscribedReader: @unchecked Sendable {
+    // @unchecked: `lines` and `ended` are Collected.
+    let lines = Collected<[JSON]>([])
+    /// Why the reader stopped before `last` held, for a test's message.
+    let ended = Collected<String?>(nil)
+
+    init(socket: String, request: JSON, until last: @escaping @Sendable (JSON) -> Bool = { _ in false }) {
+        Thread.detachNewThread { [lines, ended] in
+            do {
+                let (connection, _) = try rawConnection(socket)
+                connection.setReceiveTimeout(seconds: 0)
+                try connection.send(request)
+                while let line = try connection.readJSON() {
+                    lines.update { $0.append(line) }
+                    if last(line) { return }
+                }
+                ended.update { $0 = "the host closed the connection" }
+            } catch {
+                ended.update { $0 = "\(error)" }
+            }
+        }
+    }
+
+    var events: [JSON] { lines.value.filter { $0["type"]?.stringValue == "event" } }
+}
+
 /// Sends `request` on a fresh connection and returns the answer.
 func ask(_ socket: String, _ request: JSON) throws -> JSON {
     let (connection, _) = try rawConnection(socket)

@@ -2,26 +2,12 @@ import ControlProtocol
 import Foundation
 import Testing
 
-/// A control-socket client subscribed to every device and to `user.sentinel`, reading on a
-/// thread of its own: what a service ordered `After=eventbusd.service` does when it starts.
-private final class DeviceSubscriber: @unchecked Sendable {
-    // @unchecked: `lines` is a Collected; the rest is immutable.
-    let lines = Collected<[JSON]>([])
-
-    /// Connects to `socket` (a host that is starting keeps it in its backlog until it answers)
-    /// and subscribes at once.
-    init(socket: String) {
-        Thread.detachNewThread { [lines] in
-            guard let (connection, _) = try? rawConnection(socket) else { return }
-            try? connection.send(["op": "subscribe", "devices": ["*"], "patterns": ["user.sentinel"]])
-            while let line = try? connection.readJSON() {
-                lines.update { $0.append(line) }
-                if line["name"]?.stringValue == "user.sentinel" { return }
-            }
-        }
-    }
-
-    var events: [JSON] { lines.value.filter { $0["type"]?.stringValue == "event" } }
+/// A control-socket client subscribed to every device and to `user.sentinel`: what a service
+/// ordered `After=eventbusd.service` does when it starts. It connects to `socket` (a host that is
+/// starting keeps it in its backlog until it answers) and subscribes at once.
+private func deviceSubscriber(socket: String) -> SubscribedReader {
+    SubscribedReader(socket: socket, request: ["op": "subscribe", "devices": ["*"], "patterns": ["user.sentinel"]],
+                     until: { $0["name"]?.stringValue == "user.sentinel" })
 }
 
 /// A subscriber to devices gets exactly one snapshot, as its first events, whatever the moment it
@@ -62,20 +48,21 @@ private final class DeviceSubscriber: @unchecked Sendable {
                 """)
             let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", config], in: directory)
             #expect(await eventually { FileManager.default.fileExists(atPath: socket) }, "\(daemon.output)")
-            let early = DeviceSubscriber(socket: socket)
+            let early = deviceSubscriber(socket: socket)
             #expect(await daemon.waitFor("ready; SIGHUP reloads"), "\(daemon.output)")
             let tail = try CLIProcess(["tail", "--socket", socket, "--json", "--devices", "user.sentinel"], in: directory)
             func tailEvents() -> [JSON] { tail.stdout.split(separator: "\n").compactMap { try? JSON.parse(String($0)) } }
             func hasSnapshot(_ events: [JSON]) -> Bool { events.contains { $0["name"]?.stringValue == "devices.snapshot" } }
             #expect(await eventually { hasSnapshot(early.events) && hasSnapshot(tailEvents()) }, "\(tail.stdout.prefix(500))")
-            let late = DeviceSubscriber(socket: socket)
+            let late = deviceSubscriber(socket: socket)
             #expect(await eventually { hasSnapshot(late.events) })
             _ = try ask(socket, ["op": "post", "name": "user.sentinel"])
             func sawSentinel(_ events: [JSON]) -> Bool { events.contains { $0["name"]?.stringValue == "user.sentinel" } }
             #expect(await eventually { sawSentinel(early.events) && sawSentinel(tailEvents()) && sawSentinel(late.events) })
-            for (who, events) in [("control-socket subscriber before ready", early.events), ("tail --devices after ready", tailEvents()),
-                                  ("subscriber after both", late.events)] {
-                if let problem = problem(events) { failures.append("start \(start), \(who): \(problem)") }
+            for (who, events, ended) in [("control-socket subscriber before ready", early.events, early.ended.value),
+                                         ("tail --devices after ready", tailEvents(), tail.process.isRunning ? nil : tail.stderr),
+                                         ("subscriber after both", late.events, late.ended.value)] {
+                if let problem = problem(events) { failures.append("start \(start), \(who): \(problem)\(ended.map { " (reader ended: \($0))" } ?? "")") }
             }
             daemon.signal(SIGTERM)
             #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
