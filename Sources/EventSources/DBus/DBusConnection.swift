@@ -30,10 +30,12 @@ import SystemdBus
 /// ## Loss
 /// When the connection closes (the bus daemon stopped or restarted, it dropped the client) or
 /// cannot be made, the thread reconnects: 100 ms after the loss, then backing off to 5 s. The
-/// status says `unavailable: why` meanwhile. Once connected again it adds every rule anew,
-/// asks every owner again, and posts one `dbus.gap` to each source that was blind — before
-/// any signal of the new connection — with how long it was. A source that attaches while the
-/// bus is away is blind from then on.
+/// status says `unavailable: why` meanwhile. Once connected again it adds every rule anew and
+/// asks every owner again; when the bus answers the first of those calls — a socket that
+/// connects is not yet a bus that is there: a daemon being killed can accept a connection it
+/// will never serve — the outage is over: each source that was blind gets one `dbus.gap`, with
+/// how long it was, before any signal of the new connection (whose rules' answers come first).
+/// A source that attaches while the bus is away is blind from then on.
 final class DBusConnection: SharedConnection, @unchecked Sendable {
     let bus: DBusBus
 
@@ -63,6 +65,8 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
     private let owners = DBusSenderOwners()
     /// Why the bus is away, since when; nil while connected (or before the first try).
     private var outage: (reason: String, since: ContinuousClock.Instant)?
+    /// The current connection has not had an answer from the bus yet.
+    private var awaitingAnswer = false
     private var retryDelay: Duration = .zero
     private var nextAttempt = ContinuousClock.now
     /// Events in posting order, each for one source.
@@ -201,23 +205,32 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
             refusedRules = [:]
             refusals.withLock { $0 = [:] }
             for name in owners.names { owners.forget(name) }
+            awaitingAnswer = true
             for attachment in attachments { install(attachment.source.watch.match) }
-            retryDelay = .zero
-            outage = nil
-            stateText.withLock { $0 = "following \(Self.name(of: bus))" }
-            let now = ContinuousClock.now
-            for attachment in attachments {
-                guard let blind = attachment.blind else { continue }
-                attachment.blind = nil
-                let down = now - blind.since
-                let seconds = Double(down.components.seconds) + Double(down.components.attoseconds) / 1e18
-                outbox.append((ObjectIdentifier(attachment.source),
-                               DBusGap(bus: bus.description, reason: blind.reason, lostAt: blind.wall, downSeconds: seconds)
-                                   .event(source: attachment.source.id)))
-            }
+            if attachments.isEmpty { answered() }
         } catch {
             connection = nil
             lose("\(error)")
+        }
+    }
+
+    /// The bus answered a call of the current connection: on the first answer, the outage is
+    /// over and the blind sources hear how long it was.
+    private func answered() {
+        guard awaitingAnswer else { return }
+        awaitingAnswer = false
+        retryDelay = .zero
+        outage = nil
+        stateText.withLock { $0 = "following \(Self.name(of: bus))" }
+        let now = ContinuousClock.now
+        for attachment in attachments {
+            guard let blind = attachment.blind else { continue }
+            attachment.blind = nil
+            let down = now - blind.since
+            let seconds = Double(down.components.seconds) + Double(down.components.attoseconds) / 1e18
+            outbox.append((ObjectIdentifier(attachment.source),
+                           DBusGap(bus: bus.description, reason: blind.reason, lostAt: blind.wall, downSeconds: seconds)
+                               .event(source: attachment.source.id)))
         }
     }
 
@@ -282,6 +295,7 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
                                 destination: "org.freedesktop.DBus", body: { (writer) throws(SDBusError) in try writer.string(argument) }) {
                 [unowned self] message in
                 guard generation == self.generation else { return }
+                answered()
                 let reader = SDBusMessageReader(message)
                 if let error = reader.errorName { done(nil, error) } else { done(reading(reader), nil) }
             }
@@ -294,6 +308,7 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
     /// an outage that goes on keeps its first reason), and the next attempt is scheduled.
     private func lose(_ reason: String) {
         connection = nil
+        awaitingAnswer = false
         generation += 1
         owners.connectionLost(route: route)
         rules = [:]
