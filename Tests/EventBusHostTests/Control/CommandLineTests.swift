@@ -41,12 +41,20 @@ import Testing
         let eventbusd = directory.path + "/eventbusd"
         for (source, target) in [(BuildProducts.eventbusd, eventbusd),
                                  (BuildProducts.directory + "/libEventBusKit.so", directory.path + "/libEventBusKit.so")] {
-            try FileManager.default.copyItem(atPath: source, toPath: target)
-            chmod(target, 0o755)
+            try copyClosingOnExec(source, to: target)
         }
-        let result = try await run("/usr/bin/setpriv", ["--reuid=\(user.userID)", "--regid=\(user.groupID)", "--init-groups", "--",
-                                                        eventbusd, "--config", config],
-                                   environment: ["PATH": "/usr/bin:/bin"])
+        // A process another test spawns between its fork and its exec still holds the copy open
+        // for writing, and executing it fails then (ETXTBSY): a moment later it does not.
+        let runAsUser = {
+            try await run("/usr/bin/setpriv", ["--reuid=\(user.userID)", "--regid=\(user.groupID)", "--init-groups", "--",
+                                               eventbusd, "--config", config],
+                          environment: ["PATH": "/usr/bin:/bin"])
+        }
+        var result = try await runAsUser()
+        for _ in 0..<100 where result.output.contains("Text file busy") {
+            try await Task.sleep(for: .milliseconds(50))
+            result = try await runAsUser()
+        }
         #expect(result.status == 1)
         #expect(result.output.contains("/run/user/\(user.userID)"), "\(result.output)")
         #expect(result.output.contains("--socket PATH"), "\(result.output)")
@@ -134,4 +142,16 @@ import Testing
         #expect(result.stderr.contains(message), "\(result.stderr)")
         #expect(result.stderr.contains("eventbus post"), "post's usage, not the top level's: \(result.stderr)")
     }
+}
+
+/// Copies `source` to `target` (mode 0755) through a descriptor opened close-on-exec: one that
+/// a child of another test inherited would stay open for writing across that child's exec, for
+/// its whole life, and executing the copy would fail with ETXTBSY all that time.
+private func copyClosingOnExec(_ source: String, to target: String) throws {
+    let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+    let fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o755)
+    guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    defer { close(fd) }
+    try FileHandle(fileDescriptor: fd, closeOnDealloc: false).write(contentsOf: bytes)
+    fchmod(fd, 0o755)
 }
