@@ -1,5 +1,6 @@
 import ArgumentParser
 import ControlProtocol
+import SystemCalls
 
 /// `eventbus`: the command line of the EventBus host. Each group of subcommands lives in its own
 /// folder; the ones that talk to a running host (`Control/`: tail, post, status, modules, files, reload;
@@ -16,6 +17,7 @@ struct EventBusCommand: ParsableCommand {
     )
 
     static func main() {
+        System.unblockTerminationSignals()
         main(LeadingSocketOption.reordered(Array(CommandLine.arguments.dropFirst())))
     }
 }
