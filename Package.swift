@@ -142,7 +142,7 @@ let package = Package(
         // figures and the small HTTP/1.1 listener that serves `/metrics` (docs/metrics.md).
         .target(
             name: "EventBusMetrics",
-            dependencies: [.product(name: "Prometheus", package: "swift-prometheus"), "CEpoll", "SystemCalls"]
+            dependencies: [.product(name: "Prometheus", package: "swift-prometheus"), "SystemCalls"]
         ),
         // The host's built-in sources that talk to the OS: journal (sd-journal), files (inotify), devices
         // (sd-device), units and D-Bus signals (sd-bus).

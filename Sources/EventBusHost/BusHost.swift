@@ -6,6 +6,7 @@ import EventSources
 import Logging
 import ModuleLoading
 import Synchronization
+import SystemCalls
 
 /// The host: one bus, the timers, file and journal watches and the handler modules its config
 /// file names, started,
@@ -40,6 +41,9 @@ public final class BusHost: @unchecked Sendable {
     /// The metrics the control socket's `metrics` request and `metrics.listen` serve; only a
     /// host that serves a control socket collects them.
     private let metrics: HostMetrics?
+    /// The thread of the control socket and the metrics listener; made by ``start(progress:)``
+    /// when the host serves the control socket, ended last at shutdown. On the control queue.
+    private var loop: System.EventLoop?
     /// What the source kinds were registered with; its state directory follows the config.
     private let sourceEnvironment: SourceEnvironment
     private let rules: RuleEngine
@@ -139,18 +143,28 @@ public final class BusHost: @unchecked Sendable {
             let config: HostConfig
             do throws(ConfigError) { config = try loadConfig() } catch { return .failure(error) }
             // Before the modules, so the replay ring holds their first events too.
-            do throws(MetricsListenerError) {
-                try metrics?.apply(config.metrics, logger: logger)
-            } catch {
-                return .failure(ConfigError(file: config.file, line: nil, key: "metrics.listen", message: error.description))
-            }
-            do throws(ControlServer.StartError) {
-                var settings = config.control
-                if let inheritedPath = inheritedControlSocket?.path { settings.socketPath = inheritedPath }
-                try controlServer?.start(settings: settings, inherited: inheritedControlSocket?.fileDescriptor)
-            } catch {
-                metrics?.stop()
-                return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: error.description))
+            if let controlServer {
+                let loop: System.EventLoop
+                do { loop = try System.EventLoop(name: "eventbus.ctrl") } catch {
+                    return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: "\(error)"))
+                }
+                loop.start()
+                do throws(MetricsListenerError) {
+                    try metrics?.apply(config.metrics, on: loop, logger: logger)
+                } catch {
+                    loop.stopAndWait()
+                    return .failure(ConfigError(file: config.file, line: nil, key: "metrics.listen", message: error.description))
+                }
+                do throws(ControlServer.StartError) {
+                    var settings = config.control
+                    if let inheritedPath = inheritedControlSocket?.path { settings.socketPath = inheritedPath }
+                    try controlServer.start(settings: settings, inherited: inheritedControlSocket?.fileDescriptor, on: loop)
+                } catch {
+                    metrics?.stop()
+                    loop.stopAndWait()
+                    return .failure(ConfigError(file: config.file, line: nil, key: "control.socket", message: error.description))
+                }
+                self.loop = loop
             }
             // Before the modules, so their activate can subscribe to the journal.
             sourceEnvironment.stateDirectory = config.stateDirectory
@@ -219,7 +233,7 @@ public final class BusHost: @unchecked Sendable {
             rules.apply(new.rules, launcher: new.rulesLauncher, stateDirectory: new.stateDirectory)
             controlServer?.apply(new.control)
             do throws(MetricsListenerError) {
-                try metrics?.apply(new.metrics, logger: logger)
+                if let loop { try metrics?.apply(new.metrics, on: loop, logger: logger) }
             } catch {
                 logger.error("reload: \(error); the metrics listener stays as it was")
             }
@@ -297,6 +311,7 @@ public final class BusHost: @unchecked Sendable {
             // moment to read their last lines even when the modules used up the budget.
             controlServer?.stop(within: min(.seconds(2), max(.milliseconds(500), deadline - .now)))
             metrics?.stop()
+            loop?.stopAndWait()
             bus.finish()
             let report = ShutdownReport(undrained: stopped.undrained, notDeactivated: stopped.notDeactivated)
             logger.info("eventbusd stopped\(report.isClean ? "" : " (not clean: see above)")")

@@ -1,9 +1,8 @@
-import CEpoll
 import Foundation
 import Synchronization
 import SystemCalls
 
-/// Serves `GET /metrics` over plain HTTP/1.1 for Prometheus, on one thread of its own.
+/// Serves `GET /metrics` over plain HTTP/1.1 for Prometheus, on the host's event loop.
 ///
 /// Why our own and not SwiftNIO: the whole job is one GET, one answer, close — about the size
 /// of this file — while NIO would add its event loops and a dozen modules to a host that
@@ -37,13 +36,15 @@ import SystemCalls
 ///   every answer carries `Connection: close`.
 ///
 /// ## Threads
-/// One thread, `poll(2)` on the listening socket, a wake-up and the connections (all
-/// non-blocking). Rendering runs on it: a scrape waits for the one before.
-/// ``init(address:limits:render:)`` binds (so an address in use is an error at start) and
-/// ``stop()`` joins the thread; both from the host's control queue.
-public final class MetricsListener: @unchecked Sendable {
-    // @unchecked: `connections` and the descriptors are touched only on the listener's thread
-    // after `start`; `thread` only by start/stop on one caller's queue.
+/// Everything after ``start(on:)`` runs on the loop's thread: accepting, reading heads,
+/// rendering and writing answers (a scrape waits for the one before), and the deadlines, as loop
+/// timers. ``init(address:limits:render:)`` binds (so an address in use is an error at start);
+/// ``start(on:)`` and ``stop()`` come from one other thread (the host's control queue), never
+/// the loop's. ``start()`` runs it on a loop of its own, which ``stop()`` ends.
+public final class MetricsListener: LoopWatcher, @unchecked Sendable {
+    // @unchecked: `connections`, `acceptPausedUntil`, `listening`, `resumeAt` and `stopped` are
+    // the loop thread's once started; `loop` is set once by start, before the loop first reads
+    // it; `ownLoop` is the caller's.
 
     public struct Limits: Sendable {
         public var maxConnections = 64
@@ -52,8 +53,8 @@ public final class MetricsListener: @unchecked Sendable {
         /// accepted (`TCP_DEFER_ACCEPT`, whole seconds, which Linux rounds up to its SYN-ACK
         /// retransmissions: 30 s is about 31 s). An HTTP client speaks first, so a scraper is
         /// accepted the moment its head arrives and is never queued behind idle connections;
-        /// an idle one costs a small kernel entry — no descriptor, place or wake-up of this
-        /// thread — until then, or for good if the kernel drops it. A flood beyond the backlog
+        /// an idle one costs a small kernel entry — no descriptor, place or wake-up of the
+        /// loop — until then, or for good if the kernel drops it. A flood beyond the backlog
         /// meets SYN cookies instead, which keep no state to defer with.
         public var silenceBeforeAccept: Duration = .seconds(30)
         /// From accept, the time a connection keeps its place while it has not sent a whole
@@ -89,19 +90,25 @@ public final class MetricsListener: @unchecked Sendable {
     public let limits: Limits
     private let render: @Sendable () -> [UInt8]
     private let listener: Int32
-    /// What ``stop()`` signals to end the thread's poll.
-    private let wake: System.WakeUp
+    private var loop: System.EventLoop?
+    /// Made by ``start()``, ended by ``stop()``.
+    private var ownLoop: System.EventLoop?
     private var connections: [Connection] = []
-    /// Set when accepting ran out of descriptors: the listener is not polled until then.
+    /// Set when accepting ran out of descriptors: the listener is not watched until then.
     private var acceptPausedUntil: ContinuousClock.Instant?
-    private let stopped = Mutex(false)
-    private let done = DispatchSemaphore(value: 0)
-    private var started = false
+    /// Whether the listening socket is watched for newcomers now.
+    private var listening = false
+    /// When a timer will look at the listener again, while it is not watched.
+    private var resumeAt: ContinuousClock.Instant?
+    private var stopped = false
     private let counts = Mutex(Statistics())
 
-    private final class Connection {
+    /// One client: its socket is watched on the loop (readable until it is answered, then
+    /// writable), and the listener serves it.
+    fileprivate final class Connection: LoopWatcher {
         /// -1 once closed.
         var fd: Int32
+        unowned let owner: MetricsListener
         let accepted: ContinuousClock.Instant
         /// The end of the whole exchange.
         let deadline: ContinuousClock.Instant
@@ -115,149 +122,142 @@ public final class MetricsListener: @unchecked Sendable {
         var answered: Bool { !output.isEmpty }
         var currentDeadline: ContinuousClock.Instant { answered ? deadline : headDeadline }
 
-        init(fd: Int32, accepted: ContinuousClock.Instant, limits: Limits) {
+        init(fd: Int32, owner: MetricsListener, accepted: ContinuousClock.Instant, limits: Limits) {
             self.fd = fd
+            self.owner = owner
             self.accepted = accepted
             self.deadline = accepted + limits.timeout
             self.headDeadline = accepted + min(limits.headTimeout, limits.timeout)
             self.graceEnd = min(accepted + limits.headGrace, headDeadline)
         }
+
+        func ready(_ events: UInt32) {
+            owner.serve(self)
+            owner.updateListener()
+        }
     }
 
-    /// Binds `address` and listens; ``start()`` begins answering. `render` makes the text of
-    /// one scrape, on the listener's thread.
+    /// Binds `address` and listens; ``start(on:)`` begins answering. `render` makes the text of
+    /// one scrape, on the loop's thread.
     public init(address: ListenAddress, limits: Limits = Limits(),
                 render: @escaping @Sendable () -> [UInt8]) throws(MetricsListenerError) {
         self.address = address
         self.limits = limits
         self.render = render
-        let domain = address.family == .ipv4 ? AF_INET : AF_INET6
-        let fd = socket(domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .system("socket", errno, address) }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var silence = Int32(clamping: max(1, limits.silenceBeforeAccept.components.seconds))
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &silence, socklen_t(MemoryLayout<Int32>.size))
-        let bound: Int32
-        switch address.family {
-        case .ipv4:
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = address.port.bigEndian
-            _ = address.host.withCString { inet_pton(AF_INET, $0, &sin.sin_addr) }
-            bound = withUnsafePointer(to: &sin) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-        case .ipv6:
-            var sin6 = sockaddr_in6()
-            sin6.sin6_family = sa_family_t(AF_INET6)
-            sin6.sin6_port = address.port.bigEndian
-            _ = address.host.withCString { inet_pton(AF_INET6, $0, &sin6.sin6_addr) }
-            bound = withUnsafePointer(to: &sin6) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-            }
-        }
-        // A deep backlog: a connect that finds it full is retried by the client a second later.
-        guard bound == 0, listen(fd, 1024) == 0 else {
-            let error = errno
-            close(fd)
-            throw .system("bind", error, address)
-        }
         do {
-            wake = try System.WakeUp()
+            // A deep backlog: a connect that finds it full is retried by the client a second later.
+            listener = try System.StreamSocket.listen(host: address.host, port: address.port, ipv6: address.family == .ipv6,
+                                                      deferAccept: Int32(clamping: limits.silenceBeforeAccept.components.seconds),
+                                                      backlog: 1024)
         } catch {
-            close(fd)
-            throw .system("eventfd", error.errno, address)
+            throw .system(error, address)
         }
-        self.listener = fd
     }
 
     deinit {
-        close(listener)
+        System.StreamSocket.close(listener)
     }
 
     public var statistics: Statistics { counts.withLock { $0 } }
 
-    /// Starts the listener's thread.
-    public func start() {
-        precondition(!started, "a metrics listener starts once")
-        started = true
-        let thread = Thread { [self] in
-            run()
+    /// Answers on `loop` (running) from now on.
+    public func start(on loop: System.EventLoop) {
+        precondition(self.loop == nil, "a metrics listener starts once")
+        self.loop = loop
+        loop.execute { [self] in
+            guard !stopped else { return }
+            updateListener()
+        }
+    }
+
+    /// Answers on a loop of its own (thread `eventbus-metrics`), which ``stop()`` ends.
+    public func start() throws(System.CallError) {
+        let loop = try System.EventLoop(name: "eventbus-metrics")
+        loop.start()
+        ownLoop = loop
+        start(on: loop)
+    }
+
+    /// Closes every connection and the listening socket's watch; returns once the loop has
+    /// done it. Not on the loop's thread.
+    public func stop() {
+        guard let loop else { return }
+        let done = DispatchSemaphore(value: 0)
+        loop.execute { [self] in
+            stopped = true
+            if listening { loop.remove(listener) }
+            listening = false
+            for connection in connections { finish(connection) }
+            connections.removeAll()
             done.signal()
         }
-        thread.name = "eventbus-metrics"
-        thread.start()
-    }
-
-    /// Closes every connection and the listening socket's thread; returns once it has ended.
-    public func stop() {
-        guard started else { return }
-        stopped.withLock { $0 = true }
-        wake.signal()
         done.wait()
-        started = false
+        ownLoop?.stopAndWait()
+        ownLoop = nil
     }
 
-    // MARK: The listener's thread
+    // MARK: On the loop's thread
 
-    private func run() {
-        var fds: [pollfd] = []
-        while !stopped.withLock({ $0 }) {
-            fds.removeAll(keepingCapacity: true)
-            fds.append(pollfd(fd: wake.descriptor, events: Int16(POLLIN), revents: 0))
-            let now = ContinuousClock.now
-            if let until = acceptPausedUntil, until <= now { acceptPausedUntil = nil }
-            let fullUntil = acceptPausedUntil == nil ? graceToWaitFor(now) : nil
-            // A negative descriptor is skipped by poll: while nothing can be accepted, the listener
-            // (readable as long as a client waits) would otherwise wake the loop at once, forever.
-            let accepting = acceptPausedUntil == nil && fullUntil == nil
-            fds.append(pollfd(fd: accepting ? listener : -1, events: Int16(POLLIN), revents: 0))
-            for connection in connections {
-                fds.append(pollfd(fd: connection.fd, events: Int16(connection.answered ? POLLOUT : POLLIN), revents: 0))
+    /// The listening socket: newcomers wait.
+    public func ready(_ events: UInt32) {
+        acceptWaiting()
+        updateListener()
+    }
+
+    /// Watches the listener while a newcomer can be accepted — into a free place, into the place
+    /// of one past its grace, or (every place being answered) to be answered `503` — and
+    /// otherwise looks again when that changes: at the end of a pause for descriptors, when the
+    /// first grace ends, or when a place frees up (each connection's event ends here).
+    fileprivate func updateListener() {
+        guard !stopped, let loop else { return }
+        let now = ContinuousClock.now
+        if let until = acceptPausedUntil, until <= now { acceptPausedUntil = nil }
+        let fullUntil = acceptPausedUntil == nil ? graceToWaitFor(now) : nil
+        let accepting = acceptPausedUntil == nil && fullUntil == nil
+        if accepting != listening {
+            // Not watched while nothing can be accepted: the listener is readable as long as a
+            // client waits, and would wake the loop at once, forever.
+            if accepting {
+                do { try loop.add(listener, events: System.EventLoop.readable, watcher: self) } catch { return }
+            } else {
+                loop.remove(listener)
             }
-            let soonest = (connections.map(\.currentDeadline) + [acceptPausedUntil, fullUntil].compactMap { $0 }).min()
-            let timeout = soonest.map { max(0, Int32(clamping: ($0 - now).milliseconds + 1)) } ?? -1
-            guard (try? System.poll(&fds, timeout: timeout)) != nil else { break }
-            if fds[1].revents & Int16(POLLIN) != 0 { acceptWaiting() }
-            // Connections as they were when polled (accepting appended new ones after them).
-            for (index, pollFD) in fds.enumerated().dropFirst(2) where pollFD.revents != 0 {
-                serve(connections[index - 2], events: pollFD.revents)
-            }
-            let after = ContinuousClock.now
-            connections.removeAll { connection in
-                if connection.fd < 0 { return true }
-                guard connection.currentDeadline <= after else { return false }
-                counts.withLock { $0.timedOut += 1 }
-                close(connection.fd)
-                return true
+            listening = accepting
+        }
+        if let look = acceptPausedUntil ?? fullUntil, resumeAt.map({ look < $0 }) ?? true {
+            resumeAt = look
+            loop.after(look - now) { [weak self] in
+                guard let self, self.resumeAt == look else { return }
+                self.resumeAt = nil
+                self.updateListener()
             }
         }
-        for connection in connections where connection.fd >= 0 { close(connection.fd) }
-        connections.removeAll()
     }
 
     /// Accepts what waits, at most ``Limits/maxConnections`` per round: a flood of connects
-    /// must not keep the thread from reading the heads of those it has.
+    /// must not keep the loop from reading the heads of those it has.
     private func acceptWaiting() {
         for _ in 0..<max(1, limits.maxConnections) {
             // Full: the place of the oldest connection past its grace without a head, if any,
             // goes to the newcomer; while all of those are within their grace, the newcomers
-            // wait in the backlog (the loop polls the listener again when the first grace ends).
+            // wait in the backlog (the listener is watched again when the first grace ends).
             var giveWay: Connection?
             if live >= limits.maxConnections {
                 giveWay = oldestPastGrace(.now)
                 if giveWay == nil, live >= limits.maxConnections,
                    connections.contains(where: { $0.fd >= 0 && !$0.answered }) { return }
             }
-            let fd = Self.accept4(listener, nil, nil, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-            if fd < 0 {
-                // EAGAIN: none left. Out of descriptors: the client stays in the backlog; look again
-                // in a moment (or when one of ours closes, at the latest by its deadline).
-                if errno == EMFILE || errno == ENFILE { acceptPausedUntil = .now + .milliseconds(100) }
+            let fd: Int32
+            do {
+                guard let accepted = try System.StreamSocket.accept(listener, "metrics listener") else { return }
+                fd = accepted
+            } catch {
+                // Out of descriptors: the client stays in the backlog; look again in a moment (or
+                // when one of ours closes, at the latest by its deadline).
+                if error.errno == EMFILE || error.errno == ENFILE { acceptPausedUntil = .now + .milliseconds(100) }
                 return
             }
-            let connection = Connection(fd: fd, accepted: .now, limits: limits)
+            let connection = Connection(fd: fd, owner: self, accepted: .now, limits: limits)
             if let giveWay {
                 counts.withLock { $0.timedOut += 1 }
                 finish(giveWay)
@@ -265,29 +265,48 @@ public final class MetricsListener: @unchecked Sendable {
                 // Every place is being answered: the newcomer is told so (its head unread, so a
                 // 503 never follows part of an answer).
                 counts.withLock { $0.rejected += 1 }
-                var answer = Self.response(status: "503 Service Unavailable", body: Array("too many connections\n".utf8))
-                _ = send(fd, &answer, answer.count, Int32(MSG_NOSIGNAL))
+                let answer = Self.response(status: "503 Service Unavailable", body: Array("too many connections\n".utf8))
+                _ = answer.withUnsafeBytes { try? System.StreamSocket.write(fd, $0, "metrics client") }
+                System.StreamSocket.close(fd)
+                continue
+            }
+            connections.append(connection)
+            guard let loop, (try? loop.add(fd, events: System.EventLoop.readable, watcher: connection)) != nil else {
                 finish(connection)
                 continue
             }
+            // Its deadlines, as loop timers: the head's, then the whole exchange's.
+            for deadline in [connection.headDeadline, connection.deadline] {
+                loop.after(deadline - .now) { [weak self, weak connection] in
+                    guard let self, let connection else { return }
+                    self.expire(connection)
+                }
+            }
             // Its head may be here already: then it is answered now, usually whole at once.
-            serve(connection, events: Int16(POLLIN))
+            serve(connection)
             guard connection.fd >= 0 else { continue }
             // Nothing at all, after waiting out the kernel's deferral: its grace is spent (else a
             // wave of idle ones handed over together would hold the table for a grace each).
-            if connection.request.isEmpty && !connection.answered && Self.waitedOutDeferral(fd) {
+            if connection.request.isEmpty && !connection.answered && System.StreamSocket.retransmittedHandshake(fd) {
                 connection.graceEnd = connection.accepted
             }
-            connections.append(connection)
         }
     }
 
+    /// A connection at one of its deadlines: closed if it is still at it (a slow or silent client).
+    private func expire(_ connection: Connection) {
+        guard !stopped, connection.fd >= 0, connection.currentDeadline <= .now else { return }
+        counts.withLock { $0.timedOut += 1 }
+        finish(connection)
+        updateListener()
+    }
+
     /// The oldest connection past its grace still without a whole head, read once more first
-    /// (a head that came since the last poll is answered, not closed): nil when there is none,
+    /// (a head that came since the last wake-up is answered, not closed): nil when there is none,
     /// or when that reading freed a place.
     private func oldestPastGrace(_ now: ContinuousClock.Instant) -> Connection? {
         for connection in connections where connection.fd >= 0 && !connection.answered && connection.graceEnd <= now {
-            serve(connection, events: Int16(POLLIN))
+            serve(connection)
             if connection.fd < 0 { return nil }  // answered whole, or gone: a place is free
             if !connection.answered { return connection }
         }
@@ -295,7 +314,7 @@ public final class MetricsListener: @unchecked Sendable {
     }
 
     /// While the table is full and every connection without a head is within its grace: when
-    /// the first of those graces ends (the listener is not polled till then, or till a place
+    /// the first of those graces ends (the listener is not watched till then, or till a place
     /// frees up).
     /// Nil while a newcomer can be accepted — into a free place, into the place of one past its
     /// grace, or (every place being answered) to be answered `503`.
@@ -306,21 +325,11 @@ public final class MetricsListener: @unchecked Sendable {
         return soonest
     }
 
-    /// Whether the kernel sent the connection's SYN-ACK again: for one handed over without
-    /// data, that it waited out `TCP_DEFER_ACCEPT` (Linux retransmits the SYN-ACK at its end
-    /// and hands the connection over on the client's ACK). One that came by SYN cookie, in a
-    /// SYN flood beyond the backlog, has no deferral behind it and keeps its grace: with none,
-    /// such a flood would cycle the table as fast as it reconnects.
-    private static func waitedOutDeferral(_ fd: Int32) -> Bool {
-        var info = tcp_info()
-        var length = socklen_t(MemoryLayout<tcp_info>.size)
-        return getsockopt(fd, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0 && info.tcpi_total_retrans > 0
-    }
+    private var live: Int { connections.count }
 
-    /// Connections not yet closed (closed ones leave the list after the round of poll results).
-    private var live: Int { connections.reduce(0) { $0 + ($1.fd >= 0 ? 1 : 0) } }
-
-    private func serve(_ connection: Connection, events: Int16) {
+    /// Reads the head (answering it once whole) or writes the answer, as far as the socket takes.
+    fileprivate func serve(_ connection: Connection) {
+        guard connection.fd >= 0 else { return }
         if connection.answered {
             writeAnswer(connection)
             return
@@ -328,18 +337,18 @@ public final class MetricsListener: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
             let room = min(buffer.count, limits.maxRequestBytes + 1 - connection.request.count)
-            let count: Int
-            do throws(System.CallError) {
-                count = try System.call("recv") { recv(connection.fd, &buffer, room, 0) }
-            } catch {
-                if error.errno == EAGAIN { break }  // poll says when more arrives
-                count = 0
+            let result = try? buffer.withUnsafeMutableBytes { bytes in
+                try System.StreamSocket.read(connection.fd, into: UnsafeMutableRawBufferPointer(rebasing: bytes[..<room]), "metrics client")
             }
-            if count == 0 {
+            switch result {
+            case .bytes(let count)?:
+                connection.request += buffer[0..<count]
+            case .wouldBlock?:
+                return  // the loop says when more arrives
+            case .end?, nil:
                 finish(connection)  // the client left before asking anything whole
                 return
             }
-            connection.request += buffer[0..<count]
             if let end = Self.endOfHead(connection.request) {
                 answer(connection, head: connection.request[..<end])
                 return
@@ -370,48 +379,44 @@ public final class MetricsListener: @unchecked Sendable {
         }
         counts.withLock { $0.scrapes += 1 }
         let body = render()
-        let output = Self.response(status: "200 OK", body: body, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                   includeBody: method == "GET")
-        connection.output = output
-        writeAnswer(connection)
+        respond(connection, Self.response(status: "200 OK", body: body, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                                          includeBody: method == "GET"))
     }
 
     private func reject(_ connection: Connection, _ status: String, _ message: String, extra: String = "") {
         counts.withLock { $0.rejected += 1 }
-        connection.output = Self.response(status: status, body: Array(message.utf8), extraHeaders: extra)
+        respond(connection, Self.response(status: status, body: Array(message.utf8), extraHeaders: extra))
+    }
+
+    /// Writes what the socket takes now; the rest when the loop says it is writable.
+    private func respond(_ connection: Connection, _ output: [UInt8]) {
+        connection.output = output
         writeAnswer(connection)
+        if connection.fd >= 0 { loop?.modify(connection.fd, events: System.EventLoop.writable) }
     }
 
     private func writeAnswer(_ connection: Connection) {
         while connection.written < connection.output.count {
-            do throws(System.CallError) {
-                connection.written += try System.call("send") {
-                    connection.output.withUnsafeBytes { bytes in
-                        send(connection.fd, bytes.baseAddress! + connection.written, bytes.count - connection.written, Int32(MSG_NOSIGNAL))
-                    }
-                }
-            } catch {
-                if error.errno == EAGAIN { return }  // poll says when it takes more
+            let result = try? connection.output.withUnsafeBytes { bytes in
+                try System.StreamSocket.write(connection.fd, UnsafeRawBufferPointer(rebasing: bytes[connection.written...]), "metrics client")
+            }
+            guard case .wrote(let count)? = result else {
+                if case .wouldBlock? = result { return }  // the loop says when it takes more
                 finish(connection)
                 return
             }
+            connection.written += count
         }
         finish(connection)
     }
 
-    /// `accept4(2)`, looked up at run time: Swift's Glibc module does not declare it (a GNU
-    /// extension), and `accept` + `fcntl` would let a module worker spawned in between inherit
-    /// the descriptor.
-    private static let accept4: @convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32) -> Int32 = {
-        guard let symbol = dlsym(nil, "accept4") else { fatalError("glibc without accept4") }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?, Int32) -> Int32).self)
-    }()
-
-    /// Closes the connection; it leaves the list after this round of poll results.
+    /// Closes the connection and gives up its place.
     private func finish(_ connection: Connection) {
         guard connection.fd >= 0 else { return }
-        close(connection.fd)
+        loop?.remove(connection.fd)
+        System.StreamSocket.close(connection.fd)
         connection.fd = -1
+        connections.removeAll { $0 === connection }
     }
 
     /// Where the request head ends (after CRLF CRLF, or LF LF as lenient servers accept).
@@ -435,14 +440,7 @@ public final class MetricsListener: @unchecked Sendable {
 public struct MetricsListenerError: Error, CustomStringConvertible {
     public var description: String
 
-    static func system(_ call: String, _ code: Int32, _ address: ListenAddress) -> MetricsListenerError {
-        MetricsListenerError(description: "cannot listen on \(address): \(call): \(String(cString: strerror(code)))")
-    }
-}
-
-extension Duration {
-    fileprivate var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    static func system(_ error: System.CallError, _ address: ListenAddress) -> MetricsListenerError {
+        MetricsListenerError(description: "cannot listen on \(address): \(error.call): \(String(cString: strerror(error.errno)))")
     }
 }

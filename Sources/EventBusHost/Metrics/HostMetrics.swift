@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NATSBridge
 import Synchronization
+import SystemCalls
 
 /// The host's metrics: what `/metrics` and the control socket's `metrics` request answer.
 ///
@@ -16,8 +17,9 @@ import Synchronization
 /// configured name, a source kind, a fixed notice name), never an event name.
 ///
 /// ## Threads
-/// ``render()`` from any thread (the listener's, the control loop's), serialized by the
-/// registry's lock; ``apply(_:logger:)`` and ``stop()`` on ``BusHost``'s control queue.
+/// ``render()`` from any thread (the control loop's, for `/metrics` and the `metrics` request),
+/// serialized by the registry's lock; ``apply(_:on:logger:)`` and ``stop()`` on ``BusHost``'s
+/// control queue.
 final class HostMetrics: Sendable {
     let registry = MetricsRegistry()
     let handlerDurations: HandlerDurations
@@ -79,9 +81,9 @@ final class HostMetrics: Sendable {
         self.clients.withLock { $0 = clients }
     }
 
-    /// Starts, moves or stops the HTTP listener as `settings` say. A listener that cannot bind
-    /// throws, and what ran before runs on.
-    func apply(_ settings: MetricsSettings, logger: Logger) throws(MetricsListenerError) {
+    /// Starts, moves or stops the HTTP listener as `settings` say, served on `loop` (the control
+    /// socket's). A listener that cannot bind throws, and what ran before runs on.
+    func apply(_ settings: MetricsSettings, on loop: System.EventLoop, logger: Logger) throws(MetricsListenerError) {
         let current = listener.withLock { $0 }
         if current?.address == settings.listen { return }
         guard let address = settings.listen else {
@@ -100,14 +102,14 @@ final class HostMetrics: Sendable {
                 made = try MetricsListener(address: address, render: render)
             } catch {
                 if let old = try? MetricsListener(address: current.address, render: render) {
-                    old.start()
+                    old.start(on: loop)
                     listener.withLock { $0 = old }
                 }
                 throw error
             }
         }
         stopListener()
-        made.start()
+        made.start(on: loop)
         listener.withLock { $0 = made }
         logger.info("metrics: serving http://\(made.address)/metrics")
     }

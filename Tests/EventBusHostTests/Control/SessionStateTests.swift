@@ -1,4 +1,5 @@
 import ControlProtocol
+import SystemCalls
 import Testing
 @testable import EventBusHost
 
@@ -58,10 +59,10 @@ import Testing
     @Test func readsOnlyWhileNoAnswersWaitAndWatchesWritabilityMeanwhile() {
         var state = SessionState()
         #expect(state.readsRequests(outputWaiting: false))
-        #expect(state.interest(outputWaiting: false) == ControlLoop.readable | ControlLoop.peerClosedWriting)
+        #expect(state.interest(outputWaiting: false) == System.EventLoop.readable | System.EventLoop.peerClosedWriting)
         // Flow control: a client that does not read its answers is not read either.
         #expect(!state.readsRequests(outputWaiting: true))
-        #expect(state.interest(outputWaiting: true) == ControlLoop.writable)
+        #expect(state.interest(outputWaiting: true) == System.EventLoop.writable)
         state.close()
         #expect(!state.readsRequests(outputWaiting: false))
     }
@@ -72,7 +73,7 @@ import Testing
         state.peerEndedInput()
         #expect(!state.readsRequests(outputWaiting: false))
         #expect(state.interest(outputWaiting: false) == 0)
-        #expect(state.interest(outputWaiting: true) == ControlLoop.writable)
+        #expect(state.interest(outputWaiting: true) == System.EventLoop.writable)
         #expect(state.outputWritten() == .close)
     }
 

@@ -11,7 +11,7 @@ import TestSupport
                   render: @escaping @Sendable () -> [UInt8] = { Array("test_metric_total 42\n".utf8) }) throws -> MetricsListener {
         let address = try ListenAddress(parsing: "127.0.0.1:\(try freeLoopbackPort())")
         let listener = try MetricsListener(address: address, limits: limits, render: render)
-        listener.start()
+        try listener.start()
         return listener
     }
 

@@ -1,6 +1,7 @@
 import ControlProtocol
 import Foundation
 import Logging
+import SystemCalls
 
 /// The control socket's listening side: binding the socket file, accepting clients and refusing
 /// those over a limit; each admitted one becomes a ``ControlSession`` through
@@ -17,12 +18,12 @@ import Logging
 ///
 /// ## Threads
 /// ``bind(_:logger:)`` runs on the host's control queue, at start; everything else on the
-/// server's ``ControlLoop``, whose thread alone touches the state below.
+/// server's ``System.EventLoop``, whose thread alone touches the state below.
 final class ControlListener: LoopWatcher, @unchecked Sendable {
     // @unchecked: the loop's thread only (see above).
 
     private unowned let server: ControlServer
-    private var loop: ControlLoop { server.loop }
+    private var loop: System.EventLoop { server.loop }
     private(set) var fd: Int32
     /// Kept open to be closed when descriptors run out, so one waiting client can be accepted
     /// and refused instead of left in the backlog (which keeps the socket readable).
@@ -95,7 +96,7 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
         for _ in 0..<64 {
             let client: Int32
             do {
-                guard let accepted = try System.StreamSocket.accept(fd) else { return }
+                guard let accepted = try System.StreamSocket.accept(fd, "control socket") else { return }
                 client = accepted
             } catch {
                 if error.errno == EMFILE || error.errno == ENFILE || error.errno == ENOBUFS || error.errno == ENOMEM {
@@ -144,7 +145,7 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
         if spare >= 0 {
             System.StreamSocket.close(spare)
             spare = -1
-            let client = (try? System.StreamSocket.accept(fd)) ?? nil
+            let client = (try? System.StreamSocket.accept(fd, "control socket")) ?? nil
             if let client {
                 server.countRefusalForDescriptors()
                 Self.refuse(client, ControlError(.tooManyClients, "eventbusd has run out of file descriptors (\(error.reason)); try again later"))
@@ -160,7 +161,7 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
         loop.after(pause) { [self] in
             paused = false
             if spare < 0 { spare = System.StreamSocket.openSpare() }
-            if !closed && !server.isStopped { loop.modify(fd, events: ControlLoop.readable) }
+            if !closed && !server.isStopped { loop.modify(fd, events: System.EventLoop.readable) }
         }
     }
 
@@ -168,7 +169,7 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
     /// socket's buffer takes the line without blocking.
     static func refuse(_ fd: Int32, _ refusal: ControlError) {
         let line = JSONWriter.line(refusal.json)
-        _ = line.withUnsafeBytes { try? System.StreamSocket.write(fd, $0) }
+        _ = line.withUnsafeBytes { try? System.StreamSocket.write(fd, $0, "control client") }
         System.StreamSocket.close(fd)
     }
 }

@@ -125,6 +125,5 @@ extension ControlServer {
                 logger.warning("\(stuck.count) control client(s) did not take their last lines within \(timeout); disconnected, up to \(lost) event(s) unwritten")
             }
         }
-        loop.stopAndWait()
     }
 }

@@ -25,7 +25,7 @@ import Synchronization
 ///   feed list under one lock is what makes a replay join the live stream with nothing missed
 ///   and nothing twice.
 /// - Accepting, and every connection, run on ``loop``: one epoll thread for all clients (see
-///   ``ControlLoop`` for why). A slow client stalls nobody: its socket is written when epoll
+///   ``System.EventLoop`` for why). A slow client stalls nobody: its socket is written when epoll
 ///   says it takes more.
 /// - ``start(settings:inherited:)``, ``apply(_:)``, ``refusePosts()``, ``beginStopping(_:)`` and
 ///   ``stop(within:)`` come from ``BusHost``'s control queue.
@@ -86,9 +86,9 @@ final class ControlServer: @unchecked Sendable {
     /// This host's life (``EventCursor``): drawn once, with the bus whose numbers it qualifies.
     let life = EventCursor.newLife()
     let startedMonotonic = ContinuousClock.now
-    /// The thread every connection runs on; set by ``start(settings:inherited:)``.
-    private(set) var loop: ControlLoop!
-    /// Accepts the clients; set by ``start(settings:inherited:)``, then the loop's.
+    /// The thread every connection runs on; set by ``start(settings:inherited:on:)``.
+    private(set) var loop: System.EventLoop!
+    /// Accepts the clients; set by ``start(settings:inherited:on:)``, then the loop's.
     private(set) var listener: ControlListener!
     /// The loop's read buffer, shared by all sessions (they read one at a time, on the loop).
     var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -139,9 +139,10 @@ final class ControlServer: @unchecked Sendable {
     // MARK: Lifecycle (the host's control queue)
 
     /// Binds the configured socket (or takes `inherited`, a listening socket from systemd's
-    /// socket activation; `settings.socketPath` then names where it is, for `status`). The ring
-    /// holds every event posted from here on; clients are answered after ``startAccepting()``.
-    func start(settings: ControlSettings, inherited: Int32? = nil) throws(StartError) {
+    /// socket activation; `settings.socketPath` then names where it is, for `status`), to be
+    /// served on `loop` (started; the host stops it after ``stop(within:)``). The ring holds
+    /// every event posted from here on; clients are answered after ``startAccepting()``.
+    func start(settings: ControlSettings, inherited: Int32? = nil, on loop: System.EventLoop) throws(StartError) {
         lock.withLock {
             self.settings = settings
             ring = ReplayRing(capacity: settings.replayEvents, byteCapacity: settings.replayBytes)
@@ -154,11 +155,6 @@ final class ControlServer: @unchecked Sendable {
             socket = try ControlListener.bind(settings, logger: logger)
             boundPath = settings.socketPath
         }
-        let loop: ControlLoop
-        do { loop = try ControlLoop() } catch {
-            closeSocket(socket)
-            throw .system(error)
-        }
         self.loop = loop
         listener = ControlListener(fd: socket, server: self)
         // Events posted before the fan-out existed are not waited for at shutdown.
@@ -167,7 +163,6 @@ final class ControlServer: @unchecked Sendable {
         bus.setHandOutCheck { [unowned self] sequence in handedToEveryTail(through: sequence) }
         bus.setHandOutPatience(settings.handOutPatience)
         lock.withLock { fannedOut = max(fannedOut, postedBefore) }
-        loop.start()
         let limit = System.openFileLimit()
         let reserve = listener.reserve(configured: settings.reservedFiles)
         if settings.maxClients + reserve + 64 > limit.soft {
@@ -189,7 +184,7 @@ final class ControlServer: @unchecked Sendable {
         let done = DispatchSemaphore(value: 0)
         loop.execute { [self] in
             do throws(System.CallError) {
-                try loop.add(listener.fd, events: ControlLoop.readable, watcher: listener)
+                try loop.add(listener.fd, events: System.EventLoop.readable, watcher: listener)
                 outcome.withLock { $0 = .some(nil) }
             } catch {
                 closeSocket(listener.fd)

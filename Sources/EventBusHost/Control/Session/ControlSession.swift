@@ -2,6 +2,7 @@ import ControlProtocol
 import Dispatch
 @_spi(EventBusHost) import EventBusKit
 import Foundation
+import SystemCalls
 
 /// One client connection of the control socket: the thin I/O side of a ``SessionState``.
 ///
@@ -12,7 +13,7 @@ import Foundation
 /// file only carries it out.
 ///
 /// ## Threads
-/// Everything here runs on the server's ``ControlLoop`` thread: reading and answering requests,
+/// Everything here runs on the server's ``System.EventLoop`` thread: reading and answering requests,
 /// encoding the events of its ``TailFeed`` and writing them. The bus's delivery loop only
 /// offers events to the feed, which asks the loop to ``pump()`` when the session was idle. So
 /// the state below needs no lock, and a client that stops reading stalls nobody: its socket is
@@ -72,7 +73,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
         self.server = server
     }
 
-    var loop: ControlLoop { server.loop }
+    var loop: System.EventLoop { server.loop }
 
     /// Registers with the loop and greets the client. On the loop.
     func start() throws(System.CallError) {
@@ -84,18 +85,18 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
 
     func ready(_ events: UInt32) {
         guard !closed else { return }
-        if events & (ControlLoop.readable | ControlLoop.peerClosedWriting | ControlLoop.hangUp) != 0,
+        if events & (System.EventLoop.readable | System.EventLoop.peerClosedWriting | System.EventLoop.hangUp) != 0,
            state.readsRequests(outputWaiting: outputWaiting) {
             readAvailable()
             if closed { return }
         }
-        if events & (ControlLoop.hangUp | ControlLoop.failed) != 0 {
+        if events & (System.EventLoop.hangUp | System.EventLoop.failed) != 0 {
             // The peer closed its whole connection (or it failed): nothing written reaches it.
             server.logger.debug("control client \(id) hung up")
             close()
             return
         }
-        if events & ControlLoop.writable != 0 { pump() }
+        if events & System.EventLoop.writable != 0 { pump() }
     }
 
     // MARK: Reading
@@ -110,7 +111,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             let result: System.StreamSocket.ReadResult
             do {
                 result = try server.readBuffer.withUnsafeMutableBytes { buffer throws(System.CallError) in
-                    try System.StreamSocket.read(fd, into: buffer)
+                    try System.StreamSocket.read(fd, into: buffer, "control client")
                 }
             } catch {
                 server.logger.debug("control client \(id): \(error)")
@@ -167,7 +168,7 @@ final class ControlSession: LoopWatcher, @unchecked Sendable {
             let result: System.StreamSocket.WriteResult
             do {
                 result = try out.bytes.withUnsafeBytes { all throws(System.CallError) in
-                    try System.StreamSocket.write(fd, UnsafeRawBufferPointer(rebasing: all[written...]))
+                    try System.StreamSocket.write(fd, UnsafeRawBufferPointer(rebasing: all[written...]), "control client")
                 }
             } catch {
                 server.logger.debug("control client \(id): \(error)")

@@ -59,8 +59,8 @@ struct SessionState: Equatable {
     /// What epoll should watch the descriptor for (hang-ups are always reported).
     func interest(outputWaiting: Bool) -> UInt32 {
         var wanted: UInt32 = 0
-        if readOpen && !outputWaiting { wanted |= ControlLoop.readable | ControlLoop.peerClosedWriting }
-        if outputWaiting { wanted |= ControlLoop.writable }
+        if readOpen && !outputWaiting { wanted |= System.EventLoop.readable | System.EventLoop.peerClosedWriting }
+        if outputWaiting { wanted |= System.EventLoop.writable }
         return wanted
     }
 
