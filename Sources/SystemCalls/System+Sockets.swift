@@ -1,5 +1,4 @@
 import Glibc
-import SystemCalls
 
 /// The libc calls of the systemd integration: Unix datagram sockets (sd_notify, journald's
 /// native protocol), inherited sockets (socket activation), sealed memory files (journald's
@@ -8,13 +7,13 @@ import SystemCalls
 extension System {
     /// A Unix socket address. A leading `@` means Linux's abstract namespace (the name starts
     /// with a NUL byte instead of living in the file system), as systemd writes `$NOTIFY_SOCKET`.
-    struct UnixAddress: Sendable, CustomStringConvertible {
+    public struct UnixAddress: Sendable, CustomStringConvertible {
         /// The path as given, `@` included.
-        let path: String
+        public let path: String
         private let bytes: [UInt8]
 
         /// Nil when the path is empty or longer than `sun_path` holds.
-        init?(_ path: String) {
+        public init?(_ path: String) {
             var bytes = Array(path.utf8)
             guard !bytes.isEmpty else { return nil }
             if bytes[0] == UInt8(ascii: "@") { bytes[0] = 0 }
@@ -23,11 +22,11 @@ extension System {
             self.bytes = bytes
         }
 
-        var description: String { path }
+        public var description: String { path }
 
         /// Calls `body` with the `sockaddr` and its length. An abstract address's length counts
         /// exactly its name (no terminating NUL), a path's includes the NUL, as the kernel expects.
-        func withSocketAddress<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        public func withSocketAddress<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
             withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
@@ -44,7 +43,7 @@ extension System {
     /// reconnecting. Sends block for at most `sendTimeout` (the receiver's queue is full);
     /// `sendBufferSize` raises the largest datagram that fits (the kernel caps it at `wmem_max`,
     /// and root lifts that cap with `SO_SNDBUFFORCE`).
-    static func datagramSocket(sendTimeout: Duration, sendBufferSize: Int32? = nil) throws(CallError) -> Int32 {
+    public static func datagramSocket(sendTimeout: Duration, sendBufferSize: Int32? = nil) throws(CallError) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw CallError(call: "socket", path: "AF_UNIX", errno: errno) }
         let seconds = sendTimeout.components.seconds
@@ -60,7 +59,7 @@ extension System {
 
     /// Whether a datagram socket is bound at `address` and takes datagrams: `connect(2)` of a
     /// throw-away socket, which fails with `ENOENT` or `ECONNREFUSED` when nobody listens.
-    static func probeDatagramReceiver(_ address: UnixAddress) throws(CallError) {
+    public static func probeDatagramReceiver(_ address: UnixAddress) throws(CallError) {
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw CallError(call: "socket", path: address.path, errno: errno) }
         defer { Glibc.close(fd) }
@@ -69,7 +68,7 @@ extension System {
     }
 
     /// What a datagram send came to.
-    enum SendOutcome: Equatable {
+    public enum SendOutcome: Equatable {
         case sent
         /// The receiver's queue is full (or the send timed out waiting for room).
         case wouldBlock
@@ -81,7 +80,7 @@ extension System {
     /// Sends `bytes` as one datagram to `address`, with `descriptor` attached as `SCM_RIGHTS`
     /// if given. `wait: false` returns ``SendOutcome/wouldBlock`` at once instead of waiting
     /// for room (`MSG_DONTWAIT`).
-    static func sendDatagram(_ bytes: UnsafeRawBufferPointer, to address: UnixAddress, on fd: Int32,
+    public static func sendDatagram(_ bytes: UnsafeRawBufferPointer, to address: UnixAddress, on fd: Int32,
                              wait: Bool, passing descriptor: Int32? = nil) -> SendOutcome {
         // One cmsghdr (16 bytes on 64-bit Linux) followed by an int, padded to 8: CMSG_SPACE(4).
         let headerSize = MemoryLayout<cmsghdr>.size
@@ -128,7 +127,7 @@ extension System {
     ///
     /// `memfd_create` is looked up at run time because Swift's Glibc module does not declare it;
     /// glibc has exported it since 2.27.
-    static func sealedMemoryFile(named name: String, containing bytes: UnsafeRawBufferPointer) throws(CallError) -> Int32 {
+    public static func sealedMemoryFile(named name: String, containing bytes: UnsafeRawBufferPointer) throws(CallError) -> Int32 {
         typealias MemfdCreate = @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "memfd_create") else {
             throw CallError(call: "memfd_create", path: name, errno: ENOSYS)
@@ -153,58 +152,58 @@ extension System {
         return fd
     }
 
-    static func close(_ fd: Int32) {
+    public static func close(_ fd: Int32) {
         _ = Glibc.close(fd)
     }
 
     /// Writes all of `text` to standard error (a line that must get out even when the log
     /// handler cannot deliver).
-    static func writeToStandardError(_ text: String) {
+    public static func writeToStandardError(_ text: String) {
         // Nothing to do when even that fails.
         _ = try? Array(text.utf8).withUnsafeBytes { try writeAll(STDERR_FILENO, $0) }
     }
 
     /// The device and inode of an open descriptor, as `fstat(2)` gives them.
-    static func deviceAndInode(of fd: Int32) -> (device: UInt64, inode: UInt64)? {
+    public static func deviceAndInode(of fd: Int32) -> (device: UInt64, inode: UInt64)? {
         var info = stat()
         guard fstat(fd, &info) == 0 else { return nil }
         return (UInt64(info.st_dev), UInt64(info.st_ino))
     }
 
-    static var processID: Int32 { getpid() }
+    public static var processID: Int32 { getpid() }
 
     /// `CLOCK_MONOTONIC` in microseconds: the clock of systemd's `MONOTONIC_USEC=`.
-    static var monotonicMicroseconds: UInt64 {
+    public static var monotonicMicroseconds: UInt64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
     }
 
     /// An environment variable (`getenv(3)`).
-    static func environment(_ name: String) -> String? {
+    public static func environment(_ name: String) -> String? {
         getenv(name).map { String(cString: $0) }
     }
 
     /// Removes an environment variable, so processes this one starts do not inherit it.
     /// Call before other threads read the environment: `unsetenv` is not thread-safe.
-    static func unsetEnvironment(_ name: String) {
+    public static func unsetEnvironment(_ name: String) {
         unsetenv(name)
     }
 
     // MARK: Inherited sockets
 
     /// What the kernel says about an inherited descriptor that is supposed to be a socket.
-    struct SocketDescription: Equatable {
-        var isSocket: Bool
-        var isStream: Bool
-        var isListening: Bool
-        var isUnix: Bool
+    public struct SocketDescription: Equatable {
+        public var isSocket: Bool
+        public var isStream: Bool
+        public var isListening: Bool
+        public var isUnix: Bool
         /// The bound path of a Unix socket (`@name` for the abstract namespace), if any.
-        var path: String?
+        public var path: String?
     }
 
     /// Describes `fd`; nil when it is not open.
-    static func describeSocket(_ fd: Int32) -> SocketDescription? {
+    public static func describeSocket(_ fd: Int32) -> SocketDescription? {
         var info = stat()
         guard fstat(fd, &info) == 0 else { return nil }
         guard UInt32(info.st_mode) & UInt32(S_IFMT) == UInt32(S_IFSOCK) else {
@@ -238,7 +237,7 @@ extension System {
     }
 
     /// Sets `FD_CLOEXEC`, so programs this process starts do not inherit the descriptor.
-    static func setCloseOnExec(_ fd: Int32) throws(CallError) {
+    public static func setCloseOnExec(_ fd: Int32) throws(CallError) {
         let flags = fcntl(fd, F_GETFD)
         guard flags >= 0, fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0 else {
             throw CallError(call: "fcntl(F_SETFD)", path: "fd \(fd)", errno: errno)
