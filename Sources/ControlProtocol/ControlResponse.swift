@@ -45,7 +45,7 @@ public enum ControlResponse: Equatable {
         case "end": return .end(reason: try members.string("reason"))
         case "status": return .status(try StatusReport(members))
         case "modules": return .modules(try members.array("modules").map { (module) throws(ResponseDecodingError) in try ModuleReport(module) })
-        case "rules": return .rules(try members.array("rules").map { (rule) throws(ResponseDecodingError) in try RuleReport(rule) })
+        case RulesAnswer.type: return .rules(try RulesAnswer.decode(line).rules)
         case "stats": return .stats(try StatsReport(members))
         case Listing.type: return .listing(try Listing.decode(line))
         case "metrics": return .metrics(text: try members.string("text"))
