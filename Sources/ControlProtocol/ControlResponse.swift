@@ -43,10 +43,10 @@ public enum ControlResponse: Equatable {
         case "event": return .event(line)
         case "gap": return .gap(try GapLine(members))
         case "end": return .end(reason: try members.string("reason"))
-        case "status": return .status(try StatusReport(members))
-        case "modules": return .modules(try members.array("modules").map { (module) throws(ResponseDecodingError) in try ModuleReport(module) })
+        case StatusReport.type: return .status(try StatusReport.decode(line))
+        case ModulesAnswer.type: return .modules(try ModulesAnswer.decode(line).modules)
         case RulesAnswer.type: return .rules(try RulesAnswer.decode(line).rules)
-        case "stats": return .stats(try StatsReport(members))
+        case StatsReport.type: return .stats(try StatsReport.decode(line))
         case Listing.type: return .listing(try Listing.decode(line))
         case "metrics": return .metrics(text: try members.string("text"))
         case "reloaded": return .reloaded(message: try members.string("message"))
@@ -117,8 +117,13 @@ public enum StreamEnd {
 }
 
 /// The answer to `modules`: every module, in config order.
-public enum ModulesAnswer {
-    public static func json(_ modules: [ModuleReport]) -> JSON { ["type": "modules", "modules": .array(modules.map(\.json))] }
+public struct ModulesAnswer: CodableAnswer, Equatable {
+    public static let type = "modules"
+    public var modules: [ModuleReport]
+
+    public init(modules: [ModuleReport]) {
+        self.modules = modules
+    }
 }
 
 /// The answer to `reload`.

@@ -50,7 +50,7 @@ extension ControlServer {
     }
 
     func modules() -> JSON {
-        ModulesAnswer.json(snapshot().modules.map(Self.report))
+        ModulesAnswer(modules: snapshot().modules.map(Self.report)).json
     }
 
     func rules() -> JSON {
