@@ -1,7 +1,8 @@
 /// A line the host writes, typed: the greeting, an answer to a request, or a line of a stream.
 /// ``decode(_:)`` is the clients' one reader of them; the host writes each with the type's
-/// ``json`` (or, for the lines of a stream, the writers of ``EventLine``, ``GapLine`` and
-/// ``PostedBatch``, which skip the tree). `PROTOCOL.md` describes every member.
+/// ``json`` — through `Codable` for the cold-path answers (``CodableAnswer``), by hand for the
+/// lines of a stream (the writers of ``EventLine``, ``GapLine`` and ``PostedBatch``, which skip
+/// the tree). `PROTOCOL.md` describes every member.
 ///
 /// Clients ignore members they do not know, so a newer host may add some.
 public enum ControlResponse: Equatable {
@@ -42,11 +43,11 @@ public enum ControlResponse: Equatable {
         case "event": return .event(line)
         case "gap": return .gap(try GapLine(members))
         case "end": return .end(reason: try members.string("reason"))
-        case "status": return .status(try StatusReport(members))
-        case "modules": return .modules(try members.array("modules").map { (module) throws(ResponseDecodingError) in try ModuleReport(module) })
-        case "rules": return .rules(try members.array("rules").map { (rule) throws(ResponseDecodingError) in try RuleReport(rule) })
-        case "stats": return .stats(try StatsReport(members))
-        case "listing": return .listing(try Listing(members))
+        case StatusReport.type: return .status(try StatusReport.decode(line))
+        case ModulesAnswer.type: return .modules(try ModulesAnswer.decode(line).modules)
+        case RulesAnswer.type: return .rules(try RulesAnswer.decode(line).rules)
+        case StatsReport.type: return .stats(try StatsReport.decode(line))
+        case Listing.type: return .listing(try Listing.decode(line))
         case "metrics": return .metrics(text: try members.string("text"))
         case "reloaded": return .reloaded(message: try members.string("message"))
         default: return .other(type: type, line)
@@ -116,8 +117,13 @@ public enum StreamEnd {
 }
 
 /// The answer to `modules`: every module, in config order.
-public enum ModulesAnswer {
-    public static func json(_ modules: [ModuleReport]) -> JSON { ["type": "modules", "modules": .array(modules.map(\.json))] }
+public struct ModulesAnswer: CodableAnswer, Equatable {
+    public static let type = "modules"
+    public var modules: [ModuleReport]
+
+    public init(modules: [ModuleReport]) {
+        self.modules = modules
+    }
 }
 
 /// The answer to `reload`.

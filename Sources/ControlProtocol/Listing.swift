@@ -1,13 +1,20 @@
 /// The answer to `listing` (``ListingRequest``): what a file watch knows exists under its root,
 /// standing at the watch's event `sequence` (0: it posted none yet).
-public struct Listing: Equatable, Sendable {
-    public struct Entry: Equatable, Sendable {
+public struct Listing: CodableAnswer, Equatable {
+    public static let type = "listing"
+
+    public struct Entry: Codable, Equatable, Sendable {
         public var path: String
         public var isDirectory: Bool
 
         public init(path: String, isDirectory: Bool) {
             self.path = path
             self.isDirectory = isDirectory
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case path
+            case isDirectory = "is_dir"
         }
     }
 
@@ -27,22 +34,9 @@ public struct Listing: Equatable, Sendable {
         self.entries = entries
     }
 
-    public var json: JSON {
-        ["type": "listing", "root": .string(root), "source": .string(source), "seq": .int(Int64(bitPattern: sequence)),
-         "root_exists": .bool(rootExists),
-         "entries": .array(entries.map { ["path": .string($0.path), "is_dir": .bool($0.isDirectory)] })]
-    }
-
-    init(_ members: Members) throws(ResponseDecodingError) {
-        root = try members.string("root")
-        source = members["source"]?.stringValue ?? ""
-        sequence = UInt64(clamping: try members.int("seq"))
-        rootExists = members["root_exists"]?.boolValue ?? true
-        entries = try members.array("entries").map { (entry) throws(ResponseDecodingError) in
-            guard let path = entry["path"]?.stringValue else {
-                throw ResponseDecodingError(description: "a listing entry needs \"path\", a string")
-            }
-            return Entry(path: path, isDirectory: entry["is_dir"]?.boolValue ?? false)
-        }
+    enum CodingKeys: String, CodingKey {
+        case root, source, entries
+        case sequence = "seq"
+        case rootExists = "root_exists"
     }
 }

@@ -28,11 +28,6 @@ struct Members {
         return value
     }
 
-    func double(_ name: String) throws(ResponseDecodingError) -> Double {
-        guard let value = object[name]?.doubleValue else { throw missing(name, "a number") }
-        return value
-    }
-
     func array(_ name: String) throws(ResponseDecodingError) -> [JSON] {
         guard let value = object[name]?.arrayValue else { throw missing(name, "a list") }
         return value

@@ -1,6 +1,6 @@
 /// One rule, in the answer to `rules`: where it was written, its mode and launcher, its counters
 /// and its last run.
-public struct RuleReport: Equatable, Sendable {
+public struct RuleReport: Codable, Equatable, Sendable {
     public var name: String
     /// `file:line`.
     public var location: String
@@ -49,43 +49,20 @@ public struct RuleReport: Equatable, Sendable {
         self.lastOutcome = lastOutcome
     }
 
-    public var json: JSON {
-        var object: [String: JSON] = [
-            "name": .string(name), "location": .string(location), "state": .string(state), "mode": .string(mode),
-            "launcher": .string(launcher), "fired": .int(fired), "skipped": .int(skipped), "dropped": .int(dropped),
-            "runs": .int(runs), "succeeded": .int(succeeded), "failed": .int(failed), "timed_out": .int(timedOut),
-            "stopped": .int(stopped), "running": .int(running), "queued": .int(queued),
-        ]
-        if let reason { object["reason"] = .string(reason) }
-        if let lastRunTime { object["last_run_time"] = .string(lastRunTime) }
-        if let lastOutcome { object["last_outcome"] = .string(lastOutcome) }
-        return .object(object)
-    }
-
-    init(_ json: JSON) throws(ResponseDecodingError) {
-        let members = try Members(json, type: "rule")
-        name = try members.string("name")
-        location = members["location"]?.stringValue ?? "?"
-        state = members["state"]?.stringValue ?? "?"
-        reason = members["reason"]?.stringValue
-        mode = members["mode"]?.stringValue ?? "?"
-        launcher = members["launcher"]?.stringValue ?? "?"
-        fired = members["fired"]?.intValue ?? 0
-        skipped = members["skipped"]?.intValue ?? 0
-        dropped = members["dropped"]?.intValue ?? 0
-        runs = members["runs"]?.intValue ?? 0
-        succeeded = members["succeeded"]?.intValue ?? 0
-        failed = members["failed"]?.intValue ?? 0
-        timedOut = members["timed_out"]?.intValue ?? 0
-        stopped = members["stopped"]?.intValue ?? 0
-        running = members["running"]?.intValue ?? 0
-        queued = members["queued"]?.intValue ?? 0
-        lastRunTime = members["last_run_time"]?.stringValue
-        lastOutcome = members["last_outcome"]?.stringValue
+    enum CodingKeys: String, CodingKey {
+        case name, location, state, reason, mode, launcher, fired, skipped, dropped, runs, succeeded, failed, stopped, running, queued
+        case timedOut = "timed_out"
+        case lastRunTime = "last_run_time"
+        case lastOutcome = "last_outcome"
     }
 }
 
 /// The answer to `rules`: every running rule, in config order.
-public enum RulesAnswer {
-    public static func json(_ rules: [RuleReport]) -> JSON { ["type": "rules", "rules": .array(rules.map(\.json))] }
+public struct RulesAnswer: CodableAnswer, Equatable {
+    public static let type = "rules"
+    public var rules: [RuleReport]
+
+    public init(rules: [RuleReport]) {
+        self.rules = rules
+    }
 }

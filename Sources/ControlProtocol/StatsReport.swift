@@ -1,7 +1,9 @@
 /// The answer to `stats`: the host's counters as numbers — the bus, the process, each module
 /// (with its handler-duration histogram) and each tailing client — what `eventbus top` shows,
 /// without the Prometheus text the `metrics` answer carries.
-public struct StatsReport: Equatable, Sendable {
+public struct StatsReport: CodableAnswer, Equatable {
+    public static let type = "stats"
+
     public var processID: Int64
     public var uptimeSeconds: Double
     /// Events posted on the bus (its newest sequence number).
@@ -13,10 +15,14 @@ public struct StatsReport: Equatable, Sendable {
     public var process: Process?
     public var modules: [Module]
     public var tailing: [TailingClient]
-    /// Set while the host shuts down (`state` `stopping`): what it still has to do.
-    public var stopping: StoppingReport?
+    /// `stopping` while the host shuts down: set with ``stopping``.
+    public private(set) var state = HostState.running
+    /// Set while the host shuts down: what it still has to do.
+    public var stopping: StoppingReport? {
+        didSet { state = HostState(stopping) }
+    }
 
-    public struct Process: Sendable, Equatable {
+    public struct Process: Codable, Sendable, Equatable {
         public var residentBytes: Int64
         public var openFiles: Int64
         public var threads: Int64
@@ -26,9 +32,15 @@ public struct StatsReport: Equatable, Sendable {
             self.openFiles = openFiles
             self.threads = threads
         }
+
+        enum CodingKeys: String, CodingKey {
+            case threads
+            case residentBytes = "resident_bytes"
+            case openFiles = "open_files"
+        }
     }
 
-    public struct Module: Sendable, Equatable {
+    public struct Module: Codable, Sendable, Equatable {
         public var name: String
         public var state: String
         public var delivered: Int64
@@ -50,17 +62,27 @@ public struct StatsReport: Equatable, Sendable {
             self.errors = errors
             self.handlerSeconds = handlerSeconds
         }
+
+        enum CodingKeys: String, CodingKey {
+            case name, state, delivered, dropped, queued, errors
+            case handlerSeconds = "handler_seconds"
+        }
     }
 
     /// Cumulative bucket counts: `counts[i]` observations were at most `bounds[i]`; the last
     /// count, one more than the bounds, is all of them (+∞).
-    public struct Histogram: Sendable, Equatable {
+    public struct Histogram: Codable, Sendable, Equatable {
         public var bounds: [Double]
         public var counts: [Int64]
 
         public init(bounds: [Double], counts: [Int64]) {
             self.bounds = bounds
             self.counts = counts
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case counts
+            case bounds = "le"
         }
 
         /// A quantile: within the bounds, or past the last one (`above` it).
@@ -94,7 +116,7 @@ public struct StatsReport: Equatable, Sendable {
         }
     }
 
-    public struct TailingClient: Sendable, Equatable {
+    public struct TailingClient: Codable, Sendable, Equatable {
         public var client: Int64
         public var userID: Int64
         public var processID: Int64
@@ -112,6 +134,13 @@ public struct StatsReport: Equatable, Sendable {
             self.queued = queued
             self.queuedBytes = queuedBytes
         }
+
+        enum CodingKeys: String, CodingKey {
+            case client, delivered, dropped, queued
+            case userID = "uid"
+            case processID = "pid"
+            case queuedBytes = "queued_bytes"
+        }
     }
 
     public init(processID: Int64, uptimeSeconds: Double, posted: Int64, subscriptions: Int64, clients: Int64,
@@ -126,68 +155,9 @@ public struct StatsReport: Equatable, Sendable {
         self.tailing = tailing
     }
 
-    public var json: JSON {
-        var answer: [String: JSON] = [
-            "type": "stats",
-            "pid": .int(processID),
-            "uptime_seconds": .double(uptimeSeconds),
-            "posted": .int(posted),
-            "subscriptions": .int(subscriptions),
-            "clients": .int(clients),
-            "modules": .array(modules.map { module in
-                var members: [String: JSON] = [
-                    "name": .string(module.name), "state": .string(module.state),
-                    "delivered": .int(module.delivered), "dropped": .int(module.dropped),
-                    "queued": .int(module.queued), "errors": .int(module.errors),
-                ]
-                if let histogram = module.handlerSeconds {
-                    members["handler_seconds"] = ["le": .array(histogram.bounds.map(JSON.double)),
-                                                  "counts": .array(histogram.counts.map(JSON.int))]
-                }
-                return .object(members)
-            }),
-            "tailing": .array(tailing.map { client in
-                [
-                    "client": .int(client.client), "uid": .int(client.userID), "pid": .int(client.processID),
-                    "delivered": .int(client.delivered), "dropped": .int(client.dropped),
-                    "queued": .int(client.queued), "queued_bytes": .int(client.queuedBytes),
-                ]
-            }),
-        ]
-        if let process {
-            answer["process"] = ["resident_bytes": .int(process.residentBytes), "open_files": .int(process.openFiles),
-                                 "threads": .int(process.threads)]
-        }
-        answer["state"] = StoppingReport.state(stopping)
-        if let stopping { answer["stopping"] = stopping.json }
-        return .object(answer)
-    }
-
-    init(_ members: Members) throws(ResponseDecodingError) {
-        func number(_ value: JSON?) -> Int64 { value?.intValue ?? 0 }
-        processID = number(members["pid"])
-        uptimeSeconds = members["uptime_seconds"]?.doubleValue ?? 0
-        posted = try members.int("posted")
-        subscriptions = number(members["subscriptions"])
-        clients = number(members["clients"])
-        process = members["process"].map { process in
-            Process(residentBytes: number(process["resident_bytes"]), openFiles: number(process["open_files"]),
-                    threads: number(process["threads"]))
-        }
-        modules = (members["modules"]?.arrayValue ?? []).map { module in
-            let histogram = module["handler_seconds"].map { histogram in
-                Histogram(bounds: (histogram["le"]?.arrayValue ?? []).compactMap(\.doubleValue),
-                          counts: (histogram["counts"]?.arrayValue ?? []).map { $0.intValue ?? 0 })
-            }
-            return Module(name: module["name"]?.stringValue ?? "?", state: module["state"]?.stringValue ?? "?",
-                          delivered: number(module["delivered"]), dropped: number(module["dropped"]),
-                          queued: number(module["queued"]), errors: number(module["errors"]), handlerSeconds: histogram)
-        }
-        tailing = try members.array("tailing").map { client in
-            TailingClient(client: number(client["client"]), userID: number(client["uid"]), processID: number(client["pid"]),
-                          delivered: number(client["delivered"]), dropped: number(client["dropped"]),
-                          queued: number(client["queued"]), queuedBytes: number(client["queued_bytes"]))
-        }
-        stopping = StoppingReport(members)
+    enum CodingKeys: String, CodingKey {
+        case posted, subscriptions, clients, process, modules, tailing, state, stopping
+        case processID = "pid"
+        case uptimeSeconds = "uptime_seconds"
     }
 }

@@ -5,7 +5,7 @@
 /// Why a stopping host answers at all: a shutdown can take its whole budget (a module working
 /// through its mailbox, a rule run that ends slowly), and a host that answered nothing then
 /// looked gone. `status` asked meanwhile says it stops and what it waits for.
-public struct StoppingReport: Equatable, Sendable {
+public struct StoppingReport: Codable, Equatable, Sendable {
     /// `delivering_posts` (acknowledged posts reach modules and tails), `stopping_rules` (timers,
     /// watches and the bridge stop; rule runs end), `draining_modules` (each module handles what
     /// its mailbox holds, then deactivates) or `ending_streams` (tails get what they are owed,
@@ -22,7 +22,7 @@ public struct StoppingReport: Equatable, Sendable {
     public var tailQueued: Int64
 
     /// A module still draining or deactivating: its state and what its mailbox holds.
-    public struct Module: Equatable, Sendable {
+    public struct Module: Codable, Equatable, Sendable {
         public var name: String
         public var state: String
         public var queued: Int64
@@ -45,31 +45,11 @@ public struct StoppingReport: Equatable, Sendable {
         self.tailQueued = tailQueued
     }
 
-    /// The `state` member of a `status` or `stats` answer: `stopping` with a report, else `running`.
-    static func state(_ report: StoppingReport?) -> JSON { report == nil ? "running" : "stopping" }
-
-    public var json: JSON {
-        [
-            "step": .string(step), "budget_seconds": .double(budgetSeconds), "remaining_seconds": .double(remainingSeconds),
-            "modules": .array(modules.map { ["name": .string($0.name), "state": .string($0.state), "queued": .int($0.queued)] }),
-            "rule_runs": .int(ruleRuns), "tails": .int(tails), "tail_queued": .int(tailQueued),
-        ]
-    }
-
-    /// The report of an answer whose `state` is `stopping`; nil for a running host (or one older
-    /// than this member).
-    init?(_ members: Members) {
-        guard members["state"]?.stringValue == "stopping" else { return nil }
-        let report = members["stopping"]
-        func number(_ value: JSON?) -> Int64 { value?.intValue ?? 0 }
-        step = report?["step"]?.stringValue ?? "?"
-        budgetSeconds = report?["budget_seconds"]?.doubleValue ?? 0
-        remainingSeconds = report?["remaining_seconds"]?.doubleValue ?? 0
-        modules = (report?["modules"]?.arrayValue ?? []).map { module in
-            Module(name: module["name"]?.stringValue ?? "?", state: module["state"]?.stringValue ?? "?", queued: number(module["queued"]))
-        }
-        ruleRuns = number(report?["rule_runs"])
-        tails = number(report?["tails"])
-        tailQueued = number(report?["tail_queued"])
+    enum CodingKeys: String, CodingKey {
+        case step, modules, tails
+        case budgetSeconds = "budget_seconds"
+        case remainingSeconds = "remaining_seconds"
+        case ruleRuns = "rule_runs"
+        case tailQueued = "tail_queued"
     }
 }

@@ -11,21 +11,36 @@ import Foundation
 /// timers) can be forwarded. A request of another kind (a source type a module made up itself
 /// with ``SourceRequest``) has no options the host could rebuild: the worker refuses it with a
 /// log line naming it (see ``encode(_:)``).
-public enum SourceSpec {
+public struct SourceSpec: Codable, Equatable, Sendable {
+    /// The options' kind (``SourceOptions/kind``).
+    public var kind: String
+    /// The options' `Codable` form as Foundation's `JSONEncoder` writes it: the host's registry
+    /// reads it back with `JSONDecoder` (``Bus/decodeSourceOptions(kind:from:)``), so options
+    /// holding a `Date`, `URL` or `TimeZone` cross as Foundation spells them.
+    public var options: JSON
+
+    public init(kind: String, options: JSON) {
+        self.kind = kind
+        self.options = options
+    }
+
     /// The JSON for `request`, or nil when its kind cannot be forwarded.
     public static func encode(_ request: SourceRequest) -> JSON? {
         guard let options = request.options as? any (SourceOptions & Encodable),
               let data = try? JSONEncoder().encode(options), let encoded = try? JSON.parse(String(decoding: data, as: UTF8.self))
         else { return nil }
-        return .object(["kind": .string(type(of: options).kind), "options": encoded])
+        return try? JSON(encoding: SourceSpec(kind: type(of: options).kind, options: encoded))
     }
 
     /// Opens on `bus` the publisher the worker asked for: `patterns` of the source `spec` names.
     public static func publisher(on bus: Bus, patterns: [EventPattern], spec: JSON) throws -> EventPublisher {
-        guard let kind = spec["kind"]?.stringValue, let options = spec["options"] else {
-            throw WireError("a source spec has a kind and options")
+        let source: SourceSpec
+        do {
+            source = try spec.decode()
+        } catch {
+            throw WireError(error.reading("a source spec"))
         }
-        let decoded = try bus.decodeSourceOptions(kind: kind, from: Data(JSONWriter.line(options)))
+        let decoded = try bus.decodeSourceOptions(kind: source.kind, from: Data(JSONWriter.line(source.options)))
         return try bus.publisher(for: patterns, from: decoded)
     }
 }

@@ -26,8 +26,8 @@ struct StatusCommand: ParsableCommand {
         let control = status.control
         let replay = control.replay
         print("control:       \(control.socket), \(control.clients) client(s), \(control.tailing) tailing; replay holds \(replay.held)/\(replay.capacity) (#\(replay.oldestSequence)-#\(replay.newestSequence))")
-        if control.refusedForLimit + control.refusedForDescriptors > 0 {
-            print("               refused \(control.refusedForLimit) connection(s) over a client limit, \(control.refusedForDescriptors) for want of file descriptors")
+        if control.refused.limit + control.refused.descriptors > 0 {
+            print("               refused \(control.refused.limit) connection(s) over a client limit, \(control.refused.descriptors) for want of file descriptors")
         }
         print("sources:       \(status.sources.isEmpty ? "none running" : "")")
         for source in status.sources {

@@ -195,8 +195,7 @@ import Testing
         }
         #expect(statsBack.json == stats.json)
         #expect(statsBack.process == stats.process && statsBack.modules == stats.modules && statsBack.tailing == stats.tailing)
-        guard case .modules(let modules) = try roundTrip(["type": "modules", "modules": [module.json]]) else { return }
-        #expect(modules.map(\.json) == [module.json])
+        #expect(try roundTrip(ModulesAnswer(modules: [module]).json) == .modules([module]))
     }
 
     @Test func histogramQuantilesInterpolateAsPrometheusDoes() {

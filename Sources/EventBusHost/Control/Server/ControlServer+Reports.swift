@@ -50,11 +50,11 @@ extension ControlServer {
     }
 
     func modules() -> JSON {
-        ModulesAnswer.json(snapshot().modules.map(Self.report))
+        ModulesAnswer(modules: snapshot().modules.map(Self.report)).json
     }
 
     func rules() -> JSON {
-        RulesAnswer.json(snapshot().rules.map { rule in
+        RulesAnswer(rules: snapshot().rules.map { rule in
             var report = RuleReport(name: rule.name, location: rule.location, state: "active", mode: rule.mode, launcher: rule.launcher,
                                     fired: Int64(rule.fired), skipped: Int64(rule.skipped), dropped: Int64(rule.dropped),
                                     runs: Int64(rule.runs), succeeded: Int64(rule.succeeded), failed: Int64(rule.failed),
@@ -66,7 +66,7 @@ extension ControlServer {
                 report.reason = reason
             }
             return report
-        })
+        }).json
     }
 
     /// The counters: the bus, and each tailing client's feed; with `detail`, the process's
