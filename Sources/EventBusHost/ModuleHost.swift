@@ -310,13 +310,16 @@ final class ModuleHost: Sendable {
                 defer { group.leave() }
                 // A crashed worker's mailbox is held for its restart: no worker to drain it to,
                 // and its stop counts what it holds as lost.
+                let inWorker = if case .worker = slot.running?.instance { true } else { false }
                 let waitingForRestart = if case .worker(let supervisor)? = slot.running?.instance { supervisor.snapshot.pid == nil } else { false }
                 if !waitingForRestart, !slot.mailbox.drain(timeout: max(.zero, deadline - .now)) {
                     let queued = slot.mailbox.statistics.queued
-                    if queued > 0 {
-                        outcome.withLock { $0.undrained.append(slot.name) }
+                    if queued > 0 { outcome.withLock { $0.undrained.append(slot.name) } }
+                    // A module in a worker: its stop below logs what it held — this mailbox, what
+                    // is on its way to the worker, the worker's queue — as lost, in one number.
+                    if !inWorker, queued > 0 {
                         log(for: slot.name).warning("module \(slot.name) did not drain its mailbox within the shutdown budget: \(queued) queued event(s) are lost")
-                    } else {
+                    } else if !inWorker {
                         log(for: slot.name).notice("module \(slot.name) is still handling its last event at the shutdown deadline; nothing queued behind it is lost")
                     }
                 }

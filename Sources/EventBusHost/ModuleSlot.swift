@@ -138,15 +138,15 @@ final class ModuleSlot: Sendable {
             delivered: mailboxStatistics.delivered, dropped: mailboxStatistics.dropped,
             queued: mailboxStatistics.queued,
             errors: state.retiredErrors + (state.running?.inProcessErrors ?? 0) + (snapshot?.errors ?? 0))
-        statistics.queuedBytes = mailboxStatistics.queuedBytes
+        // What left the mailbox for the module's worker and is not handled yet — on its way, in
+        // the worker's queue — still waits, and counts against the same bounds.
+        statistics.delivered -= min(statistics.delivered, UInt64(mailboxStatistics.heldElsewhere))
+        statistics.queued += mailboxStatistics.heldElsewhere
+        statistics.queuedBytes = mailboxStatistics.queuedBytes + mailboxStatistics.heldElsewhereBytes
         if state.status == .active { statistics.configNotApplied = state.configNotApplied }
         statistics.isolation = state.entry.isolation
         statistics.isExec = state.entry.exec != nil
         if let snapshot {
-            // Forwarded to the worker is not handled yet: those count as queued.
-            let inWorker = UInt64(snapshot.inWorker)
-            statistics.delivered -= min(statistics.delivered, inWorker)
-            statistics.queued += Int(inWorker)
             statistics.restarts = snapshot.restarts
             statistics.lastCrash = snapshot.lastCrash
             statistics.lastCrashTime = snapshot.lastCrashTime

@@ -46,7 +46,8 @@ public struct ModuleStatistics: Sendable, Equatable {
     /// not keep up (each run of drops is announced to the module as a `Gap`).
     public var delivered: UInt64
     public var dropped: UInt64
-    /// Events waiting in its mailbox now.
+    /// Events waiting for it now: in its mailbox and, for a module in a worker process, sent
+    /// to the worker and not handled yet (``MailboxLimits/capacity`` bounds them all).
     public var queued: Int
     /// Their estimated bytes (``MailboxLimits/bytes`` bounds them).
     public var queuedBytes = 0

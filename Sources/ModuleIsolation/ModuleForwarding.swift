@@ -23,16 +23,31 @@ import Synchronization
 /// them, and the host cannot tell which one it was, so sending them again could crash the module
 /// again and again. They are counted as lost (`module.crashed`'s `lost`).
 ///
+/// The mailbox's bounds hold for everything the module holds, wherever it is: an event that
+/// leaves the mailbox for the worker — kept here while no worker runs, on its way, in the
+/// worker's queue — goes on counting against them (``Mailbox/keepElsewhere(events:bytes:)``)
+/// until the worker reports it handled (``settle(worker:handled:)``), or it is lost with the
+/// worker or the module. So past `mailbox_capacity` events (or `mailbox_bytes`) held in all,
+/// the mailbox drops, counts and announces, as for a module inside eventbusd. Its gap notices
+/// are merged here as they would be in a mailbox the module has not got to: a subscription's
+/// notice waits until the worker has handled everything it was sent, or goes just before the
+/// subscription's next event, and the drops meanwhile are added to it — so a stalled module
+/// gets one notice per run of drops, not one per drop in its worker's queue.
+///
 /// ## Threads
 /// - The **module's mailbox queue** runs the held subscriptions' sinks (``forward(_:through:)``)
 ///   and the batch observer, which sends each batch's frame to the attached worker — or, when
 ///   none is attached, keeps the batch and holds the mailbox.
 /// - The attached worker's **session reader thread** makes and cancels subscriptions
-///   (``subscribe(worker:id:spec:)``, ``cancel(worker:id:)``).
+///   (``subscribe(worker:id:spec:)``, ``cancel(worker:id:)``) and reports what the module
+///   handled (``settle(worker:handled:)``); for an exec module, the **channel's writer** does
+///   (or the mailbox queue, when it writes itself), as it takes the events for the program.
 /// - The **supervisor queue** detaches a crashed worker, attaches a started one and discards
 ///   everything when the module stops or gives up.
 /// What they share is guarded by `condition`; the batch being gathered is the mailbox queue's.
 final class ModuleForwarding: @unchecked Sendable {
+    typealias Weight = InFlightLedger.Weight
+
     /// One subscription made on the host bus for a worker.
     final class Relay: @unchecked Sendable {
         /// The worker's subscribe request without its id: what a later worker's must equal to adopt it.
@@ -60,10 +75,19 @@ final class ModuleForwarding: @unchecked Sendable {
         case attached(WorkerSession)
     }
 
+    /// An event kept while no worker could take it.
+    private struct Parked {
+        var relay: Relay
+        var event: Event
+        var weight: Weight
+    }
+
     private let mailbox: Mailbox
     /// Scoped to the module's mailbox.
     private let moduleBus: Bus
     private let log: ModuleLog
+    /// The mailbox bounds bytes, so events are weighed (as the mailbox weighs them).
+    private let weighsBytes: Bool
     private let condition = NSCondition()
     private var mode = Mode.idle
     private var relays: [Relay] = []
@@ -71,22 +95,33 @@ final class ModuleForwarding: @unchecked Sendable {
     /// This forwarding's batch observer held the mailbox and owes it a resume.
     private var held = false
     /// Events of batches gathered while no worker could take them, in order.
-    private var parked: [(Relay, Event)] = []
+    private var parked: [Parked] = []
+    /// What the attached worker was sent and has not reported handled.
+    private var inFlight = InFlightLedger()
     /// Events that reached a retired subscription.
     private let discarded = Atomic<UInt64>(0)
 
     // The mailbox queue's.
     private var batch = FrameBuffer()
-    /// The relay each of the batch's events came through, in order: whom ``park()`` keeps them
-    /// for. Not found again by the id in the frame among `relays`, which lists a relay only once
-    /// its subscription is made — and a subscription's first events can end a batch before that:
-    /// a running shared source greets a joiner from its own thread at once (a device snapshot).
-    private var batchRelays: [Relay] = []
+    /// The relay each of the batch's events came through, and its weight, in order: whom
+    /// ``park()`` keeps them for. Not found again by the id in the frame among `relays`, which
+    /// lists a relay only once its subscription is made — and a subscription's first events can
+    /// end a batch before that: a running shared source greets a joiner from its own thread at
+    /// once (a device snapshot).
+    private var batchItems: [(relay: Relay, weight: Weight)] = []
+    /// The batch's weight, in all.
+    private var batchWeight = Weight()
+    /// Each subscription's gap notice not sent yet, with the drops since merged into it.
+    private var pendingGaps: [ObjectIdentifier: (relay: Relay, gap: Gap)] = [:]
+    /// `pendingGaps` is not empty: read by the reader thread, to wake the mailbox queue when the
+    /// worker has handled everything it was sent.
+    private let gapsPending = Atomic<Bool>(false)
 
     init(mailbox: Mailbox, hostBus: Bus, log: ModuleLog) {
         self.mailbox = mailbox
         self.moduleBus = hostBus.scoped(to: mailbox)
         self.log = log
+        self.weighsBytes = mailbox.byteCapacity != Int.max
         mailbox.setBatchObserver { [weak self] in self?.batchEnded() ?? true }
     }
 
@@ -102,19 +137,26 @@ final class ModuleForwarding: @unchecked Sendable {
         }
     }
 
-    /// A crashed worker's session (its channel already closed) is let go: from now on the
-    /// mailbox is held, and this returns once it is (at most one batch later).
-    func detach() {
+    /// The worker's session (its channel already closed) is let go: from now on the mailbox is
+    /// held, and this returns once it is (at most one batch later). Returns the events the worker
+    /// was sent and had not reported handled, which are lost with it.
+    @discardableResult
+    func detach() -> UInt64 {
         let wasHeld = condition.withLock {
             mode = .parking
             return held
         }
-        guard !wasHeld else { return }
-        mailbox.perform {}  // a batch ends after it, whose observer holds the mailbox
-        let deadline = Date().addingTimeInterval(10)
-        condition.withLock {
-            while !held { if !condition.wait(until: deadline) { break } }
+        if !wasHeld {
+            mailbox.perform {}  // a batch ends after it, whose observer holds the mailbox
+            let deadline = Date().addingTimeInterval(10)
+            condition.withLock {
+                while !held { if !condition.wait(until: deadline) { break } }
+            }
         }
+        // Once held, no batch is on its way to the worker: what it was sent is all listed.
+        let lost = condition.withLock { inFlight.removeAll() }
+        release(lost)
+        return UInt64(lost.events)
     }
 
     /// What ``attach(_:worker:retiring:)`` handed over.
@@ -136,7 +178,7 @@ final class ModuleForwarding: @unchecked Sendable {
     /// adopts them as it makes them again (``subscribe(worker:id:spec:)`` adopts a held one at
     /// any time), and until then their events still reach it.
     func attach(_ session: WorkerSession, worker: Int, retiring: Bool = true) -> Handover {
-        let (kept, retired, wasHeld) = condition.withLock { () -> ([(Relay, Event)], [Relay], Bool) in
+        let (carried, retired, wasHeld, letGo) = condition.withLock { () -> ([Parked], [Relay], Bool, Weight) in
             mode = .attached(session)
             let retired = retiring ? relays.filter { $0.owner != worker } : []
             if retiring { relays.removeAll { $0.owner != worker } }
@@ -144,24 +186,37 @@ final class ModuleForwarding: @unchecked Sendable {
             // Events kept for a subscription the worker cancelled meanwhile are let go, as the
             // worker drops what comes for a cancelled one: its id may name another one by now.
             let listed = Set(relays.map(ObjectIdentifier.init))
+            var carried: [Parked] = []
+            var letGo = Weight()
+            var retiredEvents: UInt64 = 0
+            for item in parked {
+                if item.relay.retired.load(ordering: .relaxed) {
+                    retiredEvents += 1
+                    letGo += item.weight
+                } else if listed.contains(ObjectIdentifier(item.relay)) {
+                    carried.append(item)
+                } else {
+                    letGo += item.weight
+                }
+            }
+            discarded.add(retiredEvents, ordering: .relaxed)
+            // The new worker counts what it handled from zero, the carried events first.
+            inFlight = InFlightLedger()
+            _ = inFlight.append(carried.map(\.weight))
             defer {
                 parked = []
                 held = false
             }
-            let carried = parked.filter { relay, _ in
-                relay.retired.load(ordering: .relaxed) || listed.contains(ObjectIdentifier(relay))
+            return (carried, retired, held, letGo)
+        }
+        release(letGo)
+        if !carried.isEmpty {
+            var frame = FrameBuffer()
+            for item in carried {
+                frame.appendEvent(item.event, type: .events, subscription: item.relay.wireID.load(ordering: .relaxed))
             }
-            return (carried, retired, held)
-        }
-        var frame = FrameBuffer()
-        var carried: UInt64 = 0
-        for (relay, event) in kept where !relay.retired.load(ordering: .relaxed) {
-            frame.appendEvent(event, type: .events, subscription: relay.wireID.load(ordering: .relaxed))
-            carried += 1
-        }
-        discarded.add(UInt64(kept.count) - carried, ordering: .relaxed)
-        if carried > 0, session.channel.send({ $0.append(contentsOf: &frame) }) {
-            session.sent.add(carried, ordering: .relaxed)
+            // Closed: the worker is gone already, and its end detaches it (they are lost with it).
+            session.channel.send { $0.append(contentsOf: &frame) }
         }
         let queued = mailbox.statistics.queued
         if wasHeld { mailbox.resumeAfterHold() }
@@ -175,30 +230,36 @@ final class ModuleForwarding: @unchecked Sendable {
                 }
             }
         }
-        return Handover(carried: Int(carried), queued: queued, retired: retired.count)
+        return Handover(carried: carried.count, queued: queued, retired: retired.count)
     }
 
     /// Cancels every subscription held for the module and lets the mailbox go on: the module is
     /// stopped or has given up. Returns the events that were waiting for it, now lost: those kept
-    /// while no worker ran and those in the mailbox.
+    /// while no worker ran, those sent to a worker and not reported handled (none after
+    /// ``detach()``) and those in the mailbox. Exact when the mailbox is held (after
+    /// ``detach()``, or while waiting for a restart): nothing moves meanwhile.
     @discardableResult
     func discardAll() -> UInt64 {
-        let (all, kept, wasHeld) = condition.withLock { () -> ([Relay], Int, Bool) in
+        let (all, kept, sent, wasHeld) = condition.withLock { () -> ([Relay], [Parked], Weight, Bool) in
             mode = .idle
             defer {
                 relays = []
                 parked = []
                 held = false
             }
-            return (relays, parked.count, held)
+            return (relays, parked, inFlight.removeAll(), held)
         }
-        let lost = UInt64(kept) + UInt64(mailbox.statistics.queued)
+        // Cancelled first, so that what the mailbox holds is all that comes for them.
         for relay in all {
             relay.retired.store(true, ordering: .relaxed)
             relay.cancellable?.cancel()
         }
+        var lost = sent
+        for item in kept { lost += item.weight }
+        release(lost)
+        let queued = mailbox.statistics.queued
         if wasHeld { mailbox.resumeAfterHold() }
-        return lost
+        return UInt64(lost.events + queued)
     }
 
     /// On the mailbox queue (in a drain before a deactivate): sends the batch gathered so far.
@@ -237,6 +298,19 @@ final class ModuleForwarding: @unchecked Sendable {
         relay?.cancellable?.cancel()
     }
 
+    /// The worker `worker` has handled `handled` of the items it was sent (events and gap
+    /// notices, counted from its start): they no longer count against the mailbox's bounds. A
+    /// report of a worker no longer attached is too late: what it held was counted as lost.
+    func settle(worker: Int, handled: UInt64) {
+        let (released, caughtUp) = condition.withLock { () -> (Weight, Bool) in
+            guard case .attached(let session) = mode, session.worker == worker else { return (Weight(), false) }
+            return (inFlight.settle(handled: handled), inFlight.isEmpty)
+        }
+        release(released)
+        // A batch ends after it, which sends the gap notices that waited.
+        if caughtUp, gapsPending.load(ordering: .relaxed) { mailbox.perform {} }
+    }
+
     // MARK: The mailbox queue
 
     /// Gathered into the batch's frame.
@@ -245,8 +319,41 @@ final class ModuleForwarding: @unchecked Sendable {
             discarded.add(1, ordering: .relaxed)
             return
         }
+        // The mailbox's gap notice (never numbered): merged with the one that waits, if any.
+        if event.sequence == 0, let gap = event.gap {
+            let key = ObjectIdentifier(relay)
+            if let waiting = pendingGaps[key]?.gap {
+                pendingGaps[key]!.gap = Gap(dropped: waiting.dropped + gap.dropped, firstSequence: waiting.firstSequence,
+                                            lastSequence: gap.lastSequence)
+            } else {
+                pendingGaps[key] = (relay, gap)
+                gapsPending.store(true, ordering: .relaxed)
+            }
+            return
+        }
+        if !pendingGaps.isEmpty, let waiting = pendingGaps.removeValue(forKey: ObjectIdentifier(relay)) {
+            appendGap(waiting.gap, for: relay)
+        }
         batch.appendEvent(event, type: .events, subscription: relay.wireID.load(ordering: .relaxed))
-        batchRelays.append(relay)
+        let weight = Weight(events: 1, bytes: weighsBytes ? event.estimatedBytes : 0)
+        batchItems.append((relay, weight))
+        batchWeight += weight
+    }
+
+    /// A gap notice, in the batch: no event, so it weighs nothing (as in the mailbox).
+    private func appendGap(_ gap: Gap, for relay: Relay) {
+        batch.appendEvent(gap.event, type: .events, subscription: relay.wireID.load(ordering: .relaxed))
+        batchItems.append((relay, Weight()))
+    }
+
+    /// The worker has handled all it was sent: the notices that waited go with this batch, as
+    /// a mailbox hands a notice over once its module gets to it.
+    private func appendPendingGaps() {
+        for (relay, gap) in pendingGaps.values where !relay.retired.load(ordering: .relaxed) {
+            appendGap(gap, for: relay)
+        }
+        pendingGaps.removeAll()
+        gapsPending.store(false, ordering: .relaxed)
     }
 
     /// When the mailbox's batch ends (and before a drain reports done): the gathered events go to
@@ -258,34 +365,63 @@ final class ModuleForwarding: @unchecked Sendable {
         switch mode {
         case .idle:
             condition.unlock()
+            // Gathered while the module stopped: nothing is sent, nothing kept.
+            clearBatch()
             return true
         case .parking:
+            keepBatch()
             park()
             condition.unlock()
             return false
         case .attached(let session):
+            let caughtUp = inFlight.isEmpty
             condition.unlock()
-            guard !batchRelays.isEmpty else { return true }
+            if caughtUp, !pendingGaps.isEmpty { appendPendingGaps() }
+            guard !batchItems.isEmpty else { return true }
+            // Kept before the worker can report them handled.
+            keepBatch()
             let mailbox = self.mailbox
             let outcome = session.channel.sendOrHold({ pending in pending.append(contentsOf: &batch) },
                                                      whenDrained: { mailbox.resumeAfterHold() })
+            condition.lock()
             guard outcome != .closed else {
                 // The worker is gone; the supervisor detaches it soon.
-                condition.withLock { park() }
+                park()
+                condition.unlock()
                 return false
             }
-            session.sent.add(UInt64(batchRelays.count), ordering: .relaxed)
-            batch.removeAll()
-            batchRelays.removeAll(keepingCapacity: true)
+            var released = Weight()
+            if case .idle = mode {
+                // The module stopped meanwhile: they went to a worker that is being ended.
+                for item in batchItems { released += item.weight }
+            } else {
+                released = inFlight.append(batchItems.map(\.weight))
+            }
+            condition.unlock()
+            release(released)
+            clearBatch()
             return outcome != .held
         }
+    }
+
+    /// The batch's events go on counting against the mailbox's bounds after the batch ends.
+    private func keepBatch() {
+        if batchWeight != Weight() { mailbox.keepElsewhere(events: batchWeight.events, bytes: batchWeight.bytes) }
+        batchWeight = Weight()
+    }
+
+    private func clearBatch() {
+        batch.removeAll()
+        batchItems.removeAll(keepingCapacity: true)
+        batchWeight = Weight()
     }
 
     /// Under `condition`, on the mailbox queue: keeps the gathered events, each with the relay it
     /// came through, and notes the hold that the caller's `false` makes.
     private func park() {
-        if !batchRelays.isEmpty {
-            var next = 0  // in `batchRelays`: the relay of the next event
+        if !batchItems.isEmpty {
+            var next = 0  // in `batchItems`: the item of the next event
+            var kept = Weight()
             batch.bytes.withUnsafeBytes { raw in
                 var offset = 0
                 while offset + 5 <= raw.count {
@@ -297,16 +433,27 @@ final class ModuleForwarding: @unchecked Sendable {
                     defer { next = end }
                     while next < end {
                         guard (try? decoder.integer(UInt64.self)) != nil, let event = try? decoder.event() else { break }
-                        let relay = batchRelays[next]
+                        let item = batchItems[next]
                         next += 1
-                        if !relay.retired.load(ordering: .relaxed) { parked.append((relay, event)) }
+                        if !item.relay.retired.load(ordering: .relaxed) {
+                            parked.append(Parked(relay: item.relay, event: event, weight: item.weight))
+                            kept += item.weight
+                        }
                     }
                 }
             }
-            batch.removeAll()
-            batchRelays.removeAll(keepingCapacity: true)
+            // Those of retired subscriptions are not kept.
+            var gathered = Weight()
+            for item in batchItems { gathered += item.weight }
+            release(Weight(events: gathered.events - kept.events, bytes: gathered.bytes - kept.bytes))
+            clearBatch()
         }
         held = true
         condition.broadcast()
+    }
+
+    /// Events (and bytes) no longer held for the module: handled, or lost.
+    private func release(_ weight: Weight) {
+        if weight != Weight() { mailbox.releaseElsewhere(events: weight.events, bytes: weight.bytes) }
     }
 }

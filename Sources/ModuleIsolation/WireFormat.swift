@@ -36,8 +36,10 @@ public enum FrameType: UInt8, Sendable {
     case log = 24
     /// `{id, source, cursor, sequence}`.
     case acknowledge = 25
-    /// `consumed: UInt64, errors: UInt64`: events the module has handled and handler errors so
-    /// far. Made on the module's queue, so it is also the heartbeat.
+    /// `consumed: UInt64, errors: UInt64`: items of ``events`` frames (events and gap notices)
+    /// the module has handled, and handler errors, so far. Made on the module's queue, so it is
+    /// also the heartbeat; the host counts what it sent against the module's mailbox bounds
+    /// until this says it was handled.
     case progress = 26
     /// `{result: applied|reactivate|threw, message?}`.
     case reconfigured = 27

@@ -21,6 +21,9 @@ import SystemCalls
 /// - The **module's mailbox queue** on the host sends the events of the module's subscriptions
 ///   to this session's channel (``ModuleForwarding``); the channel's **writer thread** writes
 ///   them, and resumes the mailbox when it held it.
+/// - What the module reports handled — a worker's progress, on the reader thread; for an exec
+///   module, the events its channel takes for the program, where it writes — is settled with
+///   the forwarding, which stops counting those against the mailbox's bounds.
 final class WorkerSession: @unchecked Sendable {
     let process: WorkerProcess
     let channel: FrameChannel
@@ -36,10 +39,8 @@ final class WorkerSession: @unchecked Sendable {
     /// Where the module's timed handler calls are recorded (the host's histogram); nil: not timed.
     private let handlerDuration: (@Sendable (Int64) -> Void)?
 
-    /// Events appended to the socket for the worker.
-    let sent = Atomic<UInt64>(0)
-    /// What the worker last reported: events its module handled, errors its handlers threw.
-    let consumed = Atomic<UInt64>(0)
+    /// Errors its handlers threw, as the worker last reported (with what its module handled,
+    /// which goes to ``ModuleForwarding/settle(worker:handled:)``).
     let errors = Atomic<UInt64>(0)
     /// `CLOCK_MONOTONIC` of the last progress report: the heartbeat.
     let lastHeard = Atomic<UInt64>(MonotonicClock.now())
@@ -77,15 +78,13 @@ final class WorkerSession: @unchecked Sendable {
         self.handlerDuration = nil
         // A smaller high water than a worker's: what waits here is JSON for a program that may
         // be slow, and the mailbox, not this buffer, is what bounds it and counts the loss.
+        // What the channel takes for the program has left the host: the module has it.
         self.channel = FrameChannel(fd: program.process.socket, name: "exec.\(name)", highWater: 256 << 10,
-                                    translate: { [lines = link.lines] in lines.translate(&$0) })
+                                    translate: { [lines = link.lines] bytes in
+                                        lines.translate(&bytes)
+                                        forwarding.settle(worker: worker, handled: lines.taken.load(ordering: .relaxed))
+                                    })
         self.exec = link
-    }
-
-    /// Events the module has taken: a worker reports those its module handled; for an exec
-    /// module, those written towards its program (it does not say which it handled).
-    var handled: UInt64 {
-        exec?.lines.taken.load(ordering: .relaxed) ?? consumed.load(ordering: .relaxed)
     }
 
     func start() {
@@ -122,9 +121,10 @@ final class WorkerSession: @unchecked Sendable {
         switch type {
         case .progress:
             var decoder = WireDecoder(payload)
-            consumed.store(try decoder.integer(UInt64.self), ordering: .relaxed)
+            let handled = try decoder.integer(UInt64.self)
             errors.store(try decoder.integer(UInt64.self), ordering: .relaxed)
             lastHeard.store(MonotonicClock.now(), ordering: .relaxed)
+            forwarding.settle(worker: worker, handled: handled)
         case .handlerDurations:
             var decoder = WireDecoder(payload)
             let count = Int(try decoder.integer(UInt32.self))
@@ -195,6 +195,14 @@ final class ReplySlot: @unchecked Sendable {
     }
 
     var hasEnded: Bool { condition.withLock { ended } }
+
+    /// Waits until the reader has ended, at most `timeout`.
+    func waitForEnd(timeout: Duration) {
+        let deadline = Date().addingTimeInterval(timeout.secondsValue)
+        condition.withLock {
+            while !ended { if !condition.wait(until: deadline) { break } }
+        }
+    }
 
     func end() {
         condition.withLock {

@@ -83,9 +83,8 @@ extension WorkerSupervisor {
         while !process.hasEnded, ContinuousClock.now < deadline { usleep(2_000) }
         let ended = process.hasEnded
         end(session)
-        let discarded = forwarding.discardAll()
-        let lost = ended ? 0 : Self.inFlight(session) + discarded
         let exit = process.reap(within: .zero)
+        let lost = loseWhatItHeld(session)
         session.channel.closeDescriptor()
         if ended {
             log.info("program ended: \(exit)")

@@ -92,9 +92,6 @@ public final class WorkerSupervisor: @unchecked Sendable {
         public var restarting = false
         /// Set when the start limit was reached: the module stays down until a reload.
         public var gaveUp: String?
-        /// Events forwarded to the running worker that it has not yet reported handled: still
-        /// queued for the module, though no longer in the host's mailbox.
-        public var inWorker = 0
         public var reportedName: String?
         public var version: String?
         /// Handler errors the worker reported, over every worker of this module; for an exec
@@ -150,7 +147,6 @@ public final class WorkerSupervisor: @unchecked Sendable {
         var snapshot = state.withLock { $0 }
         if let session = state.withLock({ _ in currentSessionForSnapshot }) {
             snapshot.errors += Int(session.errors.load(ordering: .relaxed))
-            snapshot.inWorker = Int(clamping: Self.inFlight(session))
             snapshot.stalled = session.exec != nil && session.channel.heldFor >= Self.stallAfter
         }
         return snapshot
@@ -254,20 +250,24 @@ public final class WorkerSupervisor: @unchecked Sendable {
             // No answer, and the worker's end of the socket has ended: it is gone or going.
             let ended = !answered && session.readerEnded
             end(session)
-            let discarded = forwarding.discardAll()
-            let lost = answered ? 0 : Self.inFlight(session) + discarded
+            // Ended (killed if need be) before what it held is counted: what it reported
+            // handled is then all it will ever report.
             let exit = session.process.reap(within: answered || ended ? .seconds(2) : .zero)
+            let lost = loseWhatItHeld(session)
             session.channel.closeDescriptor()
             if answered { return .deactivated }
             return ended ? .ended(exit, lost: lost) : .timedOut(lost: lost)
         }
     }
 
-    /// Events forwarded to the worker that it has not reported handled.
-    static func inFlight(_ session: WorkerSession) -> UInt64 {
-        let sent = session.sent.load(ordering: .relaxed)
-        let consumed = session.handled
-        return sent > consumed ? sent - consumed : 0
+    /// The module stops with `session` (ended, its process gone or going): everything held for
+    /// it is let go, and counted once — the host's mailbox, what was kept while no worker ran,
+    /// what the worker was sent and had not reported handled. Waits (briefly) for the session's
+    /// reader to read the worker's last reports first.
+    func loseWhatItHeld(_ session: WorkerSession) -> UInt64 {
+        session.replies.waitForEnd(timeout: .seconds(1))
+        let inFlight = forwarding.detach()
+        return inFlight + forwarding.discardAll()
     }
 
     // MARK: On the queue
@@ -351,12 +351,11 @@ public final class WorkerSupervisor: @unchecked Sendable {
         guard session === self.session, !stopping else { return }
         stopWatchdog()
         end(session)
-        // The module's mailbox holds what comes for it until the restart.
-        forwarding.detach()
+        // The module's mailbox holds what comes for it until the restart. Sent but not reported
+        // handled is lost: the event it died on is among them (see ModuleForwarding).
+        let lost = forwarding.detach()
         let (exit, cpuSeconds) = session.process.reapMeasured(within: .seconds(2))
         session.channel.closeDescriptor()
-        // Forwarded but not reported handled: the event it died on is among them (see ModuleForwarding).
-        let lost = Self.inFlight(session)
         let hung = session.killedAsHung.load(ordering: .relaxed)
         // A reader that stopped before the end of input found the worker breaking the protocol
         // (a module can write anything to the socket): say that, not only how the worker ended.

@@ -25,10 +25,12 @@ import SystemCalls
 ///   progress (one thread hand-over less per batch).
 /// - A timer on a utility queue queues a heartbeat marker when no batch did for a while.
 ///
-/// Flow control: at most `window` events and `windowBytes` bytes of them (the module's mailbox
-/// bounds) are handed to the module and not yet handled; past that, the main thread stops
-/// reading, the socket fills, and the host's bounded mailbox takes over (dropping and
-/// announcing, as for in-process modules).
+/// Flow control is the host's: it counts what it sent against the module's mailbox bounds
+/// (`window` events, `windowBytes` bytes) until the progress reports say it was handled, and
+/// drops, counts and announces past them, as for in-process modules. So the worker reads all it
+/// is sent, and reports at once — not only once a millisecond — when what it handled since its
+/// last report reaches half of either bound: the host's mailbox then has room again without
+/// waiting for the next report.
 final class WorkerRuntime: BusRemote, @unchecked Sendable {
     private let channel: FrameChannel
     private let name: String
@@ -37,15 +39,11 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
     private var module: ModuleBox?
     private var heartbeat: DispatchSourceTimer?
 
-    // Flow control: guarded by `flow`.
-    private let flow = NSCondition()
-    private var handedOver: UInt64 = 0
-    private var handled: UInt64 = 0
+    // The module's mailbox bounds, from the host's `start`; read on the module's queue.
     private var window: UInt64 = 10_000
-    private var heldBytes = 0
     private var windowBytes = Mailbox.defaultByteCapacity
-    private var heartbeatQueued = false
-    private var acknowledgementsWaiting = 0
+    /// A heartbeat marker is queued on the module's queue and has not run yet.
+    private let heartbeatQueued = Atomic<Bool>(false)
 
     // Acknowledgements waiting for the host.
     private let acknowledgements = NSCondition()
@@ -143,7 +141,7 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
             guard let kind = kind.stringValue else { continue }
             bus.registerSource(kind: kind) { _, _ in preconditionFailure("a worker's bus never starts a source") }
         }
-        // Unbounded here: the window above bounds it, and drops belong to the host's mailbox.
+        // Unbounded here: the host bounds what it sends, and drops belong to its mailbox.
         let mailbox = Mailbox(label: name, capacity: Int.max, byteCapacity: Int.max)
         self.mailbox = mailbox
         let channel = channel
@@ -189,33 +187,26 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         startHeartbeat(every: .milliseconds(Int(json["heartbeat_ms"]?.intValue ?? 2_500)))
     }
 
-    /// Hands a batch to the module, after waiting for room in the window.
+    /// Hands a batch to the module; once it has handled it, reports progress.
     private func deliver(_ batch: [(subscription: UInt64, event: Event)]) {
         guard let mailbox, let context else { return }
         let count = UInt64(batch.count)
         let bytes = batch.reduce(0) { $0 + $1.event.estimatedBytes }
-        flow.withLock {
-            // Not while the module waits for an acknowledgement: its answer may be behind these
-            // events in the socket. The excess is bounded by what the host lets pend (its
-            // channel's high-water mark) and the socket's buffers. A batch larger than the whole
-            // byte window goes when nothing else is held.
-            while (handedOver - handled >= window || (heldBytes > 0 && bytes > windowBytes - heldBytes))
-                && acknowledgementsWaiting == 0 { flow.wait() }
-            handedOver += count
-            heldBytes += bytes
-        }
         context.bus.deliverRemote(batch)
         mailbox.perform { [self] in
-            flow.withLock {
-                handled += count
-                heldBytes -= bytes
-                flow.broadcast()
-            }
+            handled += count
+            handledBytes += bytes
             reportProgress()
         }
     }
 
     // On the module's queue only.
+    /// Items (events and gap notices) of the batches the module has handled, and their bytes.
+    private var handled: UInt64 = 0
+    private var handledBytes = 0
+    /// What the last report said.
+    private var reportedHandled: UInt64 = 0
+    private var reportedBytes = 0
     private var lastProgress: UInt64 = 0
     private var progressScheduled = false
     /// Timed handler calls not yet sent to the host. Reports go at least every millisecond while
@@ -227,10 +218,13 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
     /// Tells the host how many events the module has handled — at most once a millisecond: in a
     /// stream of small batches a report per batch would cost the host's reader a wake-up each.
     /// A report held back is sent a millisecond later, so the host's count (which decides how
-    /// many events a crash lost) is never more than that behind. On the module's queue.
+    /// many events a crash lost) is never more than that behind — or at once when half the
+    /// mailbox's bounds were handled since the last one, so the host, which counts them as held
+    /// until it hears, never drops for want of a report. On the module's queue.
     private func reportProgress() {
         let now = MonotonicClock.now()
-        guard now &- lastProgress >= 1_000_000 else {
+        let pressing = (handled - reportedHandled) * 2 >= window || (handledBytes - reportedBytes) * 2 >= windowBytes
+        guard pressing || now &- lastProgress >= 1_000_000 else {
             if !progressScheduled {
                 progressScheduled = true
                 mailbox?.queue.asyncAfter(deadline: .now() + .milliseconds(1)) { [self] in
@@ -241,7 +235,9 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
             return
         }
         lastProgress = now
-        let total = flow.withLock { handled }
+        reportedHandled = handled
+        reportedBytes = handledBytes
+        let total = handled
         let errors = UInt64(context?.errors ?? 0)
         // Written right here when no write is in progress: the host's reader never stops
         // reading, so this blocks the module's queue only as long as a send takes.
@@ -260,15 +256,10 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "eventbus.worker.heartbeat"))
         timer.schedule(deadline: .now() + DispatchTimeInterval(interval), repeating: DispatchTimeInterval(interval))
         timer.setEventHandler { [self] in
-            guard let mailbox, let context else { return }
-            let queue = flow.withLock { () -> Bool in
-                if heartbeatQueued { return false }
-                heartbeatQueued = true
-                return true
-            }
-            guard queue else { return }
+            guard let mailbox, context != nil else { return }
+            guard !heartbeatQueued.exchange(true, ordering: .relaxed) else { return }
             mailbox.perform { [self] in
-                flow.withLock { heartbeatQueued = false }
+                heartbeatQueued.store(false, ordering: .relaxed)
                 lastProgress = 0  // a heartbeat is never held back
                 reportProgress()
             }
@@ -309,11 +300,6 @@ final class WorkerRuntime: BusRemote, @unchecked Sendable {
                                            "sequence": .int(Int64(clamping: sequence))])
         }
         guard sent else { throw EventBusError(.acknowledgementFailed, "the host connection is closed") }
-        flow.withLock {
-            acknowledgementsWaiting += 1
-            flow.broadcast()
-        }
-        defer { flow.withLock { acknowledgementsWaiting -= 1 } }
         let answer: String?? = acknowledgements.withLock {
             while acknowledged[id] == nil && !channel.isClosed {
                 _ = acknowledgements.wait(until: Date().addingTimeInterval(0.1))

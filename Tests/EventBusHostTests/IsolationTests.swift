@@ -117,9 +117,8 @@ import Testing
         #expect(await daemon.exitStatus() == 0, "\(daemon.output)")
     }
 
-    /// A stalled worker takes at most its mailbox's bytes, not its event count: the rest stays
-    /// in the host's bounded mailbox or is dropped and counted. (With only the count as its
-    /// window, the worker took all of them.)
+    /// A stalled worker's module holds at most its mailbox's bytes, not its event count: the
+    /// rest is dropped and counted (``WorkerMailboxBoundTests`` has the exact counts).
     @Test func aStalledWorkerTakesAtMostItsMailboxBytes() async throws {
         let directory = try TemporaryDirectory()
         let daemon = try await Daemon.running(config(directory, modules: """
@@ -134,8 +133,8 @@ import Testing
         for index in 0..<100 {
             _ = try ask(socket(directory), ["op": "post", "name": "test.large", "fields": ["i": .int(Int64(index)), "p": large]])
         }
-        // In the worker ≤ 1 MiB, in the host's channel ≤ 2 MB, in the socket its buffers, in the
-        // host's mailbox ≤ 1 MiB: a few dozen of 200 kB at most; the rest is dropped.
+        // In all — the host's mailbox, on the way, in the worker — ≤ 1 MiB: five of 200 kB; the
+        // rest is dropped.
         #expect(await eventually { (module("stalled", directory)?["dropped"]?.intValue ?? 0) >= 50 },
                 "\(String(describing: module("stalled", directory)))")
         let stalled = try #require(module("stalled", directory))

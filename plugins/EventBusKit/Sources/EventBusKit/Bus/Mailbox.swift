@@ -17,6 +17,11 @@ import Synchronization
 /// publisher or any other module, nor holds more than its bytes of memory: ten thousand events
 /// of a megabyte each would be ten gigabytes. An event larger than `byteCapacity` is still
 /// taken when nothing waits, so no event is too large to be delivered at all.
+///
+/// An owner that passes events on to where the module handles them later — the host, to a
+/// module's worker process — keeps them counted against both bounds until the module has
+/// handled them (``keepElsewhere(events:bytes:)``), so the bounds hold for everything the
+/// module holds, wherever it waits.
 public final class Mailbox: Sendable {
     public let label: String
     public let capacity: Int
@@ -36,6 +41,11 @@ public final class Mailbox: Sendable {
         public var queued: Int = 0
         /// The estimated bytes of those events (0 when the mailbox has no byte bound).
         public var queuedBytes: Int = 0
+        /// Events handed on that still count against the bounds until the module handles them
+        /// (``keepElsewhere(events:bytes:)``: a module worker's events on their way to it and in
+        /// its queue), and their estimated bytes.
+        public var heldElsewhere: Int = 0
+        public var heldElsewhereBytes: Int = 0
     }
 
     enum Job {
@@ -52,6 +62,15 @@ public final class Mailbox: Sendable {
         var queuedEvents = 0
         /// The estimated bytes of the events queued or taken and not yet delivered.
         var heldBytes = 0
+        /// Events of the batch the queue is running, while a batch observer is set: its
+        /// subscriptions pass them on when the batch ends, so they count against the bound until
+        /// then — kept (``keepElsewhere(events:bytes:)``) or let go. 0 without an observer.
+        var runningEvents = 0
+        /// The estimated bytes of the batch the queue is running (part of `heldBytes` until it ends).
+        var runningBytes = 0
+        /// Events handed on and their bytes, counted until released (``keepElsewhere(events:bytes:)``).
+        var elsewhereEvents = 0
+        var elsewhereBytes = 0
         var scheduled = false
         /// The batch observer held the queue: it stays `scheduled` (so nothing wakes it) and
         /// takes no job until ``resumeAfterHold()``.
@@ -68,6 +87,13 @@ public final class Mailbox: Sendable {
             if scheduled { return false }
             scheduled = true
             return true
+        }
+
+        /// The batch the queue ran is over: what it did not keep stops counting.
+        mutating func endBatch() {
+            heldBytes -= runningBytes
+            runningBytes = 0
+            runningEvents = 0
         }
     }
 
@@ -100,8 +126,13 @@ public final class Mailbox: Sendable {
     public var statistics: Statistics {
         state.withLock { state in
             var statistics = state.statistics
-            statistics.queued = state.queuedEvents + takenNotRun.load(ordering: .relaxed)
+            let notRun = takenNotRun.load(ordering: .relaxed)
+            statistics.queued = state.queuedEvents + notRun
             statistics.queuedBytes = state.heldBytes
+            // With those of the running batch that its observer's subscriptions took and have
+            // not passed on yet: so queued and held elsewhere add up to what counts.
+            statistics.heldElsewhere = state.elsewhereEvents + max(0, state.runningEvents - notRun)
+            statistics.heldElsewhereBytes = state.elsewhereBytes
             return statistics
         }
     }
@@ -167,7 +198,9 @@ public final class Mailbox: Sendable {
     @inline(__always)
     private func enqueue(_ event: Event, for subscription: SubscriptionCore, in state: inout State) -> Bool {
         let bytes = byteCapacity == Int.max ? 0 : event.estimatedBytes
-        guard state.queuedEvents < capacity, state.heldBytes == 0 || bytes <= byteCapacity - state.heldBytes else {
+        let heldBytes = state.heldBytes + state.elsewhereBytes
+        guard state.queuedEvents + state.runningEvents + state.elsewhereEvents < capacity,
+              heldBytes == 0 || bytes <= byteCapacity - heldBytes else {
             state.statistics.dropped += 1
             if let open = subscription.openMailboxGap {
                 open.gap.dropped += 1
@@ -210,6 +243,32 @@ public final class Mailbox: Sendable {
         state.withLock { $0.batchObserver = observer }
     }
 
+    /// On the mailbox's queue, during a batch (in the batch observer, or a job of the batch):
+    /// `events` of the batch's events, of `bytes` estimated bytes (0 when the mailbox has no byte
+    /// bound), were passed on to where the module handles them later, and go on counting against
+    /// the bounds until ``releaseElsewhere(events:bytes:)``. SPI for the host's forwarding to a
+    /// module worker: `mailbox_capacity` and `mailbox_bytes` bound what the module holds in all —
+    /// here, on the way to its worker and in the worker's queue. The batch's other events stop
+    /// counting when it ends.
+    @_spi(EventBusHost) public func keepElsewhere(events: Int, bytes: Int) {
+        state.withLock { state in
+            state.runningEvents -= events
+            state.runningBytes -= bytes
+            state.heldBytes -= bytes
+            state.elsewhereEvents += events
+            state.elsewhereBytes += bytes
+        }
+    }
+
+    /// Events kept elsewhere that the module has handled, or that are lost: they no longer count
+    /// against the bounds. From any thread.
+    @_spi(EventBusHost) public func releaseElsewhere(events: Int, bytes: Int) {
+        state.withLock { state in
+            state.elsewhereEvents -= events
+            state.elsewhereBytes -= bytes
+        }
+    }
+
     /// Ends a hold the batch observer asked for (from any thread): the queue takes jobs again.
     @_spi(EventBusHost) public func resumeAfterHold() {
         let wake = state.withLock { state -> Bool in
@@ -227,13 +286,11 @@ public final class Mailbox: Sendable {
         var batch: [Job] = []
         batch.reserveCapacity(Self.batchSize)
         var observer: (@Sendable () -> Bool)?
-        var deliveredBytes = 0  // of the batch just run: held until then
         var turns = 0
         while true {
             if let observer, !observer() {
                 let held = state.withLock { state -> Bool in
-                    state.heldBytes -= deliveredBytes
-                    deliveredBytes = 0
+                    state.endBatch()
                     if state.resumedEarly {
                         state.resumedEarly = false
                         return false
@@ -248,21 +305,20 @@ public final class Mailbox: Sendable {
                 // Still scheduled, so nothing else wakes it. Through the pool, not straight onto
                 // its own queue (Dispatch would drain that on this thread at once): it goes on
                 // after the queues waiting for the pool's threads, which may be as few as the CPUs.
-                state.withLock { $0.heldBytes -= deliveredBytes }
+                state.withLock { $0.endBatch() }
                 let queue = self.queue
                 pool.async { queue.async { self.run() } }
                 return
             }
             let more = state.withLock { state -> Bool in
                 observer = state.batchObserver
-                state.heldBytes -= deliveredBytes
-                deliveredBytes = 0
+                state.endBatch()
                 var events = 0
                 defer { takenNotRun.store(events, ordering: .relaxed) }  // under the lock: statistics add both
                 while batch.count < Self.batchSize, let job = state.jobs.popFirst() {
                     switch job {
                     case .event(_, _, let bytes):
-                        deliveredBytes += bytes
+                        state.runningBytes += bytes
                         events += 1
                         state.queuedEvents -= 1
                         state.statistics.delivered += 1
@@ -273,6 +329,7 @@ public final class Mailbox: Sendable {
                     }
                     batch.append(job)
                 }
+                if observer != nil { state.runningEvents = events }
                 if batch.isEmpty { state.scheduled = false }
                 return !batch.isEmpty
             }

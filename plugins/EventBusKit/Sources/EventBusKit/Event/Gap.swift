@@ -17,7 +17,9 @@ public struct Gap: Sendable, Hashable {
         self.lastSequence = lastSequence
     }
 
-    var event: Event {
+    /// The notice as its subscriber receives it (SPI: the host merges the notices of a module
+    /// in a worker that has not got to the last one yet, as its mailbox would).
+    @_spi(EventBusHost) public var event: Event {
         Event(name: Gap.eventName, source: "bus", fields: [
             "dropped": .int(Int64(dropped)),
             "first_sequence": .int(Int64(firstSequence)),
