@@ -7,16 +7,17 @@ import NATSBridge
 // Resume benchmark: how soon imports flow again after a nats-server comes back. Host A's bus
 // posts `bench.tick` every 5 ms (each with its CLOCK_MONOTONIC post time) through its bridge to
 // host B's, both with the bridge's default reconnect schedule unless `max_reconnect_wait` is
-// given. The server is SIGKILLed, kept down for an outage (1, 3 and 8 s, twice each), and
+// given. The server is SIGKILLed, kept down for an outage (``BridgeResumeBenchmark/outages``), and
 // started again on its port and storage; the clock starts when it accepts a client (a nats.c
 // connect succeeds, polled every 5 ms) and stops at B's first import after that. Core mode:
 // what A published before B was back is lost (core NATS), so the first import is the first
 // event B is there for. Durable: B's first import is the oldest event it had not taken in.
 
 enum BridgeResumeBenchmark {
-    /// Outages, in seconds, each run twice: short ones meet the reconnect schedule's first,
-    /// quick attempts; long ones its longest wait.
-    static let outages: [Double] = [1, 3, 8, 1, 3, 8]
+    /// Outages, in seconds: 1, 3 and 8 twice each — short ones meet the reconnect schedule's
+    /// first, quick attempts, long ones its longest wait — then four kills of 0.2 s, each as
+    /// soon as imports flow again (a server that keeps dying).
+    static let outages: [Double] = [1, 3, 8, 1, 3, 8, 0.2, 0.2, 0.2, 0.2]
 
     static func run(mode: String, maxReconnectWait: Duration?) {
         var load = [0.0, 0.0, 0.0]

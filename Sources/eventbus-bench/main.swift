@@ -24,7 +24,7 @@ import Foundation
 //                                   only the durable bridge — to profile)
 //   resume [core|durable|both] [max_reconnect_wait s]
 //                                   seconds from a restarted nats-server accepting clients to
-//                                   the next import (outages of 1, 3, 8 s, twice each)
+//                                   the next import (outages of 1, 3, 8 s twice, 4 × 0.2 s)
 //   metrics [events]                10 modules' delivery with metrics on vs off
 //   units PID                       systemd unit events from a container's systemd (PID as seen
 //                                   here): start latency vs busctl monitor, a 200-restart burst,
