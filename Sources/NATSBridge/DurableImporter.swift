@@ -13,8 +13,9 @@ import SystemCalls
 /// says what was taken); drop redeliveries (stream sequence ≤ the ledger's), echoes and names no
 /// import pattern wants; hold an event the stream stored ahead of an earlier one of its origin
 /// until that one comes (``OriginOrder``); post the events as one batch
-/// (`Bus.post(contentsOf:)`); then write the ledger (see ``ImportLedger``). Recording only what
-/// was posted, a SIGKILL at any instant loses nothing: the
+/// (`Bus.post(contentsOf:)`); then hand the ledger (``ImportLedger``) to the ``PositionRecorder``,
+/// which writes it once the batch has settled. Recording only what was posted, a SIGKILL at any
+/// instant loses nothing: the
 /// next start fetches again what was not recorded (at most the batch of that instant, posted
 /// again on the new process's bus). At start the consumer is re-created to deliver right after
 /// the ledger's position, under a new name (``JetStreamSetup/placeConsumer(name:startSequence:filter:)``);
