@@ -10,7 +10,7 @@ import TestSupport
 struct BridgeCoreLossCountTests {
     /// alpha exports a steady stream to beta through one nats-server, which is SIGKILLed and
     /// started again on its port a second later. alpha comes back at once (100 ms waits), beta
-    /// seconds later (`reconnect_wait: 4s`): what alpha published in between never reached beta.
+    /// seconds later (`reconnect_wait: 6s`): what alpha published in between never reached beta.
     /// Asserted: the exports beta announced as missed are exactly the ones it did not receive.
     @Test func anOutageCostsBetaExactlyWhatItAnnounces() async throws {
         let directory = try TemporaryDirectory("bridge-core-loss")
@@ -22,8 +22,8 @@ struct BridgeCoreLossCountTests {
             """)
         let b = try BridgedHost("beta", server: server, in: directory, bridge: """
             import: ["load.>"]
-            reconnect_wait: 4s
-            max_reconnect_wait: 4s
+            reconnect_wait: 6s
+            max_reconnect_wait: 6s
             """, control: BridgedHost.wholeLifeControl)
         try await a.start()
         try await b.start()
