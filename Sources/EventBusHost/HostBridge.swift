@@ -60,7 +60,7 @@ final class HostBridge: Sendable {
             "import_lag": int(statistics.importLag), "import_unrecorded": int(statistics.importUnrecorded), "echoes_dropped": int(statistics.echoesDropped),
             "redeliveries_dropped": int(statistics.redeliveriesDropped),
             "duplicates_dropped_by_server": int(statistics.duplicatesDroppedByServer),
-            "out_of_order": int(statistics.outOfOrder), "reordered": int(statistics.reordered), "lost": int(statistics.lost), "gaps": int(statistics.gaps),
+            "out_of_order": int(statistics.outOfOrder), "reordered": int(statistics.reordered), "lost": int(statistics.lost), "missed": int(statistics.missed), "gaps": int(statistics.gaps),
             "disconnects": int(statistics.disconnects), "reconnects": int(statistics.reconnects),
             "malformed": int(statistics.malformed),
             "origins": .array(statistics.origins.keys.sorted().map { host in

@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Fields: `kind`; `dropped` when the count is known; `subjects` (the subjects or event names
 /// concerned, comma-separated, at most 16); `from` and `until` (dates: the time range);
-/// `bridge_host` (this host).
+/// `bridge_host` (this host); `origin_host` (`missed`: the host whose exports were missed).
 public struct BridgeGap: Sendable, Hashable {
     public static let eventName = "bridge.gap"
 
@@ -36,6 +36,12 @@ public struct BridgeGap: Sendable, Hashable {
         /// UTF-8) or that does not decode. Also counted as ``BridgeStatistics/malformed``;
         /// not counted as ``BridgeStatistics/lost`` (nothing a sender meant was lost).
         case importRefused = "import_refused"
+        /// Core mode: exports of another host (`origin_host`) that never reached this one,
+        /// counted by their numbers (``ReceivedNumbers``) when that host's next export of the
+        /// same name arrived — lost while this host was disconnected, dropped by a server, or
+        /// lost by the origin after its nats.c took them. Exact for what it counts; nats.c's
+        /// own drops here are announced as `slow_consumer` instead, not twice.
+        case missed
 
         /// Whether the gap's count is the number of events lost; otherwise the announcement
         /// carries no `dropped` and ``BridgeStatistics/lost`` does not count it.
@@ -52,14 +58,18 @@ public struct BridgeGap: Sendable, Hashable {
     public var from: Date
     public var until: Date
     public var host: String
+    /// `missed`: the host whose exports were missed (nil when more origins than a gap names
+    /// per announcement missed exports at once, see ``GapBook/originLimit``).
+    public var origin: String?
 
-    public init(kind: Kind, dropped: Int?, subjects: [String], from: Date, until: Date, host: String) {
+    public init(kind: Kind, dropped: Int?, subjects: [String], from: Date, until: Date, host: String, origin: String? = nil) {
         self.kind = kind
         self.dropped = dropped
         self.subjects = subjects
         self.from = from
         self.until = until
         self.host = host
+        self.origin = origin
     }
 
     /// Reads a `bridge.gap` event back.
@@ -74,6 +84,7 @@ public struct BridgeGap: Sendable, Hashable {
         self.from = from
         self.until = until
         self.host = event["bridge_host"]?.stringValue ?? ""
+        self.origin = event["origin_host"]?.stringValue
     }
 
     public var event: Event {
@@ -82,6 +93,7 @@ public struct BridgeGap: Sendable, Hashable {
             "from": .date(from), "until": .date(until), "bridge_host": .string(host),
         ]
         if let dropped { fields["dropped"] = .int(Int64(dropped)) }
+        if let origin { fields["origin_host"] = .string(origin) }
         return Event(name: Self.eventName, source: "bridge", fields: fields)
     }
 }
@@ -89,12 +101,17 @@ public struct BridgeGap: Sendable, Hashable {
 /// Losses of one kind being collected until they are announced.
 struct GapRecord {
     var kind: BridgeGap.Kind
+    /// `missed`: whose exports.
+    var origin: String?
     var count = 0
     var subjects: [String] = []
     var from: Date?
     var until: Date?
 
-    init(kind: BridgeGap.Kind) { self.kind = kind }
+    init(kind: BridgeGap.Kind, origin: String? = nil) {
+        self.kind = kind
+        self.origin = origin
+    }
 
     mutating func add(_ event: Event) {
         add(count: 1, subject: event.name, at: Date())
@@ -127,7 +144,7 @@ struct GapRecord {
     }
 
     func gap(host: String) -> BridgeGap {
-        BridgeGap(kind: kind, dropped: count, subjects: subjects, from: from ?? Date(), until: until ?? Date(), host: host)
+        BridgeGap(kind: kind, dropped: count, subjects: subjects, from: from ?? Date(), until: until ?? Date(), host: host, origin: origin)
     }
 }
 
@@ -135,12 +152,26 @@ struct GapRecord {
 /// threads), announced by the bridge's monitor queue every quarter second as one `bridge.gap`
 /// per kind — so a storm of drops is a few announcements, not one per event.
 final class GapBook: Sendable {
-    private let records = Mutex<[BridgeGap.Kind: GapRecord]>([:])
+    /// One record per kind, and for `missed` one per origin.
+    private struct Key: Hashable {
+        var kind: BridgeGap.Kind
+        var origin: String?
+    }
+    private let records = Mutex<[Key: GapRecord]>([:])
     private let details = Mutex<[BridgeGap.Kind: String]>([:])
+    /// Origins a quarter second's `missed` announcements name one by one at most; the exports
+    /// missed of any further origin are announced together, without an origin: anyone who may
+    /// publish under the prefix can claim any host name, and must not make a storm of
+    /// announcements.
+    static let originLimit = 16
 
-    func record(_ kind: BridgeGap.Kind, count: Int, subject: String, at time: Date = Date(), detail: String? = nil) {
+    func record(_ kind: BridgeGap.Kind, count: Int, subject: String, at time: Date = Date(), detail: String? = nil, origin: String? = nil) {
         records.withLock { records in
-            records[kind, default: GapRecord(kind: kind)].add(count: count, subject: subject, at: time)
+            var key = Key(kind: kind, origin: origin)
+            if origin != nil, records[key] == nil, records.keys.count(where: { $0.kind == kind && $0.origin != nil }) >= Self.originLimit {
+                key.origin = nil
+            }
+            records[key, default: GapRecord(kind: kind, origin: key.origin)].add(count: count, subject: subject, at: time)
         }
         if let detail { details.withLock { $0[kind] = detail } }
     }
@@ -148,18 +179,19 @@ final class GapBook: Sendable {
     /// Records a gap whose range is known (a disconnect: from … until).
     func record(_ gap: GapRecord) {
         records.withLock { records in
-            if var existing = records[gap.kind] {
+            let key = Key(kind: gap.kind, origin: gap.origin)
+            if var existing = records[key] {
                 existing.count += gap.count
                 for subject in gap.subjects.map(GapRecord.shortened) where existing.subjects.count < 16 && !existing.subjects.contains(subject) {
                     existing.subjects.append(subject)
                 }
                 existing.from = min(existing.from ?? gap.from ?? Date(), gap.from ?? Date())
                 existing.until = max(existing.until ?? gap.until ?? Date(), gap.until ?? Date())
-                records[gap.kind] = existing
+                records[key] = existing
             } else {
                 var gap = gap
                 gap.subjects = gap.subjects.prefix(16).map(GapRecord.shortened)
-                records[gap.kind] = gap
+                records[key] = gap
             }
         }
     }
@@ -174,6 +206,6 @@ final class GapBook: Sendable {
             defer { details.removeAll() }
             return details
         }
-        return taken.values.sorted { $0.kind.rawValue < $1.kind.rawValue }.map { ($0, texts[$0.kind]) }
+        return taken.values.sorted { ($0.kind.rawValue, $0.origin ?? "") < ($1.kind.rawValue, $1.origin ?? "") }.map { ($0, texts[$0.kind]) }
     }
 }

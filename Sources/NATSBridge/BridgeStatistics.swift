@@ -55,6 +55,9 @@ public struct BridgeStatistics: Sendable {
     /// said messages were pending, or although the stream's leader held messages for them (a
     /// consumer on a server whose copy of the stream fell behind; docs/fleet-durability.md, Resume).
     public var consumersRemade: UInt64 = 0
+    /// Core: other hosts' exports that never reached this host, counted by their numbers
+    /// (announced as `bridge.gap` of kind `missed`, and counted in ``lost`` too).
+    public var missed: UInt64 = 0
 }
 
 /// The bridge's counters, bumped from the threads that do the work (the bus delivery loop, the
@@ -77,5 +80,6 @@ final class BridgeCounters: Sendable {
     let importUnrecorded = Atomic<UInt64>(0)
     let republished = Atomic<UInt64>(0)
     let consumersRemade = Atomic<UInt64>(0)
+    let missed = Atomic<UInt64>(0)
 
 }

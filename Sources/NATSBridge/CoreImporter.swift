@@ -41,6 +41,9 @@ final class CoreImporter: @unchecked Sendable {
         unowned let importer: CoreImporter
         var handle: OpaquePointer?
         var dropped: Int64 = 0
+        /// Of nats.c's drops for this subscription, how many a jump in the numbers has already
+        /// been put down to (``countMissed(_:of:on:handle:)``; delivery thread).
+        var dropsExplained: Int64 = 0
         /// Decoded events not posted yet, in arrival order: touched only on this subscription's
         /// delivery thread (nats.c runs the completion callback there too, after the last message),
         /// so the run-time exclusivity check of each access is left out.
@@ -92,7 +95,7 @@ final class CoreImporter: @unchecked Sendable {
             let closure = Unmanaged.passRetained(subscription).toOpaque()  // kept for good: a callback may run during stop
             let status = natsConnection_Subscribe(&handle, client.connection, subscription.filter, { _, handle, message, closure in
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
-                subscription.importer.receive(message!, on: subscription)
+                subscription.importer.receive(message!, on: subscription, handle: handle)
                 // Freed here and now, not by `natsMsg_Destroy` (see shim.h): the message is
                 // ours, and nats.c's delivery loop does not touch it after this callback.
                 natsMsg_free(UnsafeMutableRawPointer(message))
@@ -114,8 +117,9 @@ final class CoreImporter: @unchecked Sendable {
         if client.state == .connected { _ = natsConnection_FlushTimeout(client.connection, 2_000) }
     }
 
-    /// nats.c's delivery thread of `subscription`: decodes a message into the batch.
-    private func receive(_ message: OpaquePointer, on subscription: Subscription) {
+    /// nats.c's delivery thread of `subscription`: decodes a message into the batch, and counts
+    /// what its numbers say was missed before it.
+    private func receive(_ message: OpaquePointer, on subscription: Subscription, handle: OpaquePointer?) {
         let route = subscription.routes.route(natsMsg_GetSubject(message))
         switch route.action {
         case .post: break
@@ -133,13 +137,34 @@ final class CoreImporter: @unchecked Sendable {
             return
         }
         var header = WireFormat.Header(instance: 0, sequence: 0)
+        let payload = UnsafeRawBufferPointer(start: data, count: length)
         do {
-            subscription.batch.append(try WireFormat.decode(UnsafeRawBufferPointer(start: data, count: length), name: route.name,
-                                                            host: route.host, shapes: route.shapes, header: &header),
+            subscription.batch.append(try WireFormat.decode(payload, name: route.name, host: route.host, shapes: route.shapes, header: &header),
                                       bytes: length)
         } catch {
             refuse(route.name, "payload from \(route.host): \(error.description)")
+            // Refused, not missed: its number still counts when its header reads.
+            guard let origin = try? WireFormat.header(payload) else { return }
+            header = origin
         }
+        let missed = route.received.receive(instance: header.instance, number: header.number)
+        if missed > 0 { countMissed(missed, of: route, on: subscription, handle: handle) }
+    }
+
+    /// nats.c's delivery thread of `subscription`: `count` exports of `route`'s origin and name
+    /// came not. Those nats.c dropped for this subscription (its pending limits) are announced
+    /// exactly as `slow_consumer` by ``poll()``: as many of `count` as nats.c has dropped since
+    /// and not yet explained a jump are theirs; the rest is announced as `missed`.
+    private func countMissed(_ count: UInt64, of route: ImportRoutes.Route, on subscription: Subscription, handle: OpaquePointer?) {
+        var missed = Int64(clamping: count)
+        var dropped: Int64 = 0
+        if let handle, natsSubscription_GetDropped(handle, &dropped) == NATS_OK, dropped > subscription.dropsExplained {
+            let explained = min(missed, dropped - subscription.dropsExplained)
+            subscription.dropsExplained += explained
+            missed -= explained
+        }
+        guard missed > 0 else { return }
+        gaps.record(.missed, count: Int(missed), subject: route.name, origin: route.host)
     }
 
     /// Counts and records (to be announced) one import refused; nats.c's delivery thread.

@@ -13,8 +13,9 @@ import SystemCalls
 /// says what was taken); drop redeliveries (stream sequence ≤ the ledger's), echoes and names no
 /// import pattern wants; hold an event the stream stored ahead of an earlier one of its origin
 /// until that one comes (``OriginOrder``); post the events as one batch
-/// (`Bus.post(contentsOf:)`); then write the ledger (see ``ImportLedger``). Recording only what
-/// was posted, a SIGKILL at any instant loses nothing: the
+/// (`Bus.post(contentsOf:)`); then hand the ledger (``ImportLedger``) to the ``PositionRecorder``,
+/// which writes it once the batch has settled. Recording only what was posted, a SIGKILL at any
+/// instant loses nothing: the
 /// next start fetches again what was not recorded (at most the batch of that instant, posted
 /// again on the new process's bus). At start the consumer is re-created to deliver right after
 /// the ledger's position, under a new name (``JetStreamSetup/placeConsumer(name:startSequence:filter:)``);
@@ -38,7 +39,7 @@ import SystemCalls
 /// a fetch can find a delivery that went nowhere and bind again within milliseconds.
 final class DurableImporter: @unchecked Sendable {
     // @unchecked: `ledger`, `window`, `subscription`, `retired`, `hasPosition` are touched
-    // only on the importer thread, and `retired` and `pull` by whichever of its end and
+    // only on the importer thread (the position file is written on the recorder's queue), and `retired` and `pull` by whichever of its end and
     // `release` comes last (``subscriptionUsers``);
     // `needsRebind` and `stopping` are atomics; `origins` is a Mutex for status readers.
 
@@ -53,7 +54,6 @@ final class DurableImporter: @unchecked Sendable {
     private let counters: BridgeCounters
     private let gaps: GapBook
     private let logger: Logger
-    private let ledgerFile: StateFile
     private let filter: String
     /// Routes by subject (this thread's): a subject's checks are made once, not per message.
     private let routes: ImportRoutes
@@ -67,28 +67,15 @@ final class DurableImporter: @unchecked Sendable {
     /// ``postedCount`` there). The position file is not written past the earliest, so a restart
     /// fetches the held events again.
     private var holdStarts: [String: (ledger: ImportLedger, total: UInt64)] = [:]
-    /// What the position file holds: behind `ledger` while posted batches settle (below), or
-    /// after a failed write (retried), when the next run would post the difference again.
-    private var recorded = ImportLedger()
-    /// Batches posted and not yet recorded, oldest first (see ``ImportSettling``).
-    private var settling = ImportSettling()
-    /// Events this run posted, and how many of them the position file covers: the difference
-    /// is `import_unrecorded`.
+    /// Writes the position file once posted batches have settled, on its own queue: behind
+    /// `ledger` while they settle, or after a failed write (retried), when the next run would
+    /// post the difference again.
+    private let recorder: PositionRecorder
+    /// Events this run posted (``PositionRecorder`` counts how many the position file covers).
     private var postedCount: UInt64 = 0
-    private var recordedCount: UInt64 = 0
     /// The bus sequence of the last event this run posted.
     private var lastPostedSequence: UInt64 = 0
-    /// The least time between two position writes (each is three fsyncs on this thread): a
-    /// batch settles every few milliseconds at full speed, and writing each one cost more than
-    /// a tenth of the thread's time and its wait on the disk. So a SIGKILL re-posts at most
-    /// the imports of ``ImportSettling/settleTime`` plus this, or of the time the slowest tail
-    /// takes to be handed them (at most `Bus.handOutPatience`).
-    static let writeGap = Duration.milliseconds(50)
-    /// When the position was last written (or a write was tried).
-    private var lastWrite = ContinuousClock.now - writeGap
     private var hasPosition = false
-    /// Whether the last position write failed (logged once until one succeeds).
-    private var writeFailing = false
     /// The consumer sequence its next first delivery must carry (1 after each re-creation).
     private var nextDelivery: UInt64 = 1
     /// Whether this run has made its consumer: later binds may resume it.
@@ -131,6 +118,8 @@ final class DurableImporter: @unchecked Sendable {
     private let subscriptionUsers = Atomic<Int>(2)
     let origins = Mutex<[String: ImportLedger.Position]>([:])
     let lastError = Mutex<String?>(nil)
+    /// What status shows as the import's last error: binding's, or the position file's.
+    var lastErrorDescription: String? { lastError.withLock { $0 } ?? recorder.lastError.withLock { $0 } }
 
     init(client: NATSClient, setup: JetStreamSetup, context: JetStreamContext, bus: Bus, subjects: Subjects, patterns: [EventPattern],
          counters: BridgeCounters, gaps: GapBook, logger: Logger, stateDirectory: String) throws(BridgeError) {
@@ -146,13 +135,13 @@ final class DurableImporter: @unchecked Sendable {
         let ledgerFile = StateFile(directory: stateDirectory, name: "bridge-\(setup.durable.stream)-\(setup.consumer).position")
         var loaded: ImportLedger?
         if let text = try ledgerFile.read() { loaded = try ImportLedger(text: text, file: ledgerFile.path) }
-        self.ledgerFile = ledgerFile
         self.filter = subjects.all
         self.routes = ImportRoutes(subjects: subjects, patterns: patterns, patternIndex: nil)
         self.order = OriginOrder(last: loaded?.origins ?? [:])
+        self.recorder = PositionRecorder(file: ledgerFile, recorded: loaded ?? ImportLedger(), bus: bus, counters: counters,
+                                         logger: logger)
         if let loaded {
             ledger = loaded
-            recorded = loaded
             hasPosition = true
         }
         let initial = ledger.origins
@@ -218,7 +207,6 @@ final class DurableImporter: @unchecked Sendable {
                     continue
                 }
             }
-            recordSettled()
             takeExpiredHolds()
             guard let pull else { continue }
             // Up to 256 messages and ``batchBytes``, waiting at most 250 ms; `alone`: the next
@@ -262,7 +250,7 @@ final class DurableImporter: @unchecked Sendable {
             }
         }
         // A stop: what was posted reached the bus's subscribers, which are drained after this.
-        recordSettled(all: true)
+        recorder.recordAll()
     }
 
     private func bind() throws(BridgeError) {
@@ -293,14 +281,12 @@ final class DurableImporter: @unchecked Sendable {
         if !hasPosition {
             // First start of this host: from the stream's newest event on (or its oldest).
             ledger.streamSequence = setup.durable.startAtBeginning ? (first > 0 ? first - 1 : 0) : last
-            try ledgerFile.write(ledger.text)
-            recorded = ledger
+            try recorder.replace(with: ledger)
             hasPosition = true
         } else if ledger.streamSequence > last {
             logger.warning("bridge: stream \(setup.durable.stream) ends at \(last) but this host had taken in up to \(ledger.streamSequence): the stream was re-created; starting at its beginning")
             ledger.streamSequence = first > 0 ? first - 1 : 0
-            try ledgerFile.write(ledger.text)
-            recorded = ledger
+            try recorder.replace(with: ledger)
         } else if first > 0, ledger.streamSequence + 1 < first {
             // The stream's limits discarded events this host had not taken in yet.
             gaps.record(.streamExpired, count: Int(first - 1 - ledger.streamSequence), subject: filter)
@@ -490,7 +476,7 @@ final class DurableImporter: @unchecked Sendable {
         _ = post(events, before: before)
     }
 
-    /// Posts what a batch took in, then queues its ledger to be recorded (see `recordSettled`);
+    /// Posts what a batch took in, then queues its ledger to be recorded (``PositionRecorder``);
     /// false if the bus has finished (the host is stopping): nothing was posted, nothing is
     /// recorded, the next run fetches the batch again.
     private func post(_ events: [Event], before: ImportLedger) -> Bool {
@@ -508,7 +494,6 @@ final class DurableImporter: @unchecked Sendable {
         counters.imported.add(UInt64(events.count), ordering: .relaxed)
         postedCount += UInt64(events.count)
         if let last = numbers.last { lastPostedSequence = last }
-        counters.importUnrecorded.store(postedCount - recordedCount, ordering: .relaxed)
         if ledger != before {
             let snapshot = ledger.origins
             origins.withLock { $0 = snapshot }
@@ -516,42 +501,7 @@ final class DurableImporter: @unchecked Sendable {
         // While events are held, what may be recorded ends before the earliest of them.
         holdStarts = holdStarts.filter { order.isHolding($0.key) }
         let recordable = holdStarts.values.min { $0.ledger.streamSequence < $1.ledger.streamSequence } ?? (ledger, postedCount)
-        if recordable.ledger != settling.last?.ledger ?? recorded {
-            settling.append(.init(ledger: recordable.ledger, posted: .now, total: recordable.total, sequence: lastPostedSequence))
-        }
-        recordSettled()
+        recorder.queue(total: postedCount, recordable: recordable.ledger, recordableTotal: recordable.total, sequence: lastPostedSequence)
         return true
-    }
-
-    /// Writes the newest recordable ledger (``ImportSettling``; every one, `all`: at a stop) to
-    /// the position file. A failed write keeps the run going — the events are posted, and the
-    /// in-memory ledger keeps redeliveries out — and is retried at the next call; until one
-    /// succeeds, a restart would post the difference again (never lose it).
-    private func recordSettled(all: Bool = false) {
-        let now = ContinuousClock.now
-        guard all || lastWrite.duration(to: now) >= Self.writeGap else { return }
-        let newest = all ? settling.batches.indices.last : settling.newestRecordable(now: now, patience: bus.handOutPatience, handedOut: bus.hasHandedOut(through:))
-        guard let index = newest else { return }
-        let target = settling.batches[index].ledger
-        guard target != recorded else {
-            settling.removeThrough(index)
-            return
-        }
-        lastWrite = now
-        do {
-            try ledgerFile.write(target.text)
-            recorded = target
-            recordedCount = settling.batches[index].total
-            settling.removeThrough(index)
-            counters.importUnrecorded.store(postedCount - recordedCount, ordering: .relaxed)
-            if writeFailing {
-                writeFailing = false
-                lastError.withLock { $0 = nil }
-            }
-        } catch {
-            if !writeFailing { logger.error("bridge: \(error); the import position stays at stream sequence \(recorded.streamSequence) until a write succeeds") }
-            writeFailing = true
-            lastError.withLock { $0 = error.description }
-        }
     }
 }

@@ -203,6 +203,7 @@ final class Exporter: @unchecked Sendable {
         var sizes: [Int] = []
         var payload = FieldWriter()
         var last = LastSubject()
+        var numbers = ExportNumbers()
         var lastSent: UInt64 = 0
         var failed = false
         let connection = client.connection
@@ -213,7 +214,7 @@ final class Exporter: @unchecked Sendable {
                     gaps.record(.publishFailed, count: 1, subject: event.name)
                     continue
                 }
-                WireFormat.encode(event, instance: instance, into: &payload)
+                WireFormat.encode(event, instance: instance, number: numbers.next(for: event.name), into: &payload)
                 let status = last.subject.withUnsafeBufferPointer { subject in
                     payload.withUnsafeBytes { bytes in
                         natsConnection_Publish(connection, subject.baseAddress, bytes.baseAddress, Int32(bytes.count))
@@ -221,6 +222,7 @@ final class Exporter: @unchecked Sendable {
                 }
                 switch status {
                 case NATS_OK:
+                    numbers.commit()
                     counters.exported.add(1, ordering: .relaxed)
                     published.add(1, ordering: .relaxed)
                 case NATS_INSUFFICIENT_BUFFER:
@@ -339,6 +341,7 @@ final class Exporter: @unchecked Sendable {
         jsPubOptions_Init(&options)
         options.MaxWait = Self.acknowledgementWait
         var last = LastSubject()
+        var numbers = ExportNumbers()
         // Events are taken from the queue only while connected, so while NATS is away they wait
         // in the bounded queue (its overflow announced), not in this thread's hands.
         while waitUntilConnected(), queue.take(max: 256, into: &batch, sizes: &sizes) {
@@ -362,7 +365,7 @@ final class Exporter: @unchecked Sendable {
                     index += 1
                     continue
                 }
-                WireFormat.encode(event, instance: instance, previous: lastPublished, into: &payload)
+                WireFormat.encode(event, instance: instance, previous: lastPublished, number: numbers.next(for: event.name), into: &payload)
                 let export = OutstandingPublishes.Export(index: nextExport, subject: last.text, payload: payload.bytes,
                                                          sequence: event.sequence)
                 // Swapped before publishing: the acknowledgement may come before the call returns.
@@ -371,6 +374,7 @@ final class Exporter: @unchecked Sendable {
                 counters.inFlight.add(1, ordering: .relaxed)
                 switch publish(export, &options, new: true) {
                 case .inFlight:
+                    numbers.commit()
                     nextExport += 1
                     lastPublished = event.sequence
                     index += 1

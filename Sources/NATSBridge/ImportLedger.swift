@@ -20,7 +20,8 @@ import EventBusKit
 /// batch again — on a new bus, which never saw it. Within a run, the ledger in memory (ahead of
 /// the file after a failed write) drops every redelivery by its stream sequence.
 ///
-/// Threads: the durable importer's thread only.
+/// Threads: the durable importer's thread; copies go to the ``PositionRecorder``'s queue, which
+/// writes them.
 struct ImportLedger: Equatable {
     struct Position: Equatable {
         var instance: UInt64

@@ -22,6 +22,8 @@ final class ImportRoutes {
         let refusal: ImportRules.Refusal?
         /// The payload shape last seen on this subject (see ``WireFormat/ShapeCache``).
         let shapes = WireFormat.ShapeCache()
+        /// Core: the origin's last export of this name received, to count what was missed.
+        var received = ReceivedNumbers()
 
         init(subject: [UInt8], action: Action, host: String, name: String, refusal: ImportRules.Refusal? = nil) {
             self.subject = subject

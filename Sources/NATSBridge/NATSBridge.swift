@@ -225,8 +225,10 @@ public final class NATSBridge: @unchecked Sendable {
             var announced = gap
             if !record.kind.countIsExact { announced.dropped = nil }
             if record.kind.countsAsLost { counters.lost.add(UInt64(record.count), ordering: .relaxed) }
+            if record.kind == .missed { counters.missed.add(UInt64(record.count), ordering: .relaxed) }
             counters.gaps.add(1, ordering: .relaxed)
-            let what = record.kind == .importRefused ? "\(record.count) import(s) refused" : announced.dropped.map { "\($0) event(s) lost" } ?? "events may be lost"
+            let what = record.kind == .importRefused ? "\(record.count) import(s) refused"
+                : announced.dropped.map { "\($0) event(s) lost\(record.origin.map { " of \($0)'s exports" } ?? "")" } ?? "events may be lost"
             logger.warning("bridge: \(record.kind.rawValue): \(what) (\(record.subjects.joined(separator: ", ")))\(detail.map { ": \($0)" } ?? "")")
             bus.post(announced.event)
         }
@@ -250,11 +252,12 @@ public final class NATSBridge: @unchecked Sendable {
             gaps: counters.gaps.load(ordering: .relaxed), disconnects: counters.disconnects.load(ordering: .relaxed),
             reconnects: counters.reconnects.load(ordering: .relaxed), malformed: counters.malformed.load(ordering: .relaxed),
             origins: origins.mapValues { ($0.instance, $0.sequence) },
-            lastError: current.durable?.lastError.withLock { $0 } ?? current.exporter?.lastError.withLock { $0 })
+            lastError: current.durable?.lastErrorDescription ?? current.exporter?.lastError.withLock { $0 })
         statistics.importUnrecorded = counters.importUnrecorded.load(ordering: .relaxed)
         statistics.exportRepublished = counters.republished.load(ordering: .relaxed)
         statistics.consumersRemade = counters.consumersRemade.load(ordering: .relaxed)
         statistics.reordered = counters.reordered.load(ordering: .relaxed)
+        statistics.missed = counters.missed.load(ordering: .relaxed)
         return statistics
     }
 }

@@ -11,33 +11,39 @@ import Foundation
 /// typical event (3 fields) is ~80 bytes.
 ///
 /// ```
-/// u8 version (2) · u64 instance · u64 sequence · u64 previous
+/// u8 version (3) · u64 instance · u64 sequence · u64 previous · u64 number
 /// f64 wall time (seconds since 2001, bits) · string source · fields (EventFieldCoding)
 /// string = varint length + UTF-8
 /// ```
 ///
 /// `previous` is the sequence of the export its origin published before this one in the same
 /// instance (durable mode), 0 for none or unknown (its first export; core mode): it lets an
-/// importer tell that an event was stored ahead of an earlier one (``OriginOrder``). Version 1
-/// payloads (without it) are read as `previous` 0, so a fleet can be upgraded host by host,
-/// importers first.
+/// importer tell that an event was stored ahead of an earlier one (``OriginOrder``). `number`
+/// numbers the instance's exports of the event's name, 1, 2, 3… (``ExportNumbers``): a core
+/// importer receives every export of the names it imports, so a jump counts the exports it
+/// missed (``ReceivedNumbers``). Versions 1 and 2 (without `previous`, or without `number`) are
+/// still read, as 0 for what they lack, so a fleet can be upgraded host by host, importers first:
+/// a host that reads version 2 at most refuses version 3 (`import_refused`).
 enum WireFormat {
-    static let version: UInt8 = 2
+    static let version: UInt8 = 3
 
     /// The origin and order the payload carries besides the event itself.
     struct Header: Equatable {
         var instance: UInt64
         var sequence: UInt64
         var previous: UInt64 = 0
+        /// The export's number among its instance's exports of its name; 0: not numbered.
+        var number: UInt64 = 0
     }
 
-    /// The payload of `event`, in place of what `buffer` held; `previous` as above.
-    static func encode(_ event: Event, instance: UInt64, previous: UInt64 = 0, into buffer: inout FieldWriter) {
+    /// The payload of `event`, in place of what `buffer` held; `previous` and `number` as above.
+    static func encode(_ event: Event, instance: UInt64, previous: UInt64 = 0, number: UInt64 = 0, into buffer: inout FieldWriter) {
         buffer.removeAll()
         buffer.byte(version)
         buffer.fixed(instance)
         buffer.fixed(event.sequence)
         buffer.fixed(previous)
+        buffer.fixed(number)
         buffer.fixed(event.wallTime.timeIntervalSinceReferenceDate.bitPattern)
         buffer.string(event.source)
         buffer.fields(event.fields)
@@ -129,7 +135,8 @@ enum WireFormat {
                        header: inout Header) throws(DecodeError) -> Event {
         var reader = FieldReader(bytes)
         let fields: [String: FieldValue], wall: UInt64, source: String
-        let (instance, sequence, previous) = try readOrigin(&reader)
+        let origin = try readOrigin(&reader)
+        let (instance, sequence) = (origin.instance, origin.sequence)
         do throws(FieldDecodingError) {
             guard let fixedWall = reader.fixed(), let text = try reader.string() else { throw FieldDecodingError("truncated header") }
             (wall, source) = (fixedWall, text)
@@ -145,7 +152,7 @@ enum WireFormat {
         } catch {
             throw DecodeError(description: error.description)
         }
-        header = Header(instance: instance, sequence: sequence, previous: previous)
+        header = origin
         return Event(name: name, source: source, fields: fields, wallTime: Date(timeIntervalSinceReferenceDate: Double(bitPattern: wall)))
     }
 
@@ -153,18 +160,24 @@ enum WireFormat {
     /// not post, to follow its origin's order.
     static func header(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Header {
         var reader = FieldReader(bytes)
-        let (instance, sequence, previous) = try readOrigin(&reader)
-        return Header(instance: instance, sequence: sequence, previous: previous)
+        return try readOrigin(&reader)
     }
 
-    private static func readOrigin(_ reader: inout FieldReader) throws(DecodeError) -> (UInt64, UInt64, UInt64) {
-        guard let version = reader.byte(), version == 1 || version == Self.version else {
-            throw DecodeError(description: "unknown payload version (expected 1 or \(Self.version))")
+    private static func readOrigin(_ reader: inout FieldReader) throws(DecodeError) -> Header {
+        guard let version = reader.byte(), (1...Self.version).contains(version) else {
+            throw DecodeError(description: "unknown payload version (expected 1 to \(Self.version))")
         }
         guard let instance = reader.fixed(), let sequence = reader.fixed() else { throw DecodeError(description: "truncated header") }
-        guard version > 1 else { return (instance, sequence, 0) }
-        guard let previous = reader.fixed() else { throw DecodeError(description: "truncated header") }
-        return (instance, sequence, previous)
+        var header = Header(instance: instance, sequence: sequence)
+        if version >= 2 {
+            guard let previous = reader.fixed() else { throw DecodeError(description: "truncated header") }
+            header.previous = previous
+        }
+        if version >= 3 {
+            guard let number = reader.fixed() else { throw DecodeError(description: "truncated header") }
+            header.number = number
+        }
+        return header
     }
 
     /// The fields key by key, origin fields added.

@@ -290,30 +290,36 @@ enum BridgeBenchmark {
     }
 }
 
-/// nats-server on a free loopback port with JetStream in a temporary folder; stopped by pid.
-private final class BenchNATSServer {
+/// nats-server on a loopback port (a free one unless given) with JetStream in a folder (a
+/// temporary one unless given); stopped by pid. Started again on the same port and folder, it is
+/// the same server come back (``BridgeResumeBenchmark``).
+final class BenchNATSServer {
     let url: String
+    let port: Int
+    let directory: String
     private let process = Process()
-    private let directory: String
+    private let ownsDirectory: Bool
 
-    init() throws {
+    init(port: Int? = nil, directory: String? = nil) throws {
         let candidates: [String] = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
         guard let executable = candidates.first(where: { (path: String) in access(path, X_OK) == 0 }) else {
             throw POSIXError(.ENOENT)
         }
-        directory = NSTemporaryDirectory() + "eventbus-bench-nats-\(getpid())"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let port = try Self.freePort()
-        url = "nats://127.0.0.1:\(port)"
+        ownsDirectory = directory == nil
+        self.directory = directory ?? NSTemporaryDirectory() + "eventbus-bench-nats-\(getpid())"
+        try FileManager.default.createDirectory(atPath: self.directory, withIntermediateDirectories: true)
+        self.port = try port ?? Self.freePort()
+        url = "nats://127.0.0.1:\(self.port)"
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-js", "-sd", directory, "-a", "127.0.0.1", "-p", String(port)]
+        process.arguments = ["-js", "-sd", self.directory, "-a", "127.0.0.1", "-p", String(self.port)]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
         var connection: OpaquePointer?
-        for _ in 0..<500 {
+        // Every 5 ms: a restarted server's readiness is the instant the resume benchmark measures from.
+        for _ in 0..<2_000 {
             if natsConnection_ConnectTo(&connection, url) == NATS_OK { break }
-            usleep(20_000)
+            usleep(5_000)
         }
         guard let connection else { throw POSIXError(.ETIMEDOUT) }
         natsConnection_Destroy(connection)
@@ -324,7 +330,13 @@ private final class BenchNATSServer {
     func stop() {
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
-        try? FileManager.default.removeItem(atPath: directory)
+        if ownsDirectory { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    /// A server that dies at an instant; its storage stays.
+    func sigkill() {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
     }
 
     static func freePort() throws -> Int {

@@ -22,6 +22,9 @@ import Foundation
 //   bridge [events] [core|durable]  bus A → NATS → bus B vs a raw nats.c publish → subscribe
 //                                   (`core`: only the raw anchor and the core bridge; `durable`:
 //                                   only the durable bridge — to profile)
+//   resume [core|durable|both] [max_reconnect_wait s]
+//                                   seconds from a restarted nats-server accepting clients to
+//                                   the next import (outages of 1, 3, 8 s twice, 4 × 0.2 s)
 //   metrics [events]                10 modules' delivery with metrics on vs off
 //   units PID                       systemd unit events from a container's systemd (PID as seen
 //                                   here): start latency vs busctl monitor, a 200-restart burst,
@@ -113,6 +116,10 @@ case "exec":
 case "bridge":
     BridgeBenchmark.run(events: arguments.dropFirst().first.flatMap(Int.init) ?? 500_000,
                         part: arguments.dropFirst(2).first.flatMap(BridgeBenchmark.Part.init(rawValue:)) ?? .all)
+case "resume":
+    let seconds: Double? = arguments.count > 2 ? Double(arguments[2]) : nil
+    let maxReconnectWait: Duration? = seconds.map { Duration.milliseconds(Int($0 * 1_000)) }
+    BridgeResumeBenchmark.run(mode: arguments.count > 1 ? arguments[1] : "both", maxReconnectWait: maxReconnectWait)
 case "wide":
     let counts = arguments.dropFirst().compactMap { Int($0) }
     await wideEventBenchmark(fieldCounts: counts.isEmpty ? [1, 100, 1_000, 10_000, 60_000] : counts)
@@ -130,6 +137,6 @@ case "dbus":
 case "journal-writer":  // the journal benchmark's latency writer, run as a child process
     JournalBenchmark.writer(socket: arguments[1], count: Int(arguments[2])!)
 default:
-    print("unknown benchmark \(arguments[0]); available: dispatch, soak, devices, rules, metrics, post-cost, mailbox, timer-jitter, footprint, files, storm, hog, files-reader, files-scale, tail, files-storm, journal, isolation, exec, bridge, wide, webhook, units, dbus")
+    print("unknown benchmark \(arguments[0]); available: dispatch, soak, devices, rules, metrics, post-cost, mailbox, timer-jitter, footprint, files, storm, hog, files-reader, files-scale, tail, files-storm, journal, isolation, exec, bridge, resume, wide, webhook, units, dbus")
     exit(2)
 }

@@ -85,11 +85,12 @@ import Testing
             EventFieldCoding.appendFixed(42, to: &expected)
             EventFieldCoding.appendFixed(event.sequence, to: &expected)
             EventFieldCoding.appendFixed(UInt64(index), to: &expected)  // previous
+            EventFieldCoding.appendFixed(UInt64(index) + 5, to: &expected)  // number
             EventFieldCoding.appendFixed(event.wallTime.timeIntervalSinceReferenceDate.bitPattern, to: &expected)
             EventFieldCoding.appendString(event.source, to: &expected)
             EventFieldCoding.append(event.fields, to: &expected)
             var writer = FieldWriter()
-            WireFormat.encode(event, instance: 42, previous: UInt64(index), into: &writer)
+            WireFormat.encode(event, instance: 42, previous: UInt64(index), number: UInt64(index) + 5, into: &writer)
             #expect(writer.bytes == expected, "sample \(index)")
         }
     }

@@ -21,6 +21,7 @@ import Testing
         fixed(7)
         fixed(1)
         fixed(0)  // previous
+        fixed(0)  // number
         fixed((786_000_000.5 as Double).bitPattern)
         string("tester")
         varint(claimed)

@@ -52,8 +52,8 @@ import Testing
     @Test func countsTheBytesCannotHoldAreRefused() throws {
         for claimed: UInt64 in [4, 1_000, 1 << 31, 1 << 62] {
             var bytes = WireFormatShapeTests.payload(sequence: 5, Self.fields)
-            // The field count is the byte after the header (1 + 4 × 8) and the source ("tester").
-            let countOffset = 1 + 32 + 1 + 6
+            // The field count is the byte after the header (1 + 5 × 8) and the source ("tester").
+            let countOffset = 1 + 40 + 1 + 6
             #expect(bytes[countOffset] == 3)
             var varint: [UInt8] = []
             var rest = claimed
@@ -79,7 +79,7 @@ import Testing
         #expect(try Self.refusal(key)?.contains("UTF-8") == true)
         // In the source.
         var source = WireFormatShapeTests.payload(sequence: 5, Self.fields)
-        source.replaceSubrange(34..<36, with: invalid)  // "te" of "tester"
+        source.replaceSubrange(42..<44, with: invalid)  // "te" of "tester"
         #expect(try Self.refusal(source)?.contains("UTF-8") == true)
     }
 }

@@ -22,6 +22,7 @@ import Testing
         fixed(7)  // instance
         fixed(sequence)
         fixed(0)  // previous
+        fixed(0)  // number
         fixed((786_000_000.5 as Double).bitPattern)
         string("tester")
         varint(UInt64(fields.count))

@@ -288,6 +288,7 @@ final class HostMetrics: Sendable {
             ("eventbus_bridge_events_exported_total", "Local events the bridge published (durable: acknowledged by the stream).", bridge.exported),
             ("eventbus_bridge_events_imported_total", "Remote events the bridge posted on the local bus.", bridge.imported),
             ("eventbus_bridge_events_lost_total", "Events known lost by the bridge (announced in bridge.gap events).", bridge.lost),
+            ("eventbus_bridge_events_missed_total", "Core: other hosts' exports that never reached this host, counted by their numbers (also in lost).", bridge.missed),
             ("eventbus_bridge_echoes_dropped_total", "This host's own events coming back through NATS, dropped.", bridge.echoesDropped),
             ("eventbus_bridge_disconnects_total", "Disconnections from the NATS servers.", bridge.disconnects),
             ("eventbus_bridge_reconnects_total", "Reconnections to the NATS servers.", bridge.reconnects),
