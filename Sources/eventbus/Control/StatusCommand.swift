@@ -54,7 +54,7 @@ struct StatusCommand: ParsableCommand {
         var lines = [
             "bridge:        \(bridge["mode"]?.stringValue ?? "?") NATS as \(bridge["host"]?.stringValue ?? "?"), \(bridge["state"]?.stringValue ?? "?") (\((bridge["servers"]?.arrayValue ?? []).compactMap(\.stringValue).joined(separator: ", ")))",
             "  exported \(n("exported")) (queued \(n("export_queued")), in flight \(n("export_in_flight")), \(n("export_queued_bytes") / 1024) KiB held)   imported \(n("imported")) (lag \(n("import_lag")))",
-            "  lost \(n("lost")) in \(n("gaps")) gap(s)   echoes dropped \(n("echoes_dropped"))   redeliveries dropped \(n("redeliveries_dropped"))   disconnects \(n("disconnects")), reconnects \(n("reconnects"))",
+            "  lost \(n("lost")) in \(n("gaps")) gap(s), \(n("missed")) of them counted from origins' numbers   echoes dropped \(n("echoes_dropped"))   redeliveries dropped \(n("redeliveries_dropped"))   disconnects \(n("disconnects")), reconnects \(n("reconnects"))",
         ]
         if bridge["mode"]?.stringValue == "durable" {
             lines.append("  consumers made again \(n("consumers_remade")) (stalled)   exports published again \(n("export_republished"))   imports unrecorded \(n("import_unrecorded"))")
