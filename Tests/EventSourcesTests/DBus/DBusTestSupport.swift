@@ -160,10 +160,15 @@ final class DBusRecorder: @unchecked Sendable {
     /// holds: the watch's rule is in place from then on (the bus adds it asynchronously).
     func waitUntilListening(_ index: Int = 0, arrived: @escaping (Event) -> Bool = { $0.dbusSignal?.member == "Probe" },
                             probe: () throws -> Void) async throws -> Bool {
-        let deadline = ContinuousClock.now + patience
-        while ContinuousClock.now < deadline {
+        let start = ContinuousClock.now
+        var probes = 0
+        while ContinuousClock.now < start + patience {
             if events(index).contains(where: arrived) { return true }
-            try probe()
+            do { try probe() } catch {
+                let states = driver.sourceStates.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+                throw DBusTestFailure("\(error), after \(probes) probe(s) in \(ContinuousClock.now - start); the watches: \(states)")
+            }
+            probes += 1
             if await eventually(timeout: .milliseconds(50), { self.events(index).contains(where: arrived) }) { return true }
         }
         return false
