@@ -137,11 +137,15 @@ enum UnitsBenchmark {
             let to = UInt64(Date().timeIntervalSince1970 * 1e6)
             // busctl has no flush to wait for: its last signals are written well within this.
             sleep(1)
-            // systemd's first signal of each transition (it repeats a state in later signals).
+            // systemd's first signal of each transition: a state other than the one before (it
+            // repeats a state in later signals, and a restart within one turn of its loop is one
+            // signal of the same state), as the source reports them.
             var busctlFirst: [String: UInt64] = [:]
+            var last = ""
             for signal in busctlSignals(container("cat /tmp/bench-busctl.jsonl")) where signal.unit == "ebbench-lat.service" {
-                guard let changed = signal.changedMicroseconds, changed >= from, changed <= to else { continue }
-                if busctlFirst["\(changed) \(signal.state)"] == nil { busctlFirst["\(changed) \(signal.state)"] = signal.receivedMicroseconds }
+                defer { last = signal.state }
+                guard signal.state != last, let changed = signal.changedMicroseconds, changed >= from, changed <= to else { continue }
+                busctlFirst["\(changed) \(signal.state)"] = signal.receivedMicroseconds
             }
             for (index, variant) in variants.enumerated() {
                 func arrived() -> [String: UInt64] {
