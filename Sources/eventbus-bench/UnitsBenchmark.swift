@@ -12,8 +12,9 @@ import Synchronization
 // private socket to peers outside the container. The anchor is `busctl monitor` on the same
 // bus, in the same run, watching the same signals.
 //
-// - Latency: `systemctl start` and `stop` of a unit, 100 times each in turn, then `systemctl
-//   restart` of it 100 times: every transition each command causes, p50 and p99. Each side's
+// - Latency: `systemctl start` and `stop` of a unit (ExecStartPre=/bin/true, so that a start
+//   and a restart go through activating), 200 times each in turn, then `systemctl restart` of
+//   it 200 times: every transition each command causes, p50 and p99. Each side's
 //   latency is measured from the moment systemd changed the state (the signal's own
 //   StateChangeTimestamp, CLOCK_REALTIME of the same kernel): busctl's is the kernel receive
 //   time sd-bus stamps on the message (so it excludes busctl's own processing), ours the time
@@ -71,7 +72,7 @@ enum UnitsBenchmark {
         _ = container("""
             mkdir -p /run/systemd/system
             for i in $(seq 1 500); do printf '[Service]\\nExecStart=/bin/sleep infinity\\n' > /run/systemd/system/ebbench-$i.service; done
-            printf '[Service]\\nExecStart=/bin/sleep infinity\\n' > /run/systemd/system/ebbench-lat.service
+            printf '[Service]\\nExecStartPre=/bin/true\\nExecStart=/bin/sleep infinity\\n' > /run/systemd/system/ebbench-lat.service
             systemctl daemon-reload
             systemctl start $(seq -f 'ebbench-%g.service' 1 500)
             systemctl stop bench-busctl 2>/dev/null; rm -f /tmp/bench-busctl.jsonl
@@ -125,12 +126,12 @@ enum UnitsBenchmark {
         // of commands; a start counts the states it leads into (activating, active), a stop its
         // own (deactivating, inactive), a restart all of them.
         let rounds: [(script: String, rows: [(command: String, leadsInto: [String]?)])] = [
-            ("for i in $(seq 100); do systemctl start ebbench-lat.service; systemctl stop ebbench-lat.service; done",
+            ("for i in $(seq 200); do systemctl start ebbench-lat.service; systemctl stop ebbench-lat.service; done",
              [("start", ["activating", "active"]), ("stop", ["deactivating", "inactive"])]),
-            ("systemctl start ebbench-lat.service; for i in $(seq 100); do systemctl restart ebbench-lat.service; done; systemctl stop ebbench-lat.service",
+            ("systemctl start ebbench-lat.service; for i in $(seq 200); do systemctl restart ebbench-lat.service; done; systemctl stop ebbench-lat.service",
              [("restart", nil)]),
         ]
-        print("  one unit's transitions, ms after systemd's StateChangeTimestamp, p50 / p99 (100 commands each):")
+        print("  one unit's transitions, ms after systemd's StateChangeTimestamp, p50 / p99 (200 commands each):")
         for round in rounds {
             let from = UInt64(Date().timeIntervalSince1970 * 1e6)
             _ = container(round.script)
