@@ -10,7 +10,8 @@ extension Production {
     @Suite struct Units {
         /// Throwaway units that start, restart, stop and fail: every transition once, in order,
         /// the same as systemd's own signals (busctl) with the repeats taken out; jobs with
-        /// their types and results; the failure with its result and exit status.
+        /// their results, and their types when finished; the failure with its result and exit
+        /// status.
         @Test(.timeLimit(.minutes(8)))
         func everyTransitionOnceInOrder() async throws {
             try await Container.withInstalled { container in
@@ -42,9 +43,12 @@ extension Production {
                     let finished = jobs.filter { $0.fields["phase"] as? String == "finished" }
                     await check(finished.map { $0.fields["result"] as? String ?? "?" } == ["done", "done", "done"],
                                 "\(log): start, restart and stop jobs each finish once, done: \(jobs.map(\.fields))", in: container)
-                    // The type is asked of the job when it is queued; a start waits 0.3 s in ExecStartPre.
+                    // The type is asked of the job when it is queued and comes with its finished event (a
+                    // start waits 0.3 s in ExecStartPre); the queued event goes at once, without it.
                     await check(finished.first?.fields["job_type"] as? String == "start",
                                 "\(log): the start job says it is one: \(jobs.map(\.fields))", in: container)
+                    await check(jobs.filter { $0.fields["phase"] as? String == "queued" }.allSatisfy { $0.fields["job_type"] == nil },
+                                "\(log): a queued job has no type yet: \(jobs.map(\.fields))", in: container)
                     // A restart job turns into a start job once its stop part is done: it reads as
                     // either, depending on when the question reached systemd.
                     for (job, expected) in zip(finished, [["start"], ["restart", "start"], ["stop"]]) {
