@@ -12,10 +12,14 @@ import Synchronization
 // private socket to peers outside the container. The anchor is `busctl monitor` on the same
 // bus, in the same run, watching the same signals.
 //
-// - Latency: `systemctl start` of a unit, 30 times. Each side's latency is measured from the
-//   moment systemd changed the state (the signal's own StateChangeTimestamp, CLOCK_REALTIME of
-//   the same kernel): busctl's is the kernel receive time sd-bus stamps on the message (so it
-//   excludes busctl's own processing), ours the time the subscriber's closure runs.
+// - Latency: `systemctl start` and `stop` of a unit (ExecStartPre=/bin/true, so that a start
+//   and a restart go through activating), 200 times each in turn, then `systemctl restart` of
+//   it 200 times: every transition each command causes, p50 and p99. Each side's
+//   latency is measured from the moment systemd changed the state (the signal's own
+//   StateChangeTimestamp, CLOCK_REALTIME of the same kernel): busctl's is the kernel receive
+//   time sd-bus stamps on the message (so it excludes busctl's own processing), ours the time
+//   the subscriber's closure runs. A stop or restart queues a job whose events come with the
+//   transitions: this is where a transition waiting on the job's type would show.
 // - Burst: `systemctl restart` of 200 units in one command: transitions per second as they
 //   arrive, and the missed ones (each unit's transitions against busctl's signals with repeats
 //   taken out; 0 expected).
@@ -26,12 +30,6 @@ enum UnitsBenchmark {
         let arrivals = Mutex<[Arrival]>([])
         let synced = Atomic<Int>(0)
         var all: [Arrival] { arrivals.withLock { $0 } }
-        func latencies(of unit: String) -> [Double] {
-            all.filter { $0.unit == unit && $0.state == "active/running" }.compactMap { arrival -> Double? in
-                guard let changed = arrival.changedMicroseconds else { return nil }
-                return Double(Int64(arrival.arrivedMicroseconds) - Int64(changed)) / 1000
-            }
-        }
     }
 
     private struct Arrival: Sendable {
@@ -74,7 +72,7 @@ enum UnitsBenchmark {
         _ = container("""
             mkdir -p /run/systemd/system
             for i in $(seq 1 500); do printf '[Service]\\nExecStart=/bin/sleep infinity\\n' > /run/systemd/system/ebbench-$i.service; done
-            printf '[Service]\\nExecStart=/bin/sleep infinity\\n' > /run/systemd/system/ebbench-lat.service
+            printf '[Service]\\nExecStartPre=/bin/true\\nExecStart=/bin/sleep infinity\\n' > /run/systemd/system/ebbench-lat.service
             systemctl daemon-reload
             systemctl start $(seq -f 'ebbench-%g.service' 1 500)
             systemctl stop bench-busctl 2>/dev/null; rm -f /tmp/bench-busctl.jsonl
@@ -124,32 +122,61 @@ enum UnitsBenchmark {
         let idle = processCPUSeconds() - before
         print(String(format: "  idle, 500 units loaded, subscribed: %.1f ms CPU in 10 s (%.3f%% of a core)", idle * 1000, idle / 10 * 100))
 
-        // Latency of systemctl start.
-        for _ in 0..<30 {
-            _ = container("systemctl start ebbench-lat.service && systemctl stop ebbench-lat.service")
-        }
-        _ = waitFor(30) {
-            recorders.allSatisfy { recorder in recorder.all.filter { $0.unit == "ebbench-lat.service" && $0.state == "inactive/dead" }.count >= 30 }
-        }
-        let signals = busctlSignals(container("cat /tmp/bench-busctl.jsonl"))
-        // systemd repeats a state in later signals: the first signal of each change counts.
-        var firstSignals: [UInt64: UInt64] = [:]
-        for signal in signals where signal.unit == "ebbench-lat.service" && signal.state == "active/running" {
-            if let changed = signal.changedMicroseconds, firstSignals[changed] == nil { firstSignals[changed] = signal.receivedMicroseconds }
-        }
-        let busctlLatency = firstSignals.map { changed, received in Double(Int64(received) - Int64(changed)) / 1000 }
-        var rows: [(String, [Double])] = [("busctl monitor (system bus)", busctlLatency)]
-        for (index, variant) in variants.enumerated() {
-            rows.append(("units source, \(variant.0)", recorders[index].latencies(of: "ebbench-lat.service")))
-        }
-        print("  systemctl start → active/running, ms after systemd's StateChangeTimestamp (30 starts):")
-        for (label, values) in rows {
-            let sorted = values.sorted()
-            guard !sorted.isEmpty else { print("    \(label): nothing measured"); continue }
-            let median = sorted[sorted.count / 2]
-            let p90 = sorted[min(sorted.count - 1, sorted.count * 9 / 10)]
-            let line = String(format: "median %6.2f  p90 %6.2f  max %6.2f  (n=%d)", median, p90, sorted.last!, sorted.count)
-            print("    \(label.padding(toLength: 36, withPad: " ", startingAt: 0)) \(line)")
+        // Latency of each command's transitions. The unit is stopped before and after each round
+        // of commands; a start counts the states it leads into (activating, active), a stop its
+        // own (deactivating, inactive), a restart all of them.
+        let rounds: [(script: String, rows: [(command: String, leadsInto: [String]?)])] = [
+            ("for i in $(seq 200); do systemctl start ebbench-lat.service; systemctl stop ebbench-lat.service; done",
+             [("start", ["activating", "active"]), ("stop", ["deactivating", "inactive"])]),
+            ("systemctl start ebbench-lat.service; for i in $(seq 200); do systemctl restart ebbench-lat.service; done; systemctl stop ebbench-lat.service",
+             [("restart", nil)]),
+        ]
+        print("  one unit's transitions, ms after systemd's StateChangeTimestamp, p50 / p99 (200 commands each):")
+        for round in rounds {
+            let from = UInt64(Date().timeIntervalSince1970 * 1e6)
+            _ = container(round.script)
+            let to = UInt64(Date().timeIntervalSince1970 * 1e6)
+            // busctl has no flush to wait for: its last signals are written well within this.
+            sleep(1)
+            // systemd's first signal of each transition: a state other than the one before (it
+            // repeats a state in later signals, and a restart within one turn of its loop is one
+            // signal of the same state), as the source reports them.
+            var busctlFirst: [String: UInt64] = [:]
+            var last = ""
+            for signal in busctlSignals(container("cat /tmp/bench-busctl.jsonl")) where signal.unit == "ebbench-lat.service" {
+                defer { last = signal.state }
+                guard signal.state != last, let changed = signal.changedMicroseconds, changed >= from, changed <= to else { continue }
+                busctlFirst["\(changed) \(signal.state)"] = signal.receivedMicroseconds
+            }
+            for (index, variant) in variants.enumerated() {
+                func arrived() -> [String: UInt64] {
+                    var arrivals: [String: UInt64] = [:]
+                    for arrival in recorders[index].all where arrival.unit == "ebbench-lat.service" {
+                        if let changed = arrival.changedMicroseconds { arrivals["\(changed) \(arrival.state)"] = arrival.arrivedMicroseconds }
+                    }
+                    return arrivals
+                }
+                _ = waitFor(30) { let seen = arrived(); return busctlFirst.keys.allSatisfy { seen[$0] != nil } }
+                let seen = arrived()
+                for row in round.rows {
+                    var ours: [Double] = []
+                    var theirs: [Double] = []
+                    for (key, received) in busctlFirst {
+                        let parts = key.split(separator: " ")
+                        let active = parts[1].split(separator: "/")[0]
+                        guard row.leadsInto?.contains(String(active)) ?? true, let changed = Int64(parts[0]) else { continue }
+                        theirs.append(Double(Int64(received) - changed) / 1000)
+                        if let arrival = seen[key] { ours.append(Double(Int64(arrival) - changed) / 1000) }
+                    }
+                    let busctl = percentiles(theirs)
+                    let source = percentiles(ours)
+                    let figures = String(format: "busctl monitor %6.2f / %6.2f   units source %6.2f / %6.2f   (%+.2f / %+.2f)",
+                                         busctl.p50, busctl.p99, source.p50, source.p99, source.p50 - busctl.p50, source.p99 - busctl.p99)
+                    let missed = theirs.count - ours.count
+                    print("    \(row.command.padding(toLength: 8, withPad: " ", startingAt: 0)) \(String(theirs.count).leftPadded(4)) transitions  \(figures)"
+                          + (missed > 0 ? "  \(missed) not seen by the source (\(variant.0))" : ""))
+                }
+            }
         }
 
         // Burst: 200 restarts in one command.
@@ -213,6 +240,13 @@ enum UnitsBenchmark {
             let changed = ((properties["StateChangeTimestamp"] as? [String: Any])?["data"] as? NSNumber)?.uint64Value
             return Signal(unit: label, state: "\(active)/\(sub)", changedMicroseconds: changed, receivedMicroseconds: received)
         }
+    }
+
+    /// p50 and p99 (the value 99 % of the samples do not exceed), nan for none.
+    private static func percentiles(_ values: [Double]) -> (p50: Double, p99: Double) {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return (.nan, .nan) }
+        return (sorted[sorted.count / 2], sorted[max(0, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1)])
     }
 
     private static func dedup(_ states: [String], from start: String) -> [String] {

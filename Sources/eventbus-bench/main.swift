@@ -27,8 +27,8 @@ import Foundation
 //                                   the next import (outages of 1, 3, 8 s twice, 4 × 0.2 s)
 //   metrics [events]                10 modules' delivery with metrics on vs off
 //   units PID                       systemd unit events from a container's systemd (PID as seen
-//                                   here): start latency vs busctl monitor, a 200-restart burst,
-//                                   idle CPU with 500 units
+//                                   here): start, stop and restart latency vs busctl monitor,
+//                                   a 200-restart burst, idle CPU with 500 units
 //   dbus [signals]                  signal → subscriber latency of the D-Bus source vs busctl
 //                                   monitor on a private dbus-daemon; idle CPU of a running source
 //   wide [fields…]                  CPU per event against its field count (1 … 60 000): the

@@ -10,7 +10,8 @@ extension Production {
     @Suite struct Units {
         /// Throwaway units that start, restart, stop and fail: every transition once, in order,
         /// the same as systemd's own signals (busctl) with the repeats taken out; jobs with
-        /// their types and results; the failure with its result and exit status.
+        /// their results, and their types when finished; the failure with its result and exit
+        /// status.
         @Test(.timeLimit(.minutes(8)))
         func everyTransitionOnceInOrder() async throws {
             try await Container.withInstalled { container in
@@ -42,9 +43,12 @@ extension Production {
                     let finished = jobs.filter { $0.fields["phase"] as? String == "finished" }
                     await check(finished.map { $0.fields["result"] as? String ?? "?" } == ["done", "done", "done"],
                                 "\(log): start, restart and stop jobs each finish once, done: \(jobs.map(\.fields))", in: container)
-                    // The type is asked of the job when it is queued; a start waits 0.3 s in ExecStartPre.
+                    // The type is asked of the job when it is queued and comes with its finished event (a
+                    // start waits 0.3 s in ExecStartPre); the queued event goes at once, without it.
                     await check(finished.first?.fields["job_type"] as? String == "start",
                                 "\(log): the start job says it is one: \(jobs.map(\.fields))", in: container)
+                    await check(jobs.filter { $0.fields["phase"] as? String == "queued" }.allSatisfy { $0.fields["job_type"] == nil },
+                                "\(log): a queued job has no type yet: \(jobs.map(\.fields))", in: container)
                     // A restart job turns into a start job once its stop part is done: it reads as
                     // either, depending on when the question reached systemd.
                     for (job, expected) in zip(finished, [["start"], ["restart", "start"], ["stop"]]) {
@@ -212,6 +216,78 @@ extension Production {
             }
         }
 
+        /// A stop queues a job, and the source asks systemd for the job's type: the stop's
+        /// transition does not wait for the answer. A root eventbusd follows systemd through a
+        /// ``DBusRelay`` that holds what eventbusd sends — the question — while the bus's signals
+        /// go on: the transition and the job's `queued` event (no type) arrive while the question
+        /// is held; once it is let through and answered (the stop waits in ExecStop meanwhile),
+        /// the job's `finished` event says `stop`.
+        @Test(.timeLimit(.minutes(8)))
+        func transitionsDoNotWaitForTheJobsType() async throws {
+            try await Container.withInstalled { container in
+                try await container.write("/run/systemd/system/ebunit-gate.service", """
+                    [Service]
+                    ExecStart=/bin/sleep infinity
+                    ExecStop=/bin/sh -c 'read line < /run/ebgate'
+                    """)
+                try await container.write("/tmp/relayed.yaml", """
+                    control:
+                      socket: /tmp/relayed.sock
+                    sources:
+                      units:
+                        - name: relayed
+                          units: ebunit-gate.service
+                          manager: "unix:path=/run/ebrelay.sock"
+                    """)
+                // Started before eventbusd: the stop's is the only job it hears of.
+                try await succeed("mkfifo /run/ebgate && systemctl daemon-reload && systemctl start ebunit-gate", in: container)
+                let root = "/proc/\(container.leader)/root"
+                let relay = try DBusRelay(listeningAt: root + "/run/ebrelay.sock", bus: root + "/run/dbus/system_bus_socket")
+                defer { relay.stop() }
+                try await succeed("""
+                    systemd-run -q --unit=probe-relayed-host "$(command -v eventbusd)" --config /tmp/relayed.yaml
+                    for i in $(seq 1200); do eventbus --socket /tmp/relayed.sock status 2>/dev/null | grep -q following && exit 0; sleep 0.1; done
+                    eventbus --socket /tmp/relayed.sock status; exit 1
+                    """, in: container, timeout: 150)
+                let threads = try await container.sh("cat /proc/$(systemctl show -p MainPID --value probe-relayed-host)/task/*/comm").output
+                await check(threads.split(separator: "\n").contains("eventbus.units"),
+                            "the connection's thread is named eventbus.units, as docs/units.md says: \(threads)", in: container)
+
+                relay.hold()
+                try await succeed("systemctl stop --no-block ebunit-gate", in: container)
+                let stopping = try await poll(seconds: 120) {
+                    let seen = try await relayedEvents(in: container)
+                    return seen.contains { $0.name == "unit.state" && $0.newActive == "deactivating" }
+                        && seen.contains { $0.name == "unit.job" && $0.fields["phase"] as? String == "queued" }
+                }
+                let held = relay.heldBytes
+                let whileHeld = try await relayedEvents(in: container)
+                await check(stopping && held > 0,
+                            "the stop's transition and queued job arrive while the question is held (\(held) bytes): \(whileHeld.map(\.line))",
+                            in: container)
+                let queued = whileHeld.filter { $0.name == "unit.job" }
+                await check(queued.count == 1 && Set(queued[0].fields.keys) == ["unit", "job_id", "phase"],
+                            "the queued job has no type yet: \(queued.map(\.line))", in: container)
+
+                let answered = relay.replies
+                relay.release()
+                let answer = try await poll(seconds: 120) { relay.replies > answered }
+                await check(answer, "systemd answers the released question", in: container)
+                // The stop can end now: its job is gone only after the answer.
+                try await succeed("echo go > /run/ebgate", in: container)
+                let finished = try await poll(seconds: 120) {
+                    try await relayedEvents(in: container).contains { $0.name == "unit.job" && $0.fields["phase"] as? String == "finished" }
+                }
+                let seen = try await relayedEvents(in: container)
+                let jobs = seen.filter { $0.name == "unit.job" }
+                await check(finished && jobs.count == 2 && jobs[1].fields["job_type"] as? String == "stop"
+                            && jobs[1].fields["result"] as? String == "done" && jobs[1].fields["job_id"] as? Int == jobs[0].fields["job_id"] as? Int,
+                            "the stop job finishes done, saying it is a stop: \(jobs.map(\.line))", in: container)
+                await check(seen.last { $0.name == "unit.state" }?.new == "inactive/dead",
+                            "the unit ends stopped: \(seen.map(\.line))", in: container)
+            }
+        }
+
         // MARK: Helpers
 
         /// Two throwaway units, both hosts, busctl and two tails, each tail past its snapshot.
@@ -263,7 +339,18 @@ extension Production {
 
         /// The tail's events (`--json` lines), in order.
         private func events(_ log: String, in container: Container) async throws -> [Seen] {
-            try await container.sh("cat \(log)").output.split(separator: "\n").compactMap { line in
+            parse(try await container.sh("cat \(log)").output)
+        }
+
+        /// The `unit.*` events the relayed host (`transitionsDoNotWaitForTheJobsType`) holds in its
+        /// replay ring, in order.
+        private func relayedEvents(in container: Container) async throws -> [Seen] {
+            parse(try await container.sh("eventbus --socket /tmp/relayed.sock tail 'unit.>' --since 1 --no-follow --json").output)
+        }
+
+        /// `--json` lines of `eventbus tail`: its events, in order.
+        private func parse(_ lines: String) -> [Seen] {
+            lines.split(separator: "\n").compactMap { line in
                 guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                       object["type"] as? String == "event", let event = object["event"] as? [String: Any] ?? Optional(object),
                       let name = event["name"] as? String else { return nil }

@@ -27,6 +27,10 @@ import SystemdBus
 /// - The source never asks systemd about a unit: a property query on an unloaded unit loads
 ///   it, which sends `UnitNew`, and two monitors that query on `UnitNew` loop each other. It
 ///   asks a job for its type (`JobType`), which loads nothing.
+/// - Nothing waits for that question: the job's `queued` event goes out at once, without a
+///   type, and the answer rides on its `finished` event. systemd answers on the one ordered
+///   stream it signals on, so an answer comes before the job's `JobRemoved`, or the job was
+///   already gone when systemd read the question (an error, no type).
 ///
 /// ## Loss
 /// When the connection closes (systemd re-executed, dbus-daemon restarted, systemd left the bus)
@@ -62,8 +66,8 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
     private let stateText: Mutex<String>
     private var retryDelayMilliseconds: Int32 = 0
     private var outbox: [Outgoing] = []
-    /// Jobs whose type lookup is under way: their events wait (and everything after them).
-    private var jobTypesPending: Set<UInt32> = []
+    /// systemd's answers to `JobType` for the followed jobs not finished yet, by job id: taken by
+    /// the job's `finished` event.
     private var jobTypes: [UInt32: String] = [:]
 
     private final class Attachment {
@@ -294,8 +298,7 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
         blindReason = reason
         if let bus, !bus.isOpen { self.bus = nil }
         listing = false
-        // The lookups' replies are gone with the connection: their events go without a type.
-        jobTypesPending.removeAll()
+        // The questions' answers are gone with the connection: the jobs finish without a type.
         jobTypes.removeAll()
         guard !blind else { return }
         blind = true
@@ -380,8 +383,9 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
             outbox.append(Outgoing(payload: .job(UnitJob(unit: unit, id: id, phase: .queued, type: nil, result: nil)), target: nil))
         case "JobRemoved":
             guard let id = reader.uint32(), reader.objectPath() != nil, let unit = reader.string(), let result = reader.string() else { return }
+            let type = jobTypes.removeValue(forKey: id)
             guard attachments.values.contains(where: { $0.source.watch.match.matches(unit) }) else { return }
-            outbox.append(Outgoing(payload: .job(UnitJob(unit: unit, id: id, phase: .finished, type: jobTypes[id], result: result)), target: nil))
+            outbox.append(Outgoing(payload: .job(UnitJob(unit: unit, id: id, phase: .finished, type: type, result: result)), target: nil))
         case "Reloading":
             // After a daemon-reload: list again; what differs is reported as a resync.
             if reader.bool() == false, !listing {
@@ -399,31 +403,15 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
         }
     }
 
-    /// The signals do not say what a job does: ask the job (loads no unit). Its events wait for
-    /// the answer, and so does everything posted after them, to keep the order.
+    /// The signals do not say what a job does: ask the job (loads no unit), and keep the answer
+    /// for its `finished` event. Nothing waits for it — not the `queued` event, not a transition.
+    /// No answer (the job was gone, the call failed) leaves the job without a type.
     private func lookUpJobType(id: UInt32, path: String) {
-        guard let bus else { return }
-        jobTypesPending.insert(id)
-        do throws(SDBusError) {
-            try bus.call(path: path, interface: "org.freedesktop.DBus.Properties", member: "Get",
-                         arguments: ["org.freedesktop.systemd1.Job", "JobType"]) { [unowned self] message in
-                let reader = SDBusMessageReader(message)
-                if reader.errorName == nil, case .some(.some(.string(let type))) = reader.variant() {
-                    jobTypes[id] = type
-                }
-                jobTypesPending.remove(id)
-                fillJobTypes()
-            }
-        } catch {
-            jobTypesPending.remove(id)
-        }
-    }
-
-    private func fillJobTypes() {
-        for index in outbox.indices {
-            if case .job(var job) = outbox[index].payload, job.type == nil, let type = jobTypes[job.id] {
-                job.type = type
-                outbox[index].payload = .job(job)
+        try? bus?.call(path: path, interface: "org.freedesktop.DBus.Properties", member: "Get",
+                       arguments: ["org.freedesktop.systemd1.Job", "JobType"]) { [unowned self] message in
+            let reader = SDBusMessageReader(message)
+            if reader.errorName == nil, case .some(.some(.string(let type))) = reader.variant() {
+                jobTypes[id] = type
             }
         }
     }
@@ -441,20 +429,13 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
 
     // MARK: Posting
 
-    /// Posts the outbox in order, up to the first job event still waiting for its type.
+    /// Posts the outbox in order.
     private func flush() {
-        var ready = outbox.count
-        for (index, item) in outbox.enumerated() {
-            if case .job(let job) = item.payload, job.type == nil, jobTypesPending.contains(job.id) {
-                ready = index
-                break
-            }
-        }
-        guard ready > 0 else { return }
+        guard !outbox.isEmpty else { return }
         // Per source, runs in outbox order: to all its subscribers (no greeting), or to one
         // joiner — so a joiner's snapshot and the changes after it keep their order.
         var runs: [ObjectIdentifier: [(greeting: SubscriberGreeting?, events: [Event], completing: Bool)]] = [:]
-        for item in outbox[..<ready] {
+        for item in outbox {
             for (key, attachment) in attachments where item.target == nil || item.target == key {
                 let source = attachment.source
                 let event: Event
@@ -474,10 +455,7 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
                 runs[key] = sourceRuns
             }
         }
-        for item in outbox[..<ready] {
-            if case .job(let job) = item.payload, job.phase == .finished { jobTypes[job.id] = nil }
-        }
-        outbox.removeFirst(ready)
+        outbox.removeAll(keepingCapacity: true)
         for (key, sourceRuns) in runs {
             guard let source = attachments[key]?.source else { continue }
             for run in sourceRuns {

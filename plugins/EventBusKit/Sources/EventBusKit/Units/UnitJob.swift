@@ -14,9 +14,11 @@ public struct UnitJob: Sendable, Hashable {
     /// systemd's job number, the same in both events of one job.
     public var id: UInt32
     public var phase: Phase
-    /// `JobType`: start, stop, restart, reload, verify-active, try-restart…. The signals do not
-    /// carry it, so the source asks the job when it is queued: nil when the job was gone by
-    /// then (a job that finished within the same turn of systemd's loop).
+    /// `JobType`: start, stop, restart, reload, verify-active, try-restart…, on
+    /// ``Phase/finished``. The signals do not carry it, so the source asks the job when it is
+    /// queued and posts the `queued` event at once, without it (a transition never waits for
+    /// the answer). nil too when the job was gone before systemd read the question (a job that
+    /// finished within the same turn of systemd's loop).
     public var type: String?
     /// For ``Phase/finished``: done, canceled, timeout, failed, dependency, skipped, invalid,
     /// assert, unsupported, collected, once.
