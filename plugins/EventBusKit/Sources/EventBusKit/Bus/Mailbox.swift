@@ -20,7 +20,7 @@ import Synchronization
 ///
 /// An owner that passes events on to where the module handles them later — the host, to a
 /// module's worker process — keeps them counted against both bounds until the module has
-/// handled them (``keepElsewhere(events:bytes:)``), so the bounds hold for everything the
+/// handled them (`keepElsewhere(events:bytes:)`), so the bounds hold for everything the
 /// module holds, wherever it waits.
 public final class Mailbox: Sendable {
     public let label: String
@@ -42,7 +42,7 @@ public final class Mailbox: Sendable {
         /// The estimated bytes of those events (0 when the mailbox has no byte bound).
         public var queuedBytes: Int = 0
         /// Events handed on that still count against the bounds until the module handles them
-        /// (``keepElsewhere(events:bytes:)``: a module worker's events on their way to it and in
+        /// (`keepElsewhere(events:bytes:)`: a module worker's events on their way to it and in
         /// its queue), and their estimated bytes.
         public var heldElsewhere: Int = 0
         public var heldElsewhereBytes: Int = 0
@@ -64,11 +64,11 @@ public final class Mailbox: Sendable {
         var heldBytes = 0
         /// Events of the batch the queue is running, while a batch observer is set: its
         /// subscriptions pass them on when the batch ends, so they count against the bound until
-        /// then — kept (``keepElsewhere(events:bytes:)``) or let go. 0 without an observer.
+        /// then — kept (`keepElsewhere(events:bytes:)`) or let go. 0 without an observer.
         var runningEvents = 0
         /// The estimated bytes of the batch the queue is running (part of `heldBytes` until it ends).
         var runningBytes = 0
-        /// Events handed on and their bytes, counted until released (``keepElsewhere(events:bytes:)``).
+        /// Events handed on and their bytes, counted until released (`keepElsewhere(events:bytes:)`).
         var elsewhereEvents = 0
         var elsewhereBytes = 0
         var scheduled = false
@@ -246,7 +246,7 @@ public final class Mailbox: Sendable {
     /// On the mailbox's queue, during a batch (in the batch observer, or a job of the batch):
     /// `events` of the batch's events, of `bytes` estimated bytes (0 when the mailbox has no byte
     /// bound), were passed on to where the module handles them later, and go on counting against
-    /// the bounds until ``releaseElsewhere(events:bytes:)``. SPI for the host's forwarding to a
+    /// the bounds until `releaseElsewhere(events:bytes:)`. SPI for the host's forwarding to a
     /// module worker: `mailbox_capacity` and `mailbox_bytes` bound what the module holds in all —
     /// here, on the way to its worker and in the worker's queue. The batch's other events stop
     /// counting when it ends.
