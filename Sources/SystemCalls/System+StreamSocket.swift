@@ -57,7 +57,7 @@ extension System {
         public static func listen(at path: String, backlog: Int32 = 128) throws(CallError) -> Int32 {
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
             guard fd >= 0 else { throw CallError(call: "socket", path: path, errno: errno) }
-            guard withAddress(path, { bind(fd, $0, $1) }) == 0 else {
+            guard withAddress(path, { Glibc.bind(fd, $0, $1) }) == 0 else {
                 let code = errno
                 Glibc.close(fd)
                 throw CallError(call: "bind", path: path, errno: code)
@@ -94,11 +94,7 @@ extension System {
                     guard host.withCString({ inet_pton(AF_INET6, $0, &address.sin6_addr) }) == 1 else {
                         throw CallError(call: "inet_pton", path: place, errno: EINVAL)
                     }
-                    _ = try call("bind", place) {
-                        withUnsafePointer(to: &address) {
-                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
-                        }
-                    }
+                    try bind(ip: fd, to: &address, place)
                 } else {
                     var address = sockaddr_in()
                     address.sin_family = sa_family_t(AF_INET)
@@ -106,11 +102,7 @@ extension System {
                     guard host.withCString({ inet_pton(AF_INET, $0, &address.sin_addr) }) == 1 else {
                         throw CallError(call: "inet_pton", path: place, errno: EINVAL)
                     }
-                    _ = try call("bind", place) {
-                        withUnsafePointer(to: &address) {
-                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-                        }
-                    }
+                    try bind(ip: fd, to: &address, place)
                 }
                 _ = try call("listen", place) { Glibc.listen(fd, backlog) }
             } catch {
@@ -118,6 +110,14 @@ extension System {
                 throw error
             }
             return fd
+        }
+
+        /// `bind(2)` to an IPv4 or IPv6 socket address (`sockaddr_in`, `sockaddr_in6`).
+        private static func bind<Address>(ip fd: Int32, to address: inout Address, _ place: String) throws(CallError) {
+            let length = socklen_t(MemoryLayout<Address>.size)
+            _ = try call("bind", place) {
+                withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) } }
+            }
         }
 
         /// Whether the kernel sent the connection's SYN-ACK again (`TCP_INFO`): for a connection
