@@ -15,6 +15,17 @@ import TestSupport
         return listener
     }
 
+    /// An IPv6 literal is bound as one (`[::1]:PORT`), and a scrape there is answered.
+    @Test func aListenerOnIPv6LoopbackAnswers() async throws {
+        let listener = try MetricsListener(address: try ListenAddress(parsing: "[::1]:\(try freeLoopbackPort())")) {
+            Array("test_metric_total 42\n".utf8)
+        }
+        try listener.start()
+        defer { listener.stop() }
+        let scrape = try await run("/usr/bin/curl", ["-sS", "--max-time", "60", "http://[::1]:\(listener.address.port)/metrics"])
+        #expect(scrape.status == 0 && scrape.output == "test_metric_total 42\n", "\(scrape.output)")
+    }
+
     @Test func aScrapeGetsTheTextAndBadRequestsGetTheirStatus() throws {
         let listener = try listener()
         defer { listener.stop() }
