@@ -47,7 +47,7 @@ enum DBusBenchmark {
         print("dbus: a private \((try? String(contentsOfFile: "/proc/\(daemon.processIdentifier)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "dbus-daemon") at \(address)")
 
         let monitorLog = folder + "/busctl.jsonl"
-        FileManager.default.createFile(atPath: monitorLog, contents: nil)
+        _ = FileManager.default.createFile(atPath: monitorLog, contents: nil)
         let monitor = Process()
         monitor.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
         monitor.arguments = ["--address=\(address)", "monitor", "--json=short", "--match", "type='signal',interface='org.eventbus.Bench'"]

@@ -107,7 +107,7 @@ private func writeAndTime(prefix: String, watched: String, done: String, writes:
     for index in 0..<writes {
         let path = "\(watched)/\(prefix)-\(index)"
         let written = realtimeNanoseconds()
-        FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data("x".utf8))
         let marker = done + path
         let deadline = Date().addingTimeInterval(10)
         var status = stat()

@@ -85,7 +85,7 @@ import Testing
         #expect(await daemon.waitFor("module stalled is stalled: its mailbox is full (1000 queued"), "\(daemon.output)")
 
         // Released, it handles what it held, and is told of the rest by one gap notice.
-        FileManager.default.createFile(atPath: release, contents: nil)
+        #expect(FileManager.default.createFile(atPath: release, contents: nil))
         #expect(await eventually { count(stalled(directory), "queued") == 0 }, "\(String(describing: stalled(directory)))")
         let report = try await report(directory)
         let handled = try #require(report["count"]?.intValue)
@@ -116,7 +116,7 @@ import Testing
         #expect(count(held, "queued_bytes") > 1_000_000 && count(held, "queued_bytes") <= 1 << 20, "\(held)")
         #expect(count(held, "dropped") == 95, "\(held)")
 
-        FileManager.default.createFile(atPath: release, contents: nil)
+        #expect(FileManager.default.createFile(atPath: release, contents: nil))
         #expect(await eventually { count(stalled(directory), "queued") == 0 }, "\(String(describing: stalled(directory)))")
         let report = try await report(directory)
         #expect(report["count"]?.intValue == 6, "\(report)")
