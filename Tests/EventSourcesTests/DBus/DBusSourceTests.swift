@@ -23,8 +23,13 @@ import TestSupport
                            probe: (SDBusMessageWriter) throws(SDBusError) -> Void = { _ in }) async throws -> DBusRecorder {
         let recorder = DBusRecorder()
         try recorder.follow(watch)
-        let listening = try await recorder.waitUntilListening { try emitter.emit(member: "Probe", probe) }
-        try #require(listening, "the watch never received a probe: \(recorder.state(of: watch) ?? "no state")")
+        let listening: Bool
+        do {
+            listening = try await recorder.waitUntilListening { try emitter.emit(member: "Probe", probe) }
+        } catch {
+            throw DBusTestFailure("\(error); the bus daemon: \(daemon.condition)")
+        }
+        try #require(listening, "the watch never received a probe: \(recorder.state(of: watch) ?? "no state"); the bus daemon: \(daemon.condition)")
         return recorder
     }
 

@@ -69,6 +69,14 @@ final class DBusPrivateDaemon: @unchecked Sendable {
 
     var pid: Int32 { process?.processIdentifier ?? 0 }
 
+    /// `running (pid N)`, or how it ended — for a test's message when its bus went away.
+    var condition: String {
+        guard let process else { return "not started" }
+        if process.isRunning { return "running (pid \(process.processIdentifier))" }
+        let how = process.terminationReason == .uncaughtSignal ? "killed by signal" : "exited with status"
+        return "pid \(process.processIdentifier) \(how) \(process.terminationStatus)"
+    }
+
     /// SIGKILL — the bus is gone at once, its clients' sockets closed — then waits for it. The
     /// socket file stays, as after a crash: a client reconnecting is refused until ``start()``.
     func kill() {
