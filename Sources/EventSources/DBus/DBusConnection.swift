@@ -214,6 +214,9 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
         }
     }
 
+    /// The sender of the replies sd-bus makes up itself (a connection that failed, a timeout).
+    private static let localSender = "org.freedesktop.DBus.Local"
+
     /// The bus answered a call of the current connection: on the first answer, the outage is
     /// over and the blind sources hear how long it was.
     private func answered() {
@@ -295,8 +298,10 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
                                 destination: "org.freedesktop.DBus", body: { (writer) throws(SDBusError) in try writer.string(argument) }) {
                 [unowned self] message in
                 guard generation == self.generation else { return }
-                answered()
                 let reader = SDBusMessageReader(message)
+                // sd-bus answers pending calls itself when the connection fails or a call times
+                // out (sender `org.freedesktop.DBus.Local`): that is no sign of the bus.
+                if reader.sender != Self.localSender { answered() }
                 if let error = reader.errorName { done(nil, error) } else { done(reading(reader), nil) }
             }
         } catch {
