@@ -364,7 +364,7 @@ let package = Package(
         // The built-in sources against the real OS: a private journald, real inotify.
         .testTarget(
             name: "EventSourcesTests",
-            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources", "SystemdBus"]
+            dependencies: ["TestSupport", .product(name: "EventBusKit", package: "EventBusKit"), "EventSources", "SystemdBus", "SystemCalls"]
         ),
         // The transient-unit launcher without systemd: the unit property table, `check`, the
         // refusals. (Against a real systemd: ProductionTests' TransientUnits.)

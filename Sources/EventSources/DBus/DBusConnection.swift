@@ -214,8 +214,8 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
         }
     }
 
-    /// The sender of the replies sd-bus makes up itself (a connection that failed, a timeout).
-    private static let localSender = "org.freedesktop.DBus.Local"
+    /// The error of the replies sd-bus makes up itself (a connection that failed, a timeout).
+    private static let noReply = "org.freedesktop.DBus.Error.NoReply"
 
     /// The bus answered a call of the current connection: on the first answer, the outage is
     /// over and the blind sources hear how long it was.
@@ -299,9 +299,9 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
                 [unowned self] message in
                 guard generation == self.generation else { return }
                 let reader = SDBusMessageReader(message)
-                // sd-bus answers pending calls itself when the connection fails or a call times
-                // out (sender `org.freedesktop.DBus.Local`): that is no sign of the bus.
-                if reader.sender != Self.localSender { answered() }
+                // sd-bus answers pending calls itself with `NoReply` when the connection fails or
+                // a call times out: no sign of the bus, which never gives that for its own methods.
+                if reader.errorName?.hasPrefix(Self.noReply) != true { answered() }
                 if let error = reader.errorName { done(nil, error) } else { done(reading(reader), nil) }
             }
         } catch {

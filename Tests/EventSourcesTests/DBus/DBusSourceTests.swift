@@ -1,6 +1,7 @@
 import EventBusKit
 @testable import EventSources
 import Foundation
+import SystemCalls
 import SystemdBus
 import Testing
 import TestSupport
@@ -408,5 +409,59 @@ import TestSupport
         let gap = try #require(recorder.events().first?.dbusGap)
         #expect(gap.reason.contains("No such file or directory"))
         #expect(recorder.state(of: watch) == "following bus at \(daemon.address)")
+    }
+
+    /// A socket that accepts connections and closes them — a bus daemon on its way out — is not a
+    /// bus coming back: sd-bus answers the watch's pending calls itself as the connection fails,
+    /// and those made-up replies must not end the outage (they posted a gap per attempt). When
+    /// the real bus comes, the watch gets one gap for the whole time.
+    @Test func aSocketThatAcceptsAndClosesIsNoBusComingBack() async throws {
+        let daemon = try DBusPrivateDaemon(started: false)
+        let dying = try ClosingListener(path: daemon.socketPath)
+        let watch = DBusWatch(bus: .address(daemon.address), match: Self.test)
+        let recorder = DBusRecorder()
+        try recorder.follow(watch)
+        #expect(await eventually { dying.accepted >= 4 }, "\(recorder.state(of: watch) ?? "no state")")
+        #expect(recorder.events().isEmpty, "\(recorder.events().map(\.name))")
+        #expect(recorder.state(of: watch)?.hasPrefix("unavailable: ") == true, "\(recorder.state(of: watch) ?? "no state")")
+        dying.stop()
+        try daemon.start()
+        let emitter = try DBusTestEmitter(address: daemon.address)
+        #expect(try await recorder.waitUntilListening { try emitter.emit(member: "Probe") })
+        #expect(recorder.events().compactMap(\.dbusGap).count == 1, "\(recorder.events().map(\.name))")
+        #expect(recorder.events().first?.dbusGap != nil)
+    }
+}
+
+/// A Unix socket at `path` that accepts every connection and closes it at once, on a thread of
+/// its own, counting them; ``stop()`` closes it and removes the file.
+private final class ClosingListener: @unchecked Sendable {
+    private let fd: Int32
+    private let path: String
+    private let count = Collected(0)
+    private let running = Collected(true)
+
+    init(path: String) throws {
+        self.path = path
+        fd = try System.StreamSocket.listen(at: path)
+        Thread.detachNewThread { [fd, count, running] in
+            while running.value {
+                if let client = try? System.StreamSocket.accept(fd, "closing listener") {
+                    System.StreamSocket.close(client)
+                    count.update { $0 += 1 }
+                } else {
+                    usleep(5_000)
+                }
+            }
+        }
+    }
+
+    var accepted: Int { count.value }
+
+    func stop() {
+        running.update { $0 = false }
+        usleep(20_000)  // the thread's last look
+        System.StreamSocket.close(fd)
+        System.StreamSocket.unlink(path)
     }
 }
