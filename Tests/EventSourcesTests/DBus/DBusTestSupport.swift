@@ -106,8 +106,12 @@ struct DBusTestFailure: Error, CustomStringConvertible {
 final class DBusTestEmitter: @unchecked Sendable {
     let connection: SDBus
 
+    /// Returns once the connection is authenticated and has its name: sd-bus closes one whose
+    /// authentication has not finished within 90 s, and a connection nobody drives does not get
+    /// on with it — an emitter first used after a long wait then failed with ENOTCONN.
     init(address: String, owning names: [String] = []) throws {
         connection = try SDBus.connect(address: address, busClient: true)
+        guard connection.uniqueName != nil else { throw DBusTestFailure("no connection to the bus at \(address)") }
         for name in names { try own(name) }
     }
 
