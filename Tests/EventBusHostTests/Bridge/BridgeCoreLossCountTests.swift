@@ -29,19 +29,7 @@ struct BridgeCoreLossCountTests {
         try await b.start()
         let tail = try TailCollector(b.socket, ["load.>", "bridge.gap"])
         // alpha is posted to from a thread of its own, 10 events every 20 ms.
-        let posted = Collected<Int>(0)
-        let stopPosting = Collected<Bool>(false)
-        let posterDone = DispatchSemaphore(value: 0)
-        let socket = a.socket
-        Thread.detachNewThread {
-            defer { posterDone.signal() }
-            while !stopPosting.value {
-                let next = posted.value + 1
-                do { try post(socket, "load.tick", next...(next + 9)) } catch { return }
-                posted.update { $0 += 10 }
-                usleep(20_000)
-            }
-        }
+        let poster = BackgroundPoster(a.socket, "load.tick", batch: 10, every: .milliseconds(20))
         #expect(await eventually { tail.named("load.").count >= 100 }, "\(b.health)")
         let port = server.port
         server.sigkill()
@@ -49,11 +37,9 @@ struct BridgeCoreLossCountTests {
         server = try NATSServer(storage: directory.path, port: port)
         // Both back, and beta receiving again: then the stream's end.
         #expect(await eventually { b.count("reconnects") >= 1 && a.count("reconnects") >= 1 }, "\(a.health)\n\(b.health)")
-        let atReconnect = posted.value
+        let atReconnect = poster.posted
         #expect(await eventually { (tail.named("load.").last?["fields"]?["n"]?.intValue ?? 0) > Int64(atReconnect) }, "\(b.health)")
-        stopPosting.update { $0 = true }
-        posterDone.wait()
-        let total = posted.value
+        let total = poster.stop()
         #expect(await eventually { tail.named("load.").last?["fields"]?["n"]?.intValue == Int64(total) }, "\(b.health)")
         let received = Set(tail.named("load.").compactMap { $0["fields"]?["n"]?.intValue })
         let lost = total - received.count

@@ -248,26 +248,14 @@ struct BridgeDurableTests {
         // a slow machine's slower restarts must not make the run unbounded): beta's importer is
         // busy with batch after batch, and each kill lands somewhere in one — or in the catch-up
         // of what was posted while it was down, 256 messages a fetch.
-        let posted = Collected<Int>(0)
-        let stopPosting = Collected<Bool>(false)
-        let posterDone = DispatchSemaphore(value: 0)
-        let socket = a.socket
-        Thread.detachNewThread {
-            defer { posterDone.signal() }
-            while !stopPosting.value, posted.value < 20_000 {
-                let first = posted.value + 1
-                do { try post(socket, "load.tick", first...(first + 49)) } catch { return }
-                posted.update { $0 += 50 }
-                usleep(15_000)
-            }
-        }
+        let poster = BackgroundPoster(a.socket, "load.tick", batch: 50, every: .milliseconds(15), limit: 20_000)
         let kills = 20
         var stored = 0  // what alpha had acknowledged before beta's current life began
         var killed = 0
         for kill in 1...kills {
             // Once alpha has posted its last, a life may have nothing left to take in (the one
             // before recorded it all), and there is no batch left to kill it inside.
-            if posted.value >= 20_000 { break }
+            if poster.posted >= 20_000 { break }
             // Its tail first has the catch-up: whatever the start took in before the tail was
             // attached reaches it as a replay, and a kill while that is still on its way would
             // hide posted events from the test (not from the bus). Then a random instant of
@@ -280,13 +268,11 @@ struct BridgeDurableTests {
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...300)))
             await b.kill()
             killed += 1
-            stored = posted.value
+            stored = poster.posted
             try await b.start()
             lives.append(try TailCollector(b.socket, ["load.>", "bridge.gap"]))
         }
-        stopPosting.update { $0 = true }
-        posterDone.wait()
-        let total = posted.value
+        let total = poster.stop()
         func seen() -> [String] { lives.flatMap { $0.keys("load.") } }
         let expected = Set((1...total).map { "alpha:\($0)" })
         #expect(await eventually { expected.isSubset(of: Set(seen())) })

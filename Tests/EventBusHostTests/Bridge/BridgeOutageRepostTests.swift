@@ -27,19 +27,7 @@ struct BridgeOutageRepostTests {
         let first = try TailCollector(b.socket, ["load.>", "bridge.gap"])
         // alpha is posted to from a thread of its own, 20 events every 50 ms, during the outage
         // too (they wait in alpha's export buffer).
-        let posted = Collected<Int>(0)
-        let stopPosting = Collected<Bool>(false)
-        let posterDone = DispatchSemaphore(value: 0)
-        let socket = a.socket
-        Thread.detachNewThread {
-            defer { posterDone.signal() }
-            while !stopPosting.value {
-                let next = posted.value + 1
-                do { try post(socket, "load.tick", next...(next + 19)) } catch { return }
-                posted.update { $0 += 20 }
-                usleep(50_000)
-            }
-        }
+        let poster = BackgroundPoster(a.socket, "load.tick", batch: 20, every: .milliseconds(50))
         #expect(await eventually { first.named("load.").count >= 200 }, "\(b.health)")
         let port = server.port
         server.sigkill()
@@ -55,9 +43,7 @@ struct BridgeOutageRepostTests {
         server = try NATSServer(storage: directory.path, port: port)
         try await b.start()
         let second = try TailCollector(b.socket, ["load.>", "bridge.gap"])
-        stopPosting.update { $0 = true }
-        posterDone.wait()
-        let total = posted.value
+        let total = poster.stop()
         let expected = Set((1...total).map { "alpha:\($0)" })
         #expect(await eventually { expected.isSubset(of: Set(first.keys("load.") + second.keys("load."))) },
                 "\(expected.subtracting(first.keys("load.") + second.keys("load.")).count) of \(total) missing: \(b.health)")

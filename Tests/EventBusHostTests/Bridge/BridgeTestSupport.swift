@@ -117,6 +117,40 @@ final class TailCollector: @unchecked Sendable {
 
 /// Posts `name` with fields n = from…through (and `pad`, that many bytes, if not 0) to a host,
 /// over one connection.
+/// Posts `name` events numbered 1, 2, 3… (``post(_:_:_:pad:)``) to a host's control socket from
+/// a thread of its own, `batch` at a time with `pause` between, until ``stop()`` or until `limit`
+/// are posted: load that goes on while a test kills servers and hosts. A post that fails ends it.
+final class BackgroundPoster: @unchecked Sendable {
+    // @unchecked: `count` and `stopping` are Collected; the rest is immutable.
+    private let count = Collected<Int>(0)
+    private let stopping = Collected<Bool>(false)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ socket: String, _ name: String, batch: Int, every pause: Duration, limit: Int = .max) {
+        let microseconds = useconds_t(pause.components.seconds * 1_000_000 + pause.components.attoseconds / 1_000_000_000_000)
+        Thread.detachNewThread { [count, stopping, done] in
+            defer { done.signal() }
+            while !stopping.value, count.value < limit {
+                let next = count.value + 1
+                do { try post(socket, name, next...(next + batch - 1)) } catch { return }
+                count.update { $0 += batch }
+                usleep(microseconds)
+            }
+        }
+    }
+
+    /// How many it has posted so far.
+    var posted: Int { count.value }
+
+    /// Stops it and returns how many it posted in all.
+    @discardableResult
+    func stop() -> Int {
+        stopping.update { $0 = true }
+        done.wait()
+        return count.value
+    }
+}
+
 func post(_ socket: String, _ name: String, _ range: ClosedRange<Int>, pad: Int = 0) throws {
     let (connection, _) = try rawConnection(socket)
     var bytes: [UInt8] = []
