@@ -240,7 +240,7 @@ import Testing
         let pid = try #require(module("counter", directory)?["pid"]?.intValue).map { pid_t($0) }!
         let crashes = try await tail(["module.crashed"], count: 1, directory)
         #expect(kill(pid, signal) == 0)
-        let crash = await crashes.finish(timeout: .seconds(30)).jsonLines.first
+        let crash = await crashes.finish().jsonLines.first
         // Under the thread sanitizer, its runtime takes the signal and ends the worker itself.
         let sanitized = daemon.output.contains("ThreadSanitizer")
         #expect(crash != nil && (sanitized || crash?["fields"]?["signal"]?.intValue == Int64(signal)), "\(daemon.output)")

@@ -27,7 +27,7 @@ import Testing
             name.withLock { $0 = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self) }
             done.signal()
         }
-        #expect(done.wait(timeout: .now() + 60) == .success)
+        #expect(done.wait(timeout: patienceDeadline()) == .success)
         return name.withLock { $0 }
     }
 

@@ -76,7 +76,7 @@ import Testing
         // With every worker still stalled, the host's threads come back to what they were:
         // none is left waiting for a worker's socket.
         var now = 0
-        let settled = await eventually(timeout: .seconds(120)) {
+        let settled = await eventually(timeout: patience) {
             now = threads(of: pid) ?? Int.max
             return now <= atRest + 2
         }

@@ -26,7 +26,7 @@ import Testing
         let results = try CLIProcess(["tail", "--socket", socket(directory), "--json", "--count", "1", "result.children"], in: directory)
         #expect(await waitForTailing(socket(directory), count: 1))
         _ = try ask(socket(directory), ["op": "post", "name": "test.children", "fields": ["forks": .int(Int64(forks)), "spawns": .int(Int64(spawns))]])
-        let pids = await results.finish(timeout: .seconds(30)).jsonLines.first?["fields"]?["pids"]?.stringValue ?? ""
+        let pids = await results.finish().jsonLines.first?["fields"]?["pids"]?.stringValue ?? ""
         return pids.split(separator: ",").compactMap { pid_t($0) }
     }
 
@@ -80,7 +80,7 @@ import Testing
         let crashes = try CLIProcess(["tail", "--socket", socket(directory), "--json", "--count", "1", "module.crashed"], in: directory)
         #expect(await waitForTailing(socket(directory), count: 1))
         _ = try ask(socket(directory), ["op": "post", "name": "test.burn"])
-        let crash = await crashes.finish(timeout: .seconds(120)).jsonLines.first
+        let crash = await crashes.finish().jsonLines.first
         #expect(crash?["fields"]?["signal"]?.intValue == Int64(SIGXCPU), "\(String(describing: crash))")
         #expect(crash?["fields"]?["reason"]?.stringValue?.contains("used up its CPU limit (cpu_limit 1s)") == true, "\(String(describing: crash))")
     }

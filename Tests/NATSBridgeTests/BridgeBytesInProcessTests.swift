@@ -91,7 +91,7 @@ struct BridgeBytesInProcessTests {
         // server's connection may break while these are posted, and a few more have been kept:
         // up to 9 of 300 in one CI run. Counting the unacknowledged ones is what keeps it near 5:
         // without it, 15 were kept, out of order.)
-        #expect(await eventually(timeout: .seconds(20)) { dropped() >= 290 }, "\(dropped()) dropped")
+        #expect(await eventually { dropped() >= 290 }, "\(dropped()) dropped")
         server.resume()
         func large() -> [Int64] { received.value.filter { $0.name == "app.large" }.compactMap { $0["n"]?.intValue } }
         #expect(await eventually { large().count + dropped() == 300 }, "received \(large().count), dropped \(dropped()); \(a.statistics)")
@@ -119,7 +119,7 @@ struct BridgeBytesInProcessTests {
         let huge = String(repeating: "h", count: 5 << 20)
         busA.post("app.huge", fields: ["pad": .string(huge)])
         for n in 1...3 { busA.post("app.after", fields: ["n": .int(Int64(n))]) }
-        #expect(await eventually(timeout: .seconds(30)) { received.value.filter { $0.name == "app.after" }.count == 3 },
+        #expect(await eventually { received.value.filter { $0.name == "app.after" }.count == 3 },
                 "beta: \(b.statistics)")
         let names = received.value.map(\.name).filter { $0 != "app.warmup" }
         #expect(names == ["app.huge", "app.after", "app.after", "app.after"])

@@ -27,3 +27,8 @@ public final class Collected<Value: Sendable>: @unchecked Sendable {
     public var value: Value { lock.withLock { storage } }
     public func update<R>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&storage) } }
 }
+
+/// ``patience`` from now, for a `DispatchSemaphore` or `DispatchGroup` wait.
+public func patienceDeadline() -> DispatchTime {
+    .now() + .seconds(Int(patience.components.seconds))
+}

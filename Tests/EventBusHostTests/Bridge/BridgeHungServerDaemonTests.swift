@@ -39,7 +39,7 @@ struct BridgeHungServerDaemonTests {
             try await Task.sleep(for: .milliseconds(300))
         }
         // The write deadline breaks the connection: status says so, the server still frozen.
-        #expect(await eventually(timeout: .seconds(30)) {
+        #expect(await eventually {
             let answer = Collected<String?>(nil)
             return within(.seconds(5)) { answer.update { $0 = (try? ask(socket, ["op": "status"]))?["bridge"]?["state"]?.stringValue } }
                 && answer.value == "reconnecting"
@@ -47,7 +47,7 @@ struct BridgeHungServerDaemonTests {
         // And the host stops with the server still frozen.
         let daemon = try #require(a.daemon)
         daemon.signal(SIGTERM)
-        #expect(await eventually(timeout: .seconds(30)) { !daemon.process.isRunning },
+        #expect(await eventually { !daemon.process.isRunning },
                 "eventbusd did not exit within 30 s of SIGTERM with the server frozen:\n\(daemon.output.suffix(3000))")
         #expect(!daemon.process.isRunning && daemon.process.terminationStatus == 0)
     }

@@ -74,7 +74,7 @@ import Testing
         daemon = try await DaemonProcessTests.Daemon.running(config, in: directory)
         #expect(await waitForTailing(socket, count: 1), "the tail came back: \(daemon.output)")
         #expect(try await eventbus(["post", "--socket", socket, "user.after"], in: directory).status == 0)
-        let received = await tail.finish(timeout: .seconds(30))
+        let received = await tail.finish()
         #expect(received.status == 0, "\(received.stderr)")
         let lines = received.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == 4, "\(received.stdout)")
@@ -92,7 +92,7 @@ import Testing
         let tail = try CLIProcess(["tail", "--socket", socket, "--exit-on-restart"], in: directory)
         #expect(await waitForTailing(socket, count: 1))
         daemon.signal(SIGTERM)
-        let ended = await tail.finish(timeout: .seconds(30))
+        let ended = await tail.finish()
         #expect(ended.status == 1)
         #expect(ended.stderr.contains("eventbusd is shutting down"), "\(ended.stderr)")
     }

@@ -55,7 +55,7 @@ import Testing
             writer.write(fields: [("MESSAGE", "entry \(index)"), ("PRIORITY", "6")], priority: 6, message: "entry \(index)")
         }
         receiver.startReading()
-        #expect(writer.flush(timeout: .seconds(60)))
+        #expect(writer.flush(timeout: patience))
         let dropped = /journald did not keep up: (\d+) log message\(s\) dropped \(backlog of 50 full\)/
         // After the flush every datagram was sent; the reader may still be receiving the last.
         let isComplete = {
@@ -94,7 +94,7 @@ import Testing
         let large = String(repeating: "0123456789abcdef", count: 17 << 16)
         writer.write(fields: [("MESSAGE", large), ("SYSLOG_IDENTIFIER", "eventbus-large-test"), ("TEST_SIZE", "\(large.utf8.count)")],
                      priority: 6, message: "large")
-        #expect(writer.flush(timeout: .seconds(60)))
+        #expect(writer.flush(timeout: patience))
         var entry: [String: Any]?
         _ = await eventually {
             entry = try? journald.entries().first { $0["SYSLOG_IDENTIFIER"] as? String == "eventbus-large-test" }

@@ -293,7 +293,7 @@ import Testing
             Event(name: pattern[i % pattern.count], source: i % 3 == 0 ? "probe:runs" : "user", fields: ["i": .int(Int64(i))])
         }
         bus.post(contentsOf: batch)
-        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(mailbox.drain(timeout: patience))
         func expected(_ wanted: (Int) -> Bool) -> [UInt64] { batch.indices.filter(wanted).map { started + 1 + UInt64($0) } }
         #expect(onlyA.events.map(\.sequence) == expected { batch[$0].name == "mix.a" })
         #expect(shared.events.map(\.sequence) == expected { ["mix.b", "mix.c"].contains(batch[$0].name) })

@@ -58,7 +58,7 @@ import Testing
         bus.post("e.51")  // room again: arrives after the gap
         #expect(await eventually { stalled.events.count == 12 })
         #expect(stalled.events[11].name == "e.51")
-        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(mailbox.drain(timeout: patience))
         #expect(stalled.violations.isEmpty)
     }
 
@@ -121,7 +121,7 @@ import Testing
         #expect(subscriber.names.prefix(3) == ["e.first", "e.second", "e.third"])
         #expect(subscriber.events[3].gap?.dropped == 2)  // where the drops were
         #expect(subscriber.events[4].name == "e.small")
-        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(mailbox.drain(timeout: patience))
         #expect(mailbox.statistics.queuedBytes == 0)
 
         // Nothing waits: an event over the whole bound is delivered.
@@ -138,15 +138,15 @@ import Testing
         let subscriber = RecordingSubscriber(initialDemand: .max(2))
         try bus.scoped(to: mailbox).publisher(for: "e.*").subscribe(subscriber)
         for i in 1...5 { bus.post("e.\(i)") }
-        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(mailbox.drain(timeout: patience))
         #expect(subscriber.names == ["e.1", "e.2"])
         subscriber.request(.max(1))
-        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(mailbox.drain(timeout: patience))
         #expect(subscriber.names == ["e.1", "e.2", "e.3"])
         subscriber.cancel()
         subscriber.request(.unlimited)
         bus.post("e.6")
-        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(mailbox.drain(timeout: patience))
         #expect(subscriber.names == ["e.1", "e.2", "e.3"])
         #expect(bus.statistics.subscriptions == 0)
         #expect(subscriber.violations.isEmpty)
@@ -159,7 +159,7 @@ import Testing
         try bus.scoped(to: mailbox).publisher(for: ">").subscribe(subscriber)
         bus.post("e")
         bus.finish()
-        #expect(mailbox.drain(timeout: .seconds(20)))
+        #expect(mailbox.drain(timeout: patience))
         #expect(subscriber.names == ["e"])
         #expect(subscriber.completions == 1)
     }
@@ -184,7 +184,7 @@ import Testing
             return .none
         }
         try bus.scoped(to: other).publisher(for: "other").subscribe(otherSubscriber)
-        #expect(busy.drain(timeout: .seconds(60)) && other.drain(timeout: .seconds(60)))
+        #expect(busy.drain(timeout: patience) && other.drain(timeout: patience))
 
         let gate = DispatchSemaphore(value: 0)
         pool.async { gate.wait() }  // both queues' runs wait behind this, the busy one first

@@ -78,7 +78,7 @@ final class ModuleHarness: @unchecked Sendable {
         mailbox.perform { [self] in
             do { try module.activate(context) } catch { refusal.update { $0 = error } }
         }
-        guard mailbox.drain(timeout: .seconds(60)) else { throw HarnessError("activate did not return") }
+        guard mailbox.drain(timeout: patience) else { throw HarnessError("activate did not return") }
         if let error = refusal.value { throw error }
     }
 
@@ -89,7 +89,7 @@ final class ModuleHarness: @unchecked Sendable {
             for cancellable in context.cancellables { cancellable.cancel() }
             context.cancellables.removeAll()
         }
-        _ = mailbox.drain(timeout: .seconds(60))
+        _ = mailbox.drain(timeout: patience)
     }
 
     /// Collects, from now on, the events matching `pattern` that anyone posts — in the tests,

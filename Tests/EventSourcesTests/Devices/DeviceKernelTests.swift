@@ -111,7 +111,7 @@ import Glibc
 
         // The trigger is set before the kernel can announce the device.
         let blocker = try LoopControl.make { number in trigger.withLock { $0 = LoopControl.syspath(number) } }
-        #expect(holding.wait(timeout: .now() + 60) == .success)
+        #expect(holding.wait(timeout: patienceDeadline()) == .success)
         var madeWhileBlind: [Int] = []
         for _ in 0..<40 { madeWhileBlind.append(try LoopControl.make()) }
         try LoopControl.remove(goneWhileBlind)

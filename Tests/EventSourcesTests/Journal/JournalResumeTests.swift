@@ -49,7 +49,7 @@ struct JournalResumeTests {
             var status: Int32?
             if last {
                 await writing.value
-                status = await journalWaitAsync(pid, timeout: .seconds(120))
+                status = await journalWaitAsync(pid, timeout: patience)
                 if status == nil { kill(pid, SIGKILL); _ = await journalWaitAsync(pid) }
             } else {
                 // Killed once it has printed a chosen number of lines (as many as its chunk at
