@@ -34,7 +34,7 @@ final class Container: @unchecked Sendable {
     }
 
     /// Boots a container of `root` and waits until its systemd reports the boot finished.
-    static func boot(_ prepared: ProductionRoot, lifetime: Int = 600) async throws -> Container {
+    static func boot(_ prepared: ProductionRoot, lifetime: Int = 1_800) async throws -> Container {
         guard prepared.root.hasPrefix(ProductionRoot.buildFolder + "/production-root/"),
               FileManager.default.fileExists(atPath: prepared.root + "/usr/lib/systemd/systemd") else {
             throw Failure("refusing to boot \(prepared.root): not a production root of ours")
@@ -75,13 +75,13 @@ final class Container: @unchecked Sendable {
         // Until systemd has its bus socket, systemctl fails at once ("Failed to connect to bus"):
         // ask again until it waits and answers.
         let booted = try await container.sh("""
-            for i in $(seq 600); do
+            for i in $(seq 3600); do
               state=$(systemctl is-system-running --wait 2>&1)
               case "$state" in running|degraded) echo "$state"; exit 0 ;; esac
               sleep 0.05
             done
             echo "$state"; exit 1
-            """, timeout: 60)
+            """, timeout: Int(patience.components.seconds))
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         guard booted.output.hasPrefix("running") || booted.output.hasPrefix("degraded") else {
@@ -138,14 +138,14 @@ final class Container: @unchecked Sendable {
             DROPIN
             systemctl daemon-reload
             systemctl start eventbusd.socket
-            """, timeout: 120)
+            """)
         guard result.status == 0 else { throw Failure("installing the package failed: \(result.output)") }
     }
 
     /// `sh -c script` inside the container as root, with a clean environment, stopped by
     /// `timeout` after `timeout` seconds (status 124 then).
     @discardableResult
-    func sh(_ script: String, timeout: Int = 60) async throws -> ProcessResult {
+    func sh(_ script: String, timeout: Int = Int(patience.components.seconds)) async throws -> ProcessResult {
         // Never the host: nsenter into a process that shares our mount namespace would run
         // `script` (systemctl, useradd, ...) on this machine.
         let ours = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/mnt")

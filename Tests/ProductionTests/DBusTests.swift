@@ -21,7 +21,7 @@ extension Production {
         /// `busctl emit` of 300 signals from a root shell: each tail has every one, once, in
         /// order, with its arguments flattened (a string, an int, an `a{sv}`), and the sender
         /// busctl had.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func emittedSignalsArriveOnceInOrder() async throws {
             try await Container.withInstalled { container in
                 try await setUp(container)
@@ -30,9 +30,9 @@ extension Production {
                     for i in $(seq 0 299); do
                       busctl emit /org/eventbus/probe org.eventbus.Probe Numbered 'usa{sv}' $i "number $i" 2 even b $([ $((i % 2)) = 0 ] && echo true || echo false) half u $((i / 2))
                     done
-                    """, in: container, timeout: 240)
+                    """, in: container, timeout: 600)
                 for log in ["/tmp/dbus-config.jsonl", "/tmp/dbus-cli.jsonl"] {
-                    let complete = try await poll(seconds: 60) {
+                    let complete = try await poll {
                         try await events(log, in: container).filter { $0.member == "Numbered" }.count >= 300
                     }
                     let numbered = try await events(log, in: container).filter { $0.member == "Numbered" }
@@ -52,7 +52,7 @@ extension Production {
 
         /// `systemctl restart dbus`: each watch announces the time it could not see
         /// (`dbus.gap`, with the bus, the reason and how long), then takes signals again.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func busRestartIsAGapThenSignalsAgain() async throws {
             try await Container.withInstalled { container in
                 try await setUp(container)
@@ -61,10 +61,10 @@ extension Production {
                     busctl emit /org/eventbus/probe org.eventbus.Probe Before
                     systemctl restart dbus
                     for i in $(seq 100); do busctl emit /org/eventbus/probe org.eventbus.Probe After && break; sleep 0.1; done
-                    """, in: container, timeout: 120)
+                    """, in: container)
                 for log in ["/tmp/dbus-config.jsonl", "/tmp/dbus-cli.jsonl"] {
                     // The source may still be reconnecting when the first After is sent: send until one arrives.
-                    let back = try await poll(seconds: 60) {
+                    let back = try await poll {
                         if try await events(log, in: container).contains(where: { $0.member == "After" }) { return true }
                         _ = try await container.sh("busctl emit /org/eventbus/probe org.eventbus.Probe After")
                         return false
@@ -90,7 +90,7 @@ extension Production {
         /// A real logind session (a service with `PAMName=login` for a new user): `session.new`,
         /// `session.lock` and `session.unlock` from `loginctl`, `session.removed` when it ends —
         /// each with the session's id.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func logindSessionsAreEvents() async throws {
             try await Container.withInstalled { container in
                 try await setUp(container)
@@ -110,7 +110,7 @@ extension Production {
                     systemctl stop eb-session
                     """, in: container)
                 let log = "/tmp/dbus-config.jsonl"
-                let ended = try await poll(seconds: 60) { try await events(log, in: container).contains { $0.name == "session.removed" } }
+                let ended = try await poll { try await events(log, in: container).contains { $0.name == "session.removed" } }
                 let seen = try await events(log, in: container).filter { $0.name.hasPrefix("session.") }
                 await check(ended && seen.map(\.name) == ["session.new", "session.lock", "session.unlock", "session.removed"],
                             "session \(session): new, lock, unlock, removed: \(seen.map(\.line))", in: container)
@@ -132,7 +132,7 @@ extension Production {
                 systemd-run -q --unit=probe-tail-cli sh -c "exec eventbus tail --dbus 'interface=org.eventbus.Probe' -o json > /tmp/dbus-cli.jsonl"
                 """, in: container)
             for log in ["/tmp/dbus-config.jsonl", "/tmp/dbus-cli.jsonl"] {
-                let listening = try await poll(seconds: 60) {
+                let listening = try await poll {
                     if try await events(log, in: container).contains(where: { $0.member == "Probe" }) { return true }
                     _ = try await container.sh("busctl emit /org/eventbus/probe org.eventbus.Probe Probe")
                     return false

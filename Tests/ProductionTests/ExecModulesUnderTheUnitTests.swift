@@ -9,7 +9,7 @@ extension Production {
     /// announced and it restarts, and the Python helper is where `eventbus module new --lang
     /// python` finds it. (The root has no Python: the helper itself runs in ExecModuleTests.)
     @Suite struct ExecModulesUnderTheUnit {
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func theShellExampleAnswersAndIsRestartedAfterAKill() async throws {
             try await Container.withInstalled { container in
                 try await succeed("""
@@ -33,7 +33,7 @@ extension Production {
                     return module?["pid"] as? Int
                 }
                 var pid: Int?
-                let running = try await poll(seconds: 30) {
+                let running = try await poll {
                     pid = try await program()
                     return pid != nil
                 }
@@ -43,7 +43,7 @@ extension Production {
 
                 try await succeed("eventbus post user.disk.usage path=/ percent=95", in: container)
                 var alerts: [[String: Any]] = []
-                let alerted = try await poll(seconds: 30) {
+                let alerted = try await poll {
                     alerts = try await replay("disk.alert", in: container)
                     return !alerts.isEmpty
                 }
@@ -54,7 +54,7 @@ extension Production {
 
                 try await succeed("kill -KILL \(pid ?? 0)", in: container)
                 var crashed: [String: Any]?
-                let announced = try await poll(seconds: 30) {
+                let announced = try await poll {
                     crashed = try await replay("module.crashed", in: container).first {
                         ($0["fields"] as? [String: Any])?["module"] as? String == "disk-alert"
                     }
@@ -64,7 +64,7 @@ extension Production {
                 await check((crashed?["fields"] as? [String: Any])?["signal"] as? Int == 9, "killed by SIGKILL: \(String(describing: crashed))",
                             in: container)
                 var restarted: Int?
-                let again = try await poll(seconds: 30) {
+                let again = try await poll {
                     restarted = try await program()
                     return restarted != nil && restarted != pid
                 }

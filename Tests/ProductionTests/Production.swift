@@ -7,7 +7,9 @@ import TestSupport
 ///
 /// Serialized, every suite below with it: each test boots a container, and this machine has
 /// two cores. The first test of a run also builds the package and, when the cached root is
-/// missing or stale, runs debootstrap (about 3 minutes): hence the generous time limits.
+/// missing or stale, runs debootstrap (about 3 minutes): hence the generous time limits, 30
+/// minutes a test. They only end a hung test: every wait inside is bounded by ``patience`` or
+/// a command's `timeout`.
 @Suite(.serialized, .tags(.container), .skippable(.container)) enum Production {
     /// The packaged config with `extra` appended under the top level (and the hello module kept).
     static func config(sources: String = "  timers:\n    - name: heartbeat\n      every: 60s", extra: String = "") -> String {
@@ -37,7 +39,7 @@ import TestSupport
     /// Runs `script` in the container and records an issue (with the journal tail) unless it
     /// exits 0. Returns its result either way.
     @discardableResult
-    static func succeed(_ script: String, in container: Container, timeout: Int = 60,
+    static func succeed(_ script: String, in container: Container, timeout: Int = Int(patience.components.seconds),
                         sourceLocation: SourceLocation = #_sourceLocation) async throws -> ProcessResult {
         let result = try await container.sh(script, timeout: timeout)
         await check(result.status == 0, "`\(script)` exited \(result.status): \(result.output)", in: container,
@@ -56,9 +58,10 @@ import TestSupport
         }
     }
 
-    /// Polls `condition` every 100 ms until it holds or `seconds` pass.
-    static func poll(seconds: Double, _ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
+    /// Polls `condition` every 100 ms until it holds or ``patience`` passes: the bound only ends
+    /// a broken test, never one on a slow machine.
+    static func poll(_ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = Date(timeIntervalSinceNow: Double(patience.components.seconds))
         while Date() < deadline {
             if try await condition() { return true }
             try await Task.sleep(for: .milliseconds(100))

@@ -8,7 +8,7 @@ extension Production {
     @Suite struct ServiceBaseline {
         /// `systemctl start` returns once eventbusd sent READY=1, which it sends once its
         /// modules are up: the CLI answers at once and the hello module is already active.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func startReturnsOnceReady() async throws {
             try await Container.withInstalled { container in
                 let result = try await container.sh("systemctl start eventbusd && eventbus status && eventbus modules")
@@ -22,7 +22,7 @@ extension Production {
 
         /// SIGSTOP freezes eventbusd's watchdog pings: systemd kills it (WatchdogSec=3s in the
         /// test drop-in) and restarts it (Restart=on-failure), and it runs with its config again.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func watchdogRestartsAFrozenHost() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd", in: container)
@@ -41,7 +41,7 @@ extension Production {
 
         /// `eventbus status` in a loop while `systemctl restart` runs in a loop: the socket unit
         /// holds the listening socket, so no client fails.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func socketActivationKeepsClientsServedAcrossRestarts() async throws {
             // The unit's own 30 s watchdog, not the tests' 3 s: six restarts on a loaded machine
             // must not meet a watchdog kill, which would count as a failure restart.
@@ -57,7 +57,7 @@ extension Production {
                     done
                     wait
                     echo "ok=$ok failed=$failed"
-                    """, timeout: 120)
+                    """)
                 let summary = result.output.split(separator: "\n").last.map(String.init) ?? ""
                 await check(summary.hasPrefix("ok=") && summary.hasSuffix(" failed=0") && !summary.hasPrefix("ok=0 "),
                             "every status during 6 restarts answered: \(result.output)", in: container)
@@ -66,7 +66,7 @@ extension Production {
         }
 
         /// `systemctl reload` after adding a timer: the timer appears in `eventbus status`.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func reloadAppliesTheNewConfig() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd", in: container)
@@ -75,7 +75,7 @@ extension Production {
                     sources: "  timers:\n    - name: heartbeat\n      every: 60s\n    - name: ebtest-reloaded\n      every: 1h"))
                 // `eventbus status` names a timer by its interval: "timer:every 3600.0 seconds".
                 try await succeed("systemctl reload eventbusd", in: container)
-                let applied = try await poll(seconds: 15) {
+                let applied = try await poll {
                     try await container.sh("eventbus status").output.contains("every 3600")
                 }
                 await check(applied, "the timer added by the reload shows in status: \(try await container.sh("eventbus status").output)", in: container)
@@ -84,7 +84,7 @@ extension Production {
         }
 
         /// `systemctl stop`: eventbusd exits 0 and takes its module workers with it.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func stopIsClean() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd && pgrep -f '^[^ ]*eventbus-module-worker '", in: container)
@@ -97,11 +97,11 @@ extension Production {
         }
 
         /// A module's log line reaches journald with the field that names its module.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func moduleLogLinesCarryTheirModule() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd && eventbus post user.fieldcheck", in: container)
-                let found = try await poll(seconds: 15) {
+                let found = try await poll {
                     try await container.sh("journalctl EVENTBUS_MODULE=hello -o cat").output.contains("hello, user.fieldcheck from")
                 }
                 await check(found, "hello's line in `journalctl EVENTBUS_MODULE=hello`: \(try await container.sh("journalctl -u eventbusd -o verbose -n 5").output)", in: container)

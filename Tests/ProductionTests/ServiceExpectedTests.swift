@@ -10,7 +10,7 @@ extension Production {
         /// StateDirectory=eventbus): its position lives in /var/lib/eventbus, and from its first
         /// start on, across a stop/start and a watchdog kill, every line is posted exactly once,
         /// in order.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func journalWatchResumesExactlyAcrossRestarts() async throws {
             try await Container.withInstalled { container in
                 try await container.write("/etc/eventbus/eventbus.yaml", config(
@@ -23,7 +23,7 @@ extension Production {
                 /// The ebline messages this run of the host posted, once the last one written is in.
                 func collect() async throws -> [String] {
                     var lines: [String] = []
-                    _ = try await poll(seconds: 15) {
+                    _ = try await poll {
                         lines = try await replay("journal.>", in: container).compactMap {
                             ($0["fields"] as? [String: Any])?["message"] as? String
                         }.filter { $0.hasPrefix("ebline ") }
@@ -66,7 +66,7 @@ extension Production {
 
         /// 2a. The post that socket-activates eventbusd is delivered: hello answers that very
         /// sequence number.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func thePostThatActivatesTheServiceIsDelivered() async throws {
             try await Container.withInstalled { container in
                 #expect(try await container.property("ActiveState") == "inactive")
@@ -77,7 +77,7 @@ extension Production {
                 await check(seq != nil, "--print-seq prints the cursor: \(posted.output)", in: container)
                 guard let seq else { return }
                 var greetings: [[String: Any]] = []
-                let answered = try await poll(seconds: 10) {
+                let answered = try await poll {
                     greetings = try await replay("hello.>", in: container)
                     return greetings.contains { (($0["fields"] as? [String: Any])?["event_sequence"] as? Int) == seq }
                 }
@@ -87,7 +87,7 @@ extension Production {
 
         /// 2b. Posts during `systemctl restart` loops: every acknowledged post reaches hello
         /// (its log line in the journal).
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func noAcknowledgedPostIsLostAcrossRestarts() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd", in: container)
@@ -100,13 +100,13 @@ extension Production {
                       if eventbus post user.p$i >/dev/null 2>&1; then echo "acked $i"; else echo "refused $i"; fi
                     done
                     wait
-                    """, timeout: 120)
+                    """)
                 let acked = result.output.split(separator: "\n").compactMap { line -> Int? in
                     line.hasPrefix("acked ") ? Int(line.dropFirst(6)) : nil
                 }
                 await check(acked.count > 0, "some posts were acknowledged: \(result.output.suffix(2000))", in: container)
                 var missing: [Int] = []
-                _ = try await poll(seconds: 10) {
+                _ = try await poll {
                     let journal = try await container.sh("journalctl -u eventbusd -o cat").output
                     missing = acked.filter { !journal.contains("hello, user.p\($0) from") }
                     return missing.isEmpty
@@ -117,7 +117,7 @@ extension Production {
 
         /// 3. `systemctl reload` runs `eventbus reload`: a refused config fails the reload and
         /// the old one keeps running; a good one succeeds and is applied when it returns.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func reloadReportsARefusedConfig() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd", in: container)
@@ -150,16 +150,16 @@ extension Production {
         }
 
         /// 4. `metrics.listen` under the unit's RestrictAddressFamilies: /metrics answers.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func metricsListenerServesUnderTheUnit() async throws {
             try await Container.withInstalled { container in
                 try await container.write("/etc/eventbus/eventbus.yaml", config(extra: "metrics:\n  listen: 127.0.0.1:9464"))
                 try await succeed("systemctl start eventbusd", in: container)
                 var answer = ""
-                let served = try await poll(seconds: 10) {
+                let served = try await poll {
                     answer = try await container.sh("""
                         exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/9464 && printf "GET /metrics HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n" >&3 && cat <&3'
-                        """, timeout: 10).output
+                        """).output
                     return answer.hasPrefix("HTTP/1.") && answer.contains("eventbus_")
                 }
                 let statusLine = answer.split(separator: "\r\n").first.map(String.init) ?? ""
@@ -172,7 +172,7 @@ extension Production {
         /// journal with names: it says who sent the signal ("*** Signal 11 was sent by process
         /// PID (uid 0)", FatalSignals), and its backtrace names the worker's functions, not
         /// `<unknown>` (the package keeps the symbol tables).
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func crashedWorkerIsReportedAndRestarted() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd", in: container)
@@ -184,7 +184,7 @@ extension Production {
                 let killedAt = said.first.flatMap(Double.init) ?? 0
                 let sender = said.dropFirst().first ?? "?"
                 var crashed: [String: Any]?
-                _ = try await poll(seconds: 10) {
+                _ = try await poll {
                     crashed = try await replay("module.>", in: container).first { $0["name"] as? String == "module.crashed" }
                     return crashed != nil
                 }
@@ -192,7 +192,7 @@ extension Production {
                 await check(crashed != nil && postedAt - killedAt <= 1.0,
                             "module.crashed within 1 s of the kill (\(postedAt - killedAt) s): \(String(describing: crashed))", in: container)
                 var now = ""
-                let restarted = try await poll(seconds: 20) {
+                let restarted = try await poll {
                     now = try await container.sh("pgrep -f '^[^ ]*eventbus-module-worker --module hello '").output.trimmingCharacters(in: .whitespacesAndNewlines)
                     return !now.isEmpty && now != worker
                 }
@@ -203,7 +203,7 @@ extension Production {
                 // The report, whole by the time the worker has been restarted (it is written
                 // before the worker ends); polled all the same, journald may lag.
                 var report: [Substring] = []
-                _ = try await poll(seconds: 30) {
+                _ = try await poll {
                     let journal = try await container.sh("journalctl -u eventbusd -o cat").output
                     report = journal.split(separator: "\n", omittingEmptySubsequences: false)
                         .drop { !$0.contains("*** Signal 11 was sent by process") }
@@ -227,7 +227,7 @@ extension Production {
                 await check(report.contains { $0.hasPrefix("Images (") }, "the report goes on past the registers:\n\(report.joined(separator: "\n"))",
                             in: container)
                 var backtracers = ""
-                let gone = try await poll(seconds: 20) {
+                let gone = try await poll {
                     backtracers = try await container.sh("pgrep -a swift-backtrace").output
                     return backtracers.isEmpty
                 }
@@ -237,7 +237,7 @@ extension Production {
 
         /// 8. Clients across restarts: a tail keeps following (says `restarted`, shows later
         /// events), posts during a restart succeed, status names the activated socket.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func clientsKeepWorkingAcrossRestarts() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd", in: container)
@@ -267,7 +267,7 @@ extension Production {
                       if eventbus post user.during-restart-$i; then echo "posted $i while $s"; else echo "FAILED $i while $s"; fi
                       for j in $(seq 500); do [ "$(systemctl show -p ActiveState --value eventbusd)" = active ] && break; sleep 0.01; done
                     done
-                    """, timeout: 120)
+                    """)
                 await check(!posts.output.contains("FAILED"), "posts issued while the service restarts succeed: \(posts.output)", in: container)
 
                 let status = try await succeed("eventbus status", in: container)
@@ -278,7 +278,7 @@ extension Production {
         /// 9. Noise: no swift-backtrace lines and at most Dispatch's one thread-priority line per
         /// process at start; eventbusd as the
         /// service user without systemd and without a socket says to use --socket.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func startIsQuietAndAManualStartExplainsItself() async throws {
             try await Container.withInstalled { container in
                 try await succeed("systemctl start eventbusd && eventbus post user.noise", in: container)
@@ -291,7 +291,7 @@ extension Production {
                 let priority = try await container.sh("journalctl -u eventbusd -o cat | grep -c 'thread priority'")
                 let lines = Int(priority.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
                 await check(lines >= 0 && lines <= 2, "thread-priority lines at a start with one worker: \(lines)", in: container)
-                let manual = try await container.sh("cd / && runuser -u eventbus -- eventbusd --config /etc/eventbus/eventbus.yaml", timeout: 15)
+                let manual = try await container.sh("cd / && runuser -u eventbus -- eventbusd --config /etc/eventbus/eventbus.yaml")
                 await check(manual.status != 0 && manual.status != 124, "a manual start without a socket fails (exit \(manual.status)): \(manual.output)", in: container)
                 await check(manual.output.contains("--socket"), "its message suggests --socket: \(manual.output)", in: container)
             }

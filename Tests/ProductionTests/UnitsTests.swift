@@ -12,7 +12,7 @@ extension Production {
         /// the same as systemd's own signals (busctl) with the repeats taken out; jobs with
         /// their results, and their types when finished; the failure with its result and exit
         /// status.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func everyTransitionOnceInOrder() async throws {
             try await Container.withInstalled { container in
                 try await setUp(container)
@@ -24,9 +24,9 @@ extension Production {
                     systemctl start ebunit-fail
                     for i in $(seq 300); do systemctl is-failed -q ebunit-fail && break; sleep 0.1; done
                     systemctl is-failed ebunit-fail
-                    """, in: container, timeout: 120)
+                    """, in: container)
                 for log in ["/tmp/units-bus.jsonl", "/tmp/units-private.jsonl"] {
-                    let settled = try await poll(seconds: 60) {
+                    let settled = try await poll {
                         try await events(log, in: container).contains { $0.unit == "ebunit-fail" && $0.newActive == "failed" }
                     }
                     await check(settled, "\(log): the failure arrives: \(try await container.sh("cat \(log)").output)", in: container)
@@ -82,7 +82,7 @@ extension Production {
         /// `systemctl daemon-reexec`: both hosts announce the blind time (`units.gap`), then
         /// resync; a unit that failed meanwhile is reported (as a change or a resync), and
         /// transitions after it arrive again.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func reexecIsAGapThenAResync() async throws {
             try await Container.withInstalled { container in
                 try await setUp(container)
@@ -94,9 +94,9 @@ extension Production {
                     for i in $(seq 300); do systemctl is-failed -q ebunit-fail && break; sleep 0.1; done
                     systemctl restart ebunit-ok
                     systemctl stop ebunit-ok
-                    """, in: container, timeout: 120)
+                    """, in: container)
                 for log in ["/tmp/units-bus.jsonl", "/tmp/units-private.jsonl"] {
-                    let settled = try await poll(seconds: 60) {
+                    let settled = try await poll {
                         try await events(log, in: container).contains { $0.unit == "ebunit-ok" && $0.newActive == "inactive" }
                     }
                     let seen = try await events(log, in: container)
@@ -117,7 +117,7 @@ extension Production {
         /// dbus-daemon restarts: the packaged eventbusd's bus connection closes — a gap, a
         /// reconnection, a resync that reports the unit that failed meanwhile; the root host on
         /// the private socket never lost anything and reports it as a change.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func busRestartIsAGapForTheBusClientOnly() async throws {
             try await Container.withInstalled { container in
                 try await setUp(container)
@@ -126,15 +126,15 @@ extension Production {
                     systemctl start ebunit-ok
                     systemctl restart dbus
                     systemctl stop ebunit-ok
-                    """, in: container, timeout: 120)
-                let settled = try await poll(seconds: 60) {
+                    """, in: container)
+                let settled = try await poll {
                     try await events("/tmp/units-bus.jsonl", in: container)
                         .contains { $0.name == "units.synced" && $0.fields["kind"] as? String == "resync" }
                 }
                 let viaBus = try await events("/tmp/units-bus.jsonl", in: container)
                 await check(settled && viaBus.contains { $0.name == "units.gap" },
                             "through the bus: a units.gap, then a resync: \(viaBus.map(\.line))", in: container)
-                _ = try await poll(seconds: 60) {
+                _ = try await poll {
                     try await events("/tmp/units-private.jsonl", in: container).contains { $0.unit == "ebunit-ok" && $0.new == "inactive/dead" }
                 }
                 let direct = try await events("/tmp/units-private.jsonl", in: container)
@@ -154,7 +154,7 @@ extension Production {
         /// crash loop kept alive by Restart=always is a flap; once a config file is written, a
         /// unit that fails (the loop, and one that reads the file) is a failure after a change,
         /// once per unit.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func unitAlertsModuleRaisesItsAlerts() async throws {
             try await Container.withInstalled { container in
                 try await container.write("/etc/eventbus/eventbus.yaml", config(
@@ -190,7 +190,7 @@ extension Production {
                     """, in: container)
                 // The crash loop first: its failures before any change are no failure after one.
                 try await succeed("systemctl start ebflap", in: container)
-                let flapped = try await poll(seconds: 90) {
+                let flapped = try await poll {
                     try await replay("alert.>", in: container).contains { $0["name"] as? String == "alert.unit.flapping" }
                 }
                 try await succeed("""
@@ -198,7 +198,7 @@ extension Production {
                     echo broken > /etc/ebconf/app.conf
                     systemctl start ebconf
                     """, in: container)
-                let raised = try await poll(seconds: 90) {
+                let raised = try await poll {
                     Set(try await replay("alert.unit.failed_after_change", in: container)
                         .compactMap { ($0["fields"] as? [String: Any])?["unit"] as? String }) == ["ebflap.service", "ebconf.service"]
                 }
@@ -222,7 +222,7 @@ extension Production {
         /// go on: the transition and the job's `queued` event (no type) arrive while the question
         /// is held; once it is let through and answered (the stop waits in ExecStop meanwhile),
         /// the job's `finished` event says `stop`.
-        @Test(.timeLimit(.minutes(8)))
+        @Test(.timeLimit(.minutes(30)))
         func transitionsDoNotWaitForTheJobsType() async throws {
             try await Container.withInstalled { container in
                 try await container.write("/run/systemd/system/ebunit-gate.service", """
@@ -248,14 +248,14 @@ extension Production {
                     systemd-run -q --unit=probe-relayed-host "$(command -v eventbusd)" --config /tmp/relayed.yaml
                     for i in $(seq 1200); do eventbus --socket /tmp/relayed.sock status 2>/dev/null | grep -q following && exit 0; sleep 0.1; done
                     eventbus --socket /tmp/relayed.sock status; exit 1
-                    """, in: container, timeout: 150)
+                    """, in: container)
                 let threads = try await container.sh("cat /proc/$(systemctl show -p MainPID --value probe-relayed-host)/task/*/comm").output
                 await check(threads.split(separator: "\n").contains("eventbus.units"),
                             "the connection's thread is named eventbus.units, as docs/units.md says: \(threads)", in: container)
 
                 relay.hold()
                 try await succeed("systemctl stop --no-block ebunit-gate", in: container)
-                let stopping = try await poll(seconds: 120) {
+                let stopping = try await poll {
                     let seen = try await relayedEvents(in: container)
                     return seen.contains { $0.name == "unit.state" && $0.newActive == "deactivating" }
                         && seen.contains { $0.name == "unit.job" && $0.fields["phase"] as? String == "queued" }
@@ -271,11 +271,11 @@ extension Production {
 
                 let answered = relay.replies
                 relay.release()
-                let answer = try await poll(seconds: 120) { relay.replies > answered }
+                let answer = try await poll { relay.replies > answered }
                 await check(answer, "systemd answers the released question", in: container)
                 // The stop can end now: its job is gone only after the answer.
                 try await succeed("echo go > /run/ebgate", in: container)
-                let finished = try await poll(seconds: 120) {
+                let finished = try await poll {
                     try await relayedEvents(in: container).contains { $0.name == "unit.job" && $0.fields["phase"] as? String == "finished" }
                 }
                 let seen = try await relayedEvents(in: container)
@@ -317,7 +317,7 @@ extension Production {
                 """, in: container)
             guard started.status == 0 else { throw Failure("setting up the units test failed") }
             for log in ["/tmp/units-bus.jsonl", "/tmp/units-private.jsonl"] {
-                let synced = try await poll(seconds: 60) { try await events(log, in: container).contains { $0.name == "units.synced" } }
+                let synced = try await poll { try await events(log, in: container).contains { $0.name == "units.synced" } }
                 await check(synced, "\(log): the tail gets its snapshot: \(try await container.sh("cat \(log); journalctl -n 30 --no-pager").output)", in: container)
                 guard synced else { throw Failure("no snapshot in \(log)") }
             }
