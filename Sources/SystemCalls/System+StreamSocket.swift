@@ -30,7 +30,7 @@ extension System {
             let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard probe >= 0 else { throw CallError(call: "socket", path: path, errno: errno) }
             defer { Glibc.close(probe) }
-            if withAddress(path, { connect(probe, $0, $1) }) == 0 { return .liveSocket }
+            if withAddress(path, { Glibc.connect(probe, $0, $1) }) == 0 { return .liveSocket }
             switch errno {
             case ECONNREFUSED: return .staleSocket
             case ENOENT: return .nothing  // removed meanwhile
@@ -279,7 +279,7 @@ extension System {
             return group.gr_gid
         }
 
-        private static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+        static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
             guard path.utf8.count < maximumPathLength else {

@@ -1,0 +1,72 @@
+import Glibc
+
+/// The libc calls any descriptor takes, whatever it refers to: closing, moving, the
+/// close-on-exec flag, socket pairs and shutting one direction of a socket. Every descriptor
+/// this process makes is close-on-exec, so a program a module or rule starts inherits only what
+/// ``spawn(_:arguments:environment:setup:)`` hands it.
+extension System {
+    public static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    /// `read(2)`: at most `buffer.count` bytes, 0 at the end; `EAGAIN` when a non-blocking
+    /// descriptor has nothing yet.
+    public static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer,
+                            path: @autoclosure () -> String = "") throws(CallError) -> Int {
+        try call("read", path()) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Sets `FD_CLOEXEC`, so programs this process starts do not inherit the descriptor.
+    public static func setCloseOnExec(_ fd: Int32) throws(CallError) {
+        let flags = try call("fcntl(F_GETFD)", "fd \(fd)") { fcntl(fd, F_GETFD) }
+        _ = try call("fcntl(F_SETFD)", "fd \(fd)") { fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
+    }
+
+    /// `fd` copied to the lowest free number from `lowest` up, close-on-exec (`F_DUPFD_CLOEXEC`);
+    /// `fd` stays open.
+    public static func duplicate(_ fd: Int32, atLeast lowest: Int32) throws(CallError) -> Int32 {
+        try call("fcntl(F_DUPFD_CLOEXEC)", "fd \(fd)") { fcntl(fd, F_DUPFD_CLOEXEC, lowest) }
+    }
+
+    /// A connected pair of `AF_UNIX` stream sockets, both close-on-exec.
+    public static func socketPair() throws(CallError) -> (Int32, Int32) {
+        var pair: [Int32] = [-1, -1]
+        _ = try call("socketpair", "AF_UNIX") { socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) }
+        return (pair[0], pair[1])
+    }
+
+    /// A pipe, both ends close-on-exec from the start: (read end, write end).
+    public static func makePipe() throws(CallError) -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        _ = try call("pipe2") { pipe2(&ends, O_CLOEXEC) }
+        return (ends[0], ends[1])
+    }
+
+    /// `pipe2(2)`, looked up at run time: Swift's Glibc module does not declare it (it is a GNU
+    /// extension), and `pipe` + `fcntl` would leave a moment in which a process another thread
+    /// starts could inherit the pipe.
+    private static let pipe2: @convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32 = {
+        guard let symbol = dlsym(nil, "pipe2") else { fatalError("glibc without pipe2") }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32).self)
+    }()
+
+    /// Which direction ``shutdown(_:_:)`` ends.
+    public enum Direction: Sendable {
+        case reading, writing, both
+
+        var how: Int32 {
+            switch self {
+            case .reading: Int32(SHUT_RD)
+            case .writing: Int32(SHUT_WR)
+            case .both: Int32(SHUT_RDWR)
+            }
+        }
+    }
+
+    /// `shutdown(2)`: ends one or both directions of a socket for every process that holds it
+    /// — a reader blocked in `recv` returns, the peer reads its end — while the descriptor
+    /// stays open (another thread may be using the number).
+    public static func shutdown(_ fd: Int32, _ direction: Direction) throws(CallError) {
+        _ = try call("shutdown", "fd \(fd)") { Glibc.shutdown(fd, direction.how) }
+    }
+}
