@@ -220,7 +220,7 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
         } else {
             timeout = retryDelayMilliseconds
         }
-        _ = poll(&descriptors, nfds_t(descriptors.count), timeout)
+        _ = try? System.poll(&descriptors, timeout: timeout)
         wakeUp.drain()
     }
 
