@@ -50,6 +50,12 @@ extension System {
         return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<Int32>, Int32) -> Int32).self)
     }()
 
+    /// `setsockopt(2)` of an `int` option (a netlink group to join, a flag).
+    public static func setSocketOption(_ fd: Int32, level: Int32, _ option: Int32, to value: Int32) throws(CallError) {
+        var value = value
+        _ = try call("setsockopt", "fd \(fd)") { setsockopt(fd, level, option, &value, socklen_t(MemoryLayout<Int32>.size)) }
+    }
+
     /// Which direction ``shutdown(_:_:)`` ends.
     public enum Direction: Sendable {
         case reading, writing, both

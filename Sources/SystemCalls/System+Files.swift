@@ -87,6 +87,20 @@ extension System {
         _ = try call("mkdir", path) { mkdir(path, mode) }
     }
 
+    /// The names in the folder at `path`, without `.` and `..`, in the order `readdir(3)` gives them.
+    public static func directoryEntries(_ path: String) throws(CallError) -> [String] {
+        guard let handle = opendir(path) else { throw CallError(call: "opendir", path: path, errno: errno) }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
+                String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     /// `chmod(2)`.
     public static func changeMode(of path: String, to mode: mode_t) throws(CallError) {
         _ = try call("chmod", path) { chmod(path, mode) }

@@ -257,10 +257,11 @@ extension System {
             case closed
         }
 
-        /// `send` with `MSG_NOSIGNAL`: a client that went away must not kill the host with SIGPIPE.
+        /// `send` with `MSG_NOSIGNAL`: a client that went away must not kill the host with SIGPIPE;
+        /// and `MSG_DONTWAIT`: what the socket takes now, whether the descriptor blocks or not.
         public static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, _ what: String) throws(CallError) -> WriteResult {
             do {
-                return .wrote(try call("send", what) { Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) })
+                return .wrote(try call("send", what) { Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) })
             } catch {
                 switch error.errno {
                 case EAGAIN: return .wouldBlock

@@ -141,6 +141,13 @@ extension System {
         return OpenFileLimit(soft: Int(clamping: limit.rlim_cur), hard: Int(clamping: limit.rlim_max))
     }
 
+    /// `setrlimit(2)` of `resource` (`RLIMIT_DATA`, `RLIMIT_CPU`, …): the limits the module worker
+    /// sets on itself before it loads a module, which `posix_spawn` cannot set for it.
+    public static func setResourceLimit(_ resource: __rlimit_resource, soft: UInt64, hard: UInt64) throws(CallError) {
+        var limit = rlimit(rlim_cur: rlim_t(soft), rlim_max: rlim_t(hard))
+        _ = try call("setrlimit", "resource \(resource.rawValue)") { setrlimit(Int32(resource.rawValue), &limit) }
+    }
+
     /// Raises the soft limit to the hard one. Returns the limits before and after.
     public static func raiseOpenFileLimit() -> (before: OpenFileLimit, after: OpenFileLimit) {
         let before = openFileLimit()
