@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// Whether a control client may watch a path or the journal, judged by the client's *own*
 /// access — its uid and groups as the kernel recorded them at `connect` (`SO_PEERCRED`,
@@ -37,11 +38,7 @@ enum PeerAccess {
         // The walk above succeeded, so resolving the path tells the client nothing it could
         // not find out itself; the resolved path must be reachable too (a symbolic link does
         // not lend access to where it points).
-        var resolved = path
-        if let real = realpath(path, nil) {
-            resolved = String(cString: real)
-            free(real)
-        }
+        let resolved = (try? System.realPath(path)) ?? path
         if resolved != path { try walk(resolved, peer: peer, shownAs: path) }
     }
 
@@ -91,8 +88,12 @@ enum PeerAccess {
     }
 
     private static func exists(_ path: String) -> Bool {
-        var info = stat()
-        return stat(path, &info) == 0 || errno != ENOENT
+        do {
+            _ = try System.status(of: path)
+            return true
+        } catch {
+            return error.errno != ENOENT
+        }
     }
 
     private static func check(_ path: String, _ need: Need, peer: System.StreamSocket.Peer, shown: String) throws(Refusal) {
