@@ -54,7 +54,7 @@ if getppid() != parent { exit(70) }
 // The host's socket is fd 3 (dup2 cleared its close-on-exec flag): set it again, so nothing
 // this process starts — the Swift runtime's crash backtracer, or a module's own child — holds
 // the host's socket open after this process is gone.
-_ = fcntl(3, F_SETFD, FD_CLOEXEC)
+try? System.setCloseOnExec(3)
 
 // A closed socket must be an error return, not a signal.
 signal(SIGPIPE, SIG_IGN)
@@ -77,9 +77,8 @@ for ignored in [SIGINT, SIGTERM, SIGHUP] { signal(ignored, SIG_IGN) }
     guard let value = rlim_t(text) else {
         fail("--\(option) \(text) is not a number", status: 64)
     }
-    var limits = rlimit(rlim_cur: value, rlim_max: value + hardExtra)
-    if setrlimit(Int32(resource.rawValue), &limits) != 0 {
-        fail("setrlimit \(option) \(value): \(String(cString: strerror(errno)))", status: 71)
+    do { try System.setResourceLimit(resource, soft: UInt64(value), hard: UInt64(value + hardExtra)) } catch {
+        fail("setrlimit \(option) \(value): \(error.reason)", status: 71)
     }
 }
 limit(RLIMIT_DATA, "memory-limit")
