@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// What a watch remembers of one path: whether it is a directory and, when it was last stat'ed,
 /// enough to tell later whether it is still the same file (device + inode) and whether it
@@ -94,15 +95,6 @@ enum FilePath {
 
     /// Names in `directory`, without `.` and `..`; empty if it cannot be read.
     static func entries(of directory: String) -> [String] {
-        guard let handle = opendir(directory) else { return [] }
-        defer { closedir(handle) }
-        var names: [String] = []
-        while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
+        (try? System.directoryEntries(directory)) ?? []
     }
 }
