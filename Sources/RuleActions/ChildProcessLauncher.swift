@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Subprocess
+import SystemCalls
 import SystemPackage
 
 /// Runs a command as a child process of eventbusd: for hosts where no systemd manager can run
@@ -78,7 +79,7 @@ public struct ChildProcessLauncher: CommandLauncher {
                                                           error: .combinedWithOutput) { execution in
                         let leader = execution.processIdentifier.value
                         started(CommandStart(pid: leader, unit: nil))
-                        defer { kill(-leader, SIGKILL) }  // whatever of its group outlived it
+                        defer { try? System.sendSignal(SIGKILL, toGroup: leader) }  // whatever of its group outlived it
                         // Written beside the reading, and never an error of the run: a command
                         // may exit, or close its input, without reading it.
                         let writer = execution.standardInputWriter
