@@ -43,14 +43,13 @@ struct FileState {
 
     /// `lstat` (or `stat` when `following` symlinks, for a watch's root); nil if it fails.
     init?(path: String, following: Bool = false) {
-        var info = stat()
-        guard (following ? stat(path, &info) : lstat(path, &info)) == 0 else { return nil }
-        isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
+        guard let status = try? (following ? System.status(of: path) : System.linkStatus(of: path)) else { return nil }
+        isDirectory = status.isDirectory
         identity = Identity(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
-            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-            changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec),
-            size: Int64(info.st_size))
+            device: status.device, inode: status.inode,
+            modifiedNanoseconds: Int64(status.modifiedSeconds) * 1_000_000_000 + Int64(status.modifiedNanoseconds),
+            changedNanoseconds: Int64(status.changedSeconds) * 1_000_000_000 + Int64(status.changedNanoseconds),
+            size: status.size)
     }
 
     /// Both stat'ed, and the same file (or directory).
