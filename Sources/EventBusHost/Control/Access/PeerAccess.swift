@@ -97,16 +97,16 @@ enum PeerAccess {
     }
 
     private static func check(_ path: String, _ need: Need, peer: System.StreamSocket.Peer, shown: String) throws(Refusal) {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw Refusal(description: "cannot watch \(shown): \(path): \(String(cString: strerror(errno)))")
+        let status: System.FileStatus
+        do { status = try System.status(of: path) } catch {
+            throw Refusal(description: "cannot watch \(shown): \(path): \(error.reason)")
         }
-        let mode = UInt32(info.st_mode)
-        let isDirectory = mode & UInt32(S_IFMT) == UInt32(S_IFDIR)
+        let mode = status.mode
+        let isDirectory = status.isDirectory
         let shift: UInt32
-        if info.st_uid == peer.userID {
+        if status.ownerID == peer.userID {
             shift = 6
-        } else if info.st_gid == peer.groupID || peer.groups.contains(info.st_gid) {
+        } else if status.groupID == peer.groupID || peer.groups.contains(status.groupID) {
             shift = 3
         } else {
             shift = 0
