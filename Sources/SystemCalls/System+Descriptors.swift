@@ -1,9 +1,9 @@
 import Glibc
 
-/// The libc calls any descriptor takes, whatever it refers to: closing, moving, the
-/// close-on-exec flag, socket pairs and shutting one direction of a socket. Every descriptor
-/// this process makes is close-on-exec, so a program a module or rule starts inherits only what
-/// ``spawn(_:arguments:environment:setup:)`` hands it.
+/// The libc calls any descriptor takes, whatever it refers to: reading, closing, moving, the
+/// close-on-exec flag; and for sockets, pairs, options and shutting one direction. Every
+/// descriptor this process makes is close-on-exec, so a program a module or rule starts
+/// inherits only what ``spawn(_:arguments:environment:setup:)`` hands it.
 extension System {
     public static func close(_ fd: Int32) {
         _ = Glibc.close(fd)
@@ -54,6 +54,21 @@ extension System {
     public static func setSocketOption(_ fd: Int32, level: Int32, _ option: Int32, to value: Int32) throws(CallError) {
         var value = value
         _ = try call("setsockopt", "fd \(fd)") { setsockopt(fd, level, option, &value, socklen_t(MemoryLayout<Int32>.size)) }
+    }
+
+    /// How many messages the kernel dropped for socket `fd` because its receive buffer was full
+    /// (`SO_MEMINFO`'s `SK_MEMINFO_DROPS`, Linux 4.0+): what a netlink listener counts as loss.
+    /// Nil when the kernel does not say.
+    public static func droppedMessages(of fd: Int32) -> UInt32? {
+        // SO_MEMINFO (55) and the SK_MEMINFO_DROPS slot (8), from <asm-generic/socket.h> and
+        // <linux/sock_diag.h>, which Swift's Glibc module does not import.
+        let memoryInfo: Int32 = 55, dropsSlot = 8
+        var info = [UInt32](repeating: 0, count: 16)
+        var length = socklen_t(info.count * MemoryLayout<UInt32>.size)
+        guard getsockopt(fd, SOL_SOCKET, memoryInfo, &info, &length) == 0,
+              Int(length) > dropsSlot * MemoryLayout<UInt32>.size
+        else { return nil }
+        return info[dropsSlot]
     }
 
     /// Which direction ``shutdown(_:_:)`` ends.

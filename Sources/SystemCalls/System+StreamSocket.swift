@@ -112,6 +112,13 @@ extension System {
             return fd
         }
 
+        /// Whether `host` is a numeric IPv4 (or, `ipv6`, IPv6) address, as ``listen(host:port:ipv6:deferAccept:backlog:)``
+        /// takes it (`inet_pton`; names are not resolved).
+        public static func isAddressLiteral(_ host: String, ipv6: Bool) -> Bool {
+            var probe = in6_addr()
+            return host.withCString { inet_pton(ipv6 ? AF_INET6 : AF_INET, $0, &probe) } == 1
+        }
+
         /// `bind(2)` to an IPv4 or IPv6 socket address (`sockaddr_in`, `sockaddr_in6`).
         private static func bind<Address>(ip fd: Int32, to address: inout Address, _ place: String) throws(CallError) {
             let length = socklen_t(MemoryLayout<Address>.size)
