@@ -25,17 +25,8 @@ public struct ChildProcessLauncher: CommandLauncher {
     }
 
     /// A command that exits without reading its standard input makes the write of the event an
-    /// `EPIPE` — which, with SIGPIPE's default action, would end eventbusd. A handler that does
-    /// nothing turns it into the error return; unlike `SIG_IGN`, a handled signal is back to its
-    /// default in every command started (exec resets it), so `yes | head` in a rule's shell
-    /// line behaves as anywhere else.
-    private static let survivePipeWrites: Void = {
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in }
-        sigemptyset(&action.sa_mask)
-        action.sa_flags = SA_RESTART
-        sigaction(SIGPIPE, &action, nil)
-    }()
+    /// `EPIPE` — which, with SIGPIPE's default action, would end eventbusd.
+    private static let survivePipeWrites: Void = System.survivePipeSignals()
 
     public func run(_ spec: CommandSpec, started: @escaping @Sendable (CommandStart) -> Void) async -> CommandOutcome {
         guard let program = spec.argv.first else {
