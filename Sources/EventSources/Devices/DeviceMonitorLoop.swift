@@ -189,17 +189,8 @@ final class MonitorLoop {
         }
     }
 
-    /// `SO_MEMINFO` (55) and its `SK_MEMINFO_DROPS` slot (8), from <asm-generic/socket.h> and
-    /// <linux/sock_diag.h>: the count of messages the kernel dropped for this socket.
-    private static let memoryInfoOption: Int32 = 55
-    private static let dropsSlot = 8
-
+    /// The count of messages the kernel dropped for the monitor's socket.
     private func readDrops() -> UInt32? {
-        var info = [UInt32](repeating: 0, count: 16)
-        var length = socklen_t(info.count * MemoryLayout<UInt32>.size)
-        guard getsockopt(socket, SOL_SOCKET, Self.memoryInfoOption, &info, &length) == 0,
-              Int(length) > Self.dropsSlot * MemoryLayout<UInt32>.size
-        else { return nil }
-        return info[Self.dropsSlot]
+        System.droppedMessages(of: socket)
     }
 }
