@@ -9,18 +9,20 @@ extension System {
     public enum Access: Sendable {
         case exists
         case readable
+        case writable
         case executable
 
         var mode: Int32 {
             switch self {
             case .exists: F_OK
             case .readable: R_OK
+            case .writable: W_OK
             case .executable: X_OK
             }
         }
     }
 
-    /// `access(2)`: throws when `path` is missing or, for `.readable` and `.executable`, not
+    /// `access(2)`: throws when `path` is missing or, for the others, not
     /// permitted — with the reason a message can give (`ENOENT`, `EACCES`).
     public static func checkAccess(_ path: String, _ access: Access = .exists) throws(CallError) {
         _ = try call("access", path) { Glibc.access(path, access.mode) }
