@@ -3,6 +3,7 @@ import CNATS
 import Foundation
 import Logging
 import NATSBridge
+import SystemCalls
 
 // Bridge benchmark: host A's bus → bridge → nats-server → bridge → host B's bus, side by side
 // with the raw anchor — a plain nats.c publisher and subscriber, called directly through CNATS,
@@ -302,7 +303,7 @@ final class BenchNATSServer {
 
     init(port: Int? = nil, directory: String? = nil) throws {
         let candidates: [String] = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-        guard let executable = candidates.first(where: { (path: String) in access(path, X_OK) == 0 }) else {
+        guard let executable = candidates.first(where: { (path: String) in System.isAccessible(path, .executable) }) else {
             throw POSIXError(.ENOENT)
         }
         ownsDirectory = directory == nil
@@ -328,14 +329,14 @@ final class BenchNATSServer {
     var pid: pid_t { process.processIdentifier }
 
     func stop() {
-        kill(process.processIdentifier, SIGTERM)
+        try? System.sendSignal(SIGTERM, to: process.processIdentifier)
         process.waitUntilExit()
         if ownsDirectory { try? FileManager.default.removeItem(atPath: directory) }
     }
 
     /// A server that dies at an instant; its storage stays.
     func sigkill() {
-        kill(process.processIdentifier, SIGKILL)
+        try? System.sendSignal(SIGKILL, to: process.processIdentifier)
         process.waitUntilExit()
     }
 

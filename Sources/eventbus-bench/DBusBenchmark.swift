@@ -3,6 +3,7 @@ import EventSources
 import Foundation
 import Synchronization
 import SystemdBus
+import SystemCalls
 
 // D-Bus benchmark: `eventbus-bench dbus [signals]`, against a private dbus-daemon this process
 // starts (and stops by its pid), so nothing else on the bus competes.
@@ -41,7 +42,7 @@ enum DBusBenchmark {
             exit(1)
         }
         defer {
-            kill(daemon.processIdentifier, SIGTERM)
+            try? System.sendSignal(SIGTERM, to: daemon.processIdentifier)
             daemon.waitUntilExit()
         }
         print("dbus: a private \((try? String(contentsOfFile: "/proc/\(daemon.processIdentifier)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "dbus-daemon") at \(address)")
@@ -58,7 +59,7 @@ enum DBusBenchmark {
             exit(1)
         }
         defer {
-            kill(monitor.processIdentifier, SIGTERM)
+            try? System.sendSignal(SIGTERM, to: monitor.processIdentifier)
             monitor.waitUntilExit()
         }
 

@@ -385,7 +385,7 @@ func startHog(threads: Int) -> pid_t {
 }
 
 func stopHog(_ pid: pid_t) {
-    kill(pid, SIGKILL)
+    try? System.sendSignal(SIGKILL, to: pid)
     _ = try? System.waitForExit(of: pid)
 }
 

@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import WebhookOutbox
+import SystemCalls
 
 // Webhook benchmark: `deliveries` webhooks through the durable outbox to a local receiver,
 // against the anchor a shell script would be — a `curl` loop posting the same requests, one
@@ -235,7 +236,7 @@ private final class PythonReceiver: BenchReceiver {
     }
 
     func stop() {
-        kill(process.processIdentifier, SIGKILL)
+        try? System.sendSignal(SIGKILL, to: process.processIdentifier)
         process.waitUntilExit()
     }
 }
