@@ -43,13 +43,18 @@ struct FileState {
 
     /// `lstat` (or `stat` when `following` symlinks, for a watch's root); nil if it fails.
     init?(path: String, following: Bool = false) {
-        guard let status = try? (following ? System.status(of: path) : System.linkStatus(of: path)) else { return nil }
-        isDirectory = status.isDirectory
-        identity = Identity(
+        guard let state = try? Self.reading(path, following: following) else { return nil }
+        self = state
+    }
+
+    /// ``init(path:following:)`` for a caller that reports why it failed.
+    static func reading(_ path: String, following: Bool = false) throws(System.CallError) -> FileState {
+        let status = try following ? System.status(of: path) : System.linkStatus(of: path)
+        return FileState(isDirectory: status.isDirectory, identity: Identity(
             device: status.device, inode: status.inode,
             modifiedNanoseconds: Int64(status.modifiedSeconds) * 1_000_000_000 + Int64(status.modifiedNanoseconds),
             changedNanoseconds: Int64(status.changedSeconds) * 1_000_000_000 + Int64(status.changedNanoseconds),
-            size: status.size)
+            size: status.size))
     }
 
     /// Both stat'ed, and the same file (or directory).
