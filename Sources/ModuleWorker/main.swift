@@ -42,12 +42,8 @@ guard let name = options["module"], let parent = options["parent"].flatMap(Int32
 
 // Die with the host: the kernel sends SIGKILL when the parent goes. If it already went between
 // the spawn and here, the signal will never come: leave now.
-// prctl(2) through dlsym: <sys/prctl.h> is not part of Swift's Glibc module.
-typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
-guard let prctlSymbol = dlsym(nil, "prctl") else { fail("no prctl in libc", status: 71) }
-let PR_SET_PDEATHSIG: Int32 = 1
-if unsafeBitCast(prctlSymbol, to: Prctl.self)(PR_SET_PDEATHSIG, UInt(SIGKILL), 0, 0, 0) != 0 {
-    fail("prctl(PR_SET_PDEATHSIG): \(String(cString: strerror(errno)))", status: 71)
+do { try System.setParentDeathSignal(SIGKILL) } catch {
+    fail("prctl(PR_SET_PDEATHSIG): \(error.reason)", status: 71)
 }
 if getppid() != parent { exit(70) }
 
