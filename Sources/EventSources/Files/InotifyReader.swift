@@ -132,17 +132,11 @@ final class InotifyReader: @unchecked Sendable {
     /// context switches for 200 000 events. Unprivileged; nice level and fairness are unchanged.
     /// Without it the thread keeps `SCHED_OTHER`: costlier under load, not wrong.
     private static func disfavorOnWakeUp() {
-        var parameters = sched_param(sched_priority: 0)
-        let batch: Int32 = 3  // SCHED_BATCH, not part of Swift's Glibc module
-        _ = sched_setscheduler(0, batch, &parameters)
+        try? System.setBatchScheduling()
     }
 
-    /// `prctl(PR_SET_TIMERSLACK)` for the calling thread, through `dlsym`: `<sys/prctl.h>` is not
-    /// part of Swift's Glibc module. Without it the thread keeps the default slack: slower, not wrong.
+    /// Without a timer slack of its own the thread keeps the default: slower, not wrong.
     private static func setTimerSlack(nanoseconds: UInt) {
-        typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
-        guard let prctl = dlsym(nil, "prctl") else { return }
-        let setTimerSlack: Int32 = 29  // PR_SET_TIMERSLACK
-        _ = unsafeBitCast(prctl, to: Prctl.self)(setTimerSlack, nanoseconds, 0, 0, 0)
+        try? System.setTimerSlack(nanoseconds: nanoseconds)
     }
 }
