@@ -145,16 +145,8 @@ public struct WorkerProcess: Sendable {
     static var runtimeBacktracer: String? {
         // The loaded libswiftCore.so, as the process's own mappings name it (dladdr's Dl_info
         // is not visible to Swift's Glibc module).
-        // Read to its end by hand: /proc files have no size for Foundation to go by.
-        guard let stream = fopen("/proc/self/maps", "r") else { return nil }
-        defer { fclose(stream) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, stream)
-            if count <= 0 { break }
-            bytes += chunk[..<count]
-        }
+        // Read to its end by System.readFile: /proc files have no size for Foundation to go by.
+        guard let bytes = try? System.readFile("/proc/self/maps") else { return nil }
         let maps = String(decoding: bytes, as: UTF8.self)
         guard let line = maps.split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
               let slash = line.firstIndex(of: "/") else { return nil }
@@ -225,11 +217,8 @@ public struct WorkerProcess: Sendable {
     /// utime + stime of `/proc/PID/stat` (fields 14 and 15, in clock ticks), which a zombie
     /// still has.
     private var cpuSeconds: Double? {
-        guard let stream = fopen("/proc/\(pid)/stat", "r") else { return nil }
-        defer { fclose(stream) }
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        let count = fread(&buffer, 1, buffer.count, stream)
-        let text = String(decoding: buffer[..<max(0, count)], as: UTF8.self)
+        guard let bytes = try? System.readPrefix("/proc/\(pid)/stat", count: 1024) else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self)
         // After the command's closing parenthesis: field 3 (state) onwards.
         guard let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
