@@ -2,9 +2,12 @@ import Glibc
 
 /// The libc calls any descriptor takes, whatever it refers to: reading, closing, moving, the
 /// close-on-exec flag; and for sockets, pairs, options and shutting one direction. Every
-/// descriptor this process makes is close-on-exec, so a program a module or rule starts
-/// inherits only what ``spawn(_:arguments:environment:setup:)`` hands it.
+/// descriptor made here is close-on-exec, so a program a module or rule starts inherits only
+/// what ``spawn(_:arguments:environment:setup:)`` hands it.
 extension System {
+    /// `close(2)`, its result ignored: Linux releases the descriptor even when `close` reports
+    /// an error (`EINTR` included), so there is nothing to retry, and another thread may
+    /// already have the number again.
     public static func close(_ fd: Int32) {
         _ = Glibc.close(fd)
     }

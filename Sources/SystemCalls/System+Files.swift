@@ -2,8 +2,8 @@ import Glibc
 
 /// The libc calls on paths and regular files: what the webhook outbox's log, the module
 /// inspection, state files and config checks do to the file system. Each throws ``CallError``
-/// (the path in it, `errno` read right after the call) and goes through ``call(_:_:_:)``, so an
-/// interrupted call is made again the one way the code base does it.
+/// (the path in it, `errno` read right after the call); those a signal can interrupt go through
+/// ``call(_:_:_:)``, so an interrupted call is made again the one way the code base does it.
 extension System {
     /// What `access(2)` checks, with the process's real user and group ids.
     public enum Access: Sendable {
@@ -22,8 +22,8 @@ extension System {
         }
     }
 
-    /// `access(2)`: throws when `path` is missing or, for the others, not
-    /// permitted — with the reason a message can give (`ENOENT`, `EACCES`).
+    /// `access(2)`: throws when `path` is missing or, for `.readable`, `.writable` and
+    /// `.executable`, not permitted — with the reason a message can give (`ENOENT`, `EACCES`).
     public static func checkAccess(_ path: String, _ access: Access = .exists) throws(CallError) {
         _ = try call("access", path) { Glibc.access(path, access.mode) }
     }

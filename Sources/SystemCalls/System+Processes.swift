@@ -7,7 +7,8 @@ extension System {
     /// What the child gets between fork and exec, beyond its arguments and environment.
     public struct SpawnSetup: Sendable {
         /// Descriptors the child gets, in this order: its number ← this process's descriptor
-        /// (`dup2`, so the copy is not close-on-exec whatever the original is).
+        /// (`dup2`, so the copy is not close-on-exec whatever the original is — except onto its
+        /// own number, where `dup2` does nothing: move such a descriptor first).
         public var descriptors: [(child: Int32, parent: Int32)] = []
         /// Standard input opened on `/dev/null`, read-only.
         public var nullInput = false
