@@ -102,7 +102,7 @@ enum DBusBenchmark {
         var ready = false
         for _ in 0..<500 where !ready {
             emit("Probe")
-            usleep(10_000)
+            System.sleep(for: .microseconds(10_000))
             let monitored = (try? String(contentsOfFile: monitorLog, encoding: .utf8))?.contains("\"Probe\"") ?? false
             ready = probes.load(ordering: .relaxed) > 0 && monitored
         }
@@ -121,11 +121,11 @@ enum DBusBenchmark {
         // Latency: paced signals.
         for number in 0..<signals {
             emit("Signal", Int64(number))
-            usleep(2_000)
+            System.sleep(for: .microseconds(2_000))
         }
         let deadline = Date(timeIntervalSinceNow: 30)
-        while arrivals.withLock({ $0.count }) < signals && Date() < deadline { usleep(10_000) }
-        usleep(500_000)
+        while arrivals.withLock({ $0.count }) < signals && Date() < deadline { System.sleep(for: .microseconds(10_000)) }
+        System.sleep(for: .microseconds(500_000))
         let ours = arrivals.withLock { $0 }
         let theirs = busctlSignals((try? String(contentsOfFile: monitorLog, encoding: .utf8)) ?? "")
         let inOrder = ours.map(\.number) == (0..<Int64(signals)).map { $0 }

@@ -226,7 +226,7 @@ func awaitStorm(_ recorder: StormRecorder, count: Int, timeout: Double = 10) {
             print("  (gave up waiting: \(now) of \(count) creations seen)")
             return
         }
-        usleep(1000)
+        System.sleep(for: .microseconds(1000))
     }
 }
 
@@ -294,7 +294,7 @@ func filesReaderBenchmark(files: Int, base: String) {
     var seen = -1
     while events.load(ordering: .relaxed) != seen {  // until 100 ms pass without an event
         seen = events.load(ordering: .relaxed)
-        usleep(100_000)
+        System.sleep(for: .microseconds(100_000))
     }
     let cpu = processCPUSeconds() - cpuBefore
     sink.cancel()

@@ -130,7 +130,7 @@ private func idleHost(_ eventbusd: String, _ arguments: [String], label: String,
     var ready = false
     while Date() < deadline, process.isRunning {
         if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains(" ready") { ready = true; break }
-        usleep(10_000)
+        System.sleep(for: .microseconds(10_000))
     }
     guard ready else {
         print("Idle host RSS: eventbusd did not get ready: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")

@@ -217,7 +217,7 @@ enum JournalBenchmark {
             try? System.sendSignal(SIGTERM, to: journald.processIdentifier)
             journald.waitUntilExit()
         }
-        while !System.isAccessible(root + "/run/journal/socket") { usleep(1000) }
+        while !System.isAccessible(root + "/run/journal/socket") { System.sleep(for: .microseconds(1000)) }
 
         let bus = Bus()
         JournalDriver.register(on: bus, stateDirectory: work)
@@ -264,7 +264,7 @@ enum JournalBenchmark {
                     bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, 0, sockaddr, socklen_t(MemoryLayout<sockaddr_un>.size)) }
                 }
             }
-            usleep(1000)
+            System.sleep(for: .microseconds(1000))
         }
         close(fd)
     }

@@ -112,11 +112,11 @@ private func writeAndTime(prefix: String, watched: String, done: String, writes:
         let marker = done + path
         let deadline = Date().addingTimeInterval(10)
         var status = stat()
-        while stat(marker, &status) != 0 && Date() < deadline { usleep(50) }
+        while stat(marker, &status) != 0 && Date() < deadline { System.sleep(for: .microseconds(50)) }
         let seen = realtimeNanoseconds()
         guard stat(marker, &status) == 0 else { continue }
         latencies.append(Double(seen - written) / 1e6)
-        usleep(20_000)
+        System.sleep(for: .microseconds(20_000))
     }
     return latencies.sorted()
 }

@@ -77,7 +77,7 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
     var connection: ControlConnection?
     for _ in 0..<300 where connection == nil {
         connection = try? ControlConnection(path: socket)
-        if connection == nil { usleep(100_000) }
+        if connection == nil { System.sleep(for: .microseconds(100_000)) }
     }
     guard let poster = connection, (try? poster.readLine()) != nil else {
         print("soak: eventbusd did not open \(socket): \((try? String(contentsOfFile: directory + "/eventbusd.log", encoding: .utf8)) ?? "")")

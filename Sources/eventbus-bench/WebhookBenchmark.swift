@@ -223,7 +223,7 @@ private final class PythonReceiver: BenchReceiver {
         let deadline = ContinuousClock.now + .seconds(30)
         while !FileManager.default.fileExists(atPath: ready) {
             guard process.isRunning, ContinuousClock.now < deadline else { throw POSIXError(.ETIMEDOUT) }
-            usleep(10_000)
+            System.sleep(for: .microseconds(10_000))
         }
         url = "http://127.0.0.1:\((try? String(contentsOfFile: ready, encoding: .utf8)) ?? "0")/hook"
     }
