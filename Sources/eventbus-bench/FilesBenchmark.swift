@@ -205,11 +205,10 @@ func createStorm(in directory: String, count: Int) {
 /// descriptors valgrind keeps for itself), so the reader can be profiled with callgrind.
 func runStorm(in directory: String, count: Int) {
     let arguments = [CommandLine.arguments[0], "files-storm", directory, String(count)]
-    var argv = arguments.map { strdup($0) } + [nil]
-    defer { for argument in argv { free(argument) } }
-    var child: pid_t = 0
-    let failed = posix_spawn(&child, argv[0]!, nil, nil, &argv, environ)
-    guard failed == 0 else { fatalError("cannot run the storm writer: \(String(cString: strerror(failed)))") }
+    let child: pid_t
+    do { child = try System.spawn(arguments[0], arguments: arguments) } catch {
+        fatalError("cannot run the storm writer: \(error.reason)")
+    }
     _ = try? System.waitForExit(of: child)
 }
 
@@ -376,12 +375,9 @@ func spinForever(threads: Int) -> Never {
 /// Starts `hog N` as a child process; returns its pid.
 func startHog(threads: Int) -> pid_t {
     let arguments = [CommandLine.arguments[0], "hog", String(threads)]
-    var argv = arguments.map { strdup($0) } + [nil]
-    defer { for argument in argv { free(argument) } }
-    var child: pid_t = 0
-    let failed = posix_spawn(&child, argv[0]!, nil, nil, &argv, environ)
-    guard failed == 0 else { fatalError("cannot start the CPU hog: \(String(cString: strerror(failed)))") }
-    return child
+    do { return try System.spawn(arguments[0], arguments: arguments) } catch {
+        fatalError("cannot start the CPU hog: \(error.reason)")
+    }
 }
 
 func stopHog(_ pid: pid_t) {
