@@ -153,7 +153,7 @@ let package = Package(
         ),
         // sd-bus for talking to systemd: one connection, message reading and writing, unit object
         // paths; shared by the units source and the transient-unit launcher.
-        .target(name: "SystemdBus", dependencies: ["CSystemd"]),
+        .target(name: "SystemdBus", dependencies: ["CSystemd", "SystemCalls"]),
         // The host's config text: YAML nodes that know their file and line, the errors that name
         // them, durations and sizes as people write them. Shared by the host's config and each
         // source kind's section parser.

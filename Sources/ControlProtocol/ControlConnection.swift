@@ -12,7 +12,7 @@ public final class ControlConnection {
         case notListening(path: String)
         /// The socket's permissions keep this user out.
         case permissionDenied(path: String)
-        case failed(path: String, call: String, errno: Int32)
+        case failed(System.CallError)
 
         public var description: String {
             switch self {
@@ -22,8 +22,8 @@ public final class ControlConnection {
                 return "eventbusd is not running (\(path) does not accept connections)"
             case .permissionDenied(let path):
                 return "permission denied on \(path): eventbusd lets root and members of its tail group in (control.tail_group in its config)"
-            case .failed(let path, let call, let errno):
-                return "cannot connect to \(path): \(call): \(String(cString: strerror(errno)))"
+            case .failed(let error):
+                return "cannot connect to \(error.path): \(error.call): \(error.reason)"
             }
         }
     }
@@ -35,51 +35,30 @@ public final class ControlConnection {
     /// Connects to the Unix stream socket at `path`.
     public init(path: String) throws(ConnectError) {
         self.path = path
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .failed(path: path, call: "socket", errno: errno) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard path.utf8.count < capacity else {
-            close(fd)
-            throw .failed(path: path, call: "connect", errno: ENAMETOOLONG)
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        if result != 0 {
-            let code = errno
-            close(fd)
-            switch code {
+        do { fd = try System.StreamSocket.connect(to: path) } catch {
+            guard error.call == "connect" else { throw .failed(error) }
+            switch error.errno {
             case ENOENT, ENOTDIR: throw .noSocket(path: path)
             case ECONNREFUSED: throw .notListening(path: path)
             case EACCES, EPERM: throw .permissionDenied(path: path)
-            default: throw .failed(path: path, call: "connect", errno: code)
+            default: throw .failed(error)
             }
         }
-        self.fd = fd
         lines = LineReader(fd: fd, capacity: 256 * 1024)
     }
 
-    deinit { close(fd) }
+    deinit { System.close(fd) }
 
     /// Closes the sending side only (`shutdown(SHUT_WR)`): the host sees the end of the
     /// requests and keeps writing the stream.
     public func shutdownSending() {
-        _ = shutdown(fd, Int32(SHUT_WR))
+        try? System.shutdown(fd, .writing)
     }
 
     /// Makes a read that waits longer than `seconds` fail (with `EAGAIN`) instead of blocking
     /// for good: for callers that must not hang on a host that stopped answering. 0: no limit.
     public func setReceiveTimeout(seconds: Int) {
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        try? System.StreamSocket.setReceiveTimeout(fd, seconds == 0 ? nil : .seconds(seconds))
     }
 
     /// A failed `send` or `read` on the connection: the OS boundary's one error type.
@@ -87,13 +66,10 @@ public final class ControlConnection {
 
     /// Sends all of `bytes`.
     public func send(_ bytes: [UInt8]) throws(IOError) {
-        var offset = 0
-        while offset < bytes.count {
-            // MSG_NOSIGNAL: a host that went away is an error to report, not a SIGPIPE that kills.
-            offset += try System.call("send", "control socket") {
-                bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
-            }
-        }
+        // A host that went away is an error to report (EPIPE), not a SIGPIPE that kills.
+        try bytes.withUnsafeBytes { bytes in
+            Result { () throws(IOError) in try System.StreamSocket.sendAll(fd, bytes, "control socket") }
+        }.get()
     }
 
     /// Sends one request line.

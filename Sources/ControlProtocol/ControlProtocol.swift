@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// Constants of eventbusd's control protocol, shared by the host and its clients. The protocol
 /// itself is described in `PROTOCOL.md` beside this file.
@@ -45,8 +46,7 @@ public enum ControlProtocol {
         if let named = environment(socketEnvironmentVariable), !named.isEmpty { return named }
         let own = defaultSocketPath()
         if own == systemSocketPath { return own }
-        var info = stat()
-        return stat(own, &info) == 0 ? own : systemSocketPath
+        return (try? System.status(of: own)) != nil ? own : systemSocketPath
     }
 
     /// Lines longer than this (a request, or anything a client sends) are refused: the host

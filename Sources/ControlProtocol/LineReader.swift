@@ -54,7 +54,9 @@ public struct LineReader {
         if end == buffer.count { buffer.append(contentsOf: [UInt8](repeating: 0, count: buffer.count)) }
         let got: Int
         do {
-            got = try System.call("read", "fd \(fd)") { buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + end, $0.count - end) } }
+            got = try buffer.withUnsafeMutableBytes { raw in
+                Result { () throws(System.CallError) in try System.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[end...]), path: "fd \(fd)") }
+            }.get()
         } catch where error.errno == ECONNRESET {
             isAtEnd = true
             return false

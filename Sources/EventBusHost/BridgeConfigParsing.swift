@@ -1,6 +1,7 @@
 import EventBusKit
 import Foundation
 import NATSBridge
+import SystemCalls
 
 extension HostConfig {
     /// `bridge:` — for now one kind, `nats` (see ``BridgeConfig``):
@@ -173,7 +174,7 @@ extension HostConfig {
 
     private static func readableFile(_ node: ConfigNode, directory: String) throws(ConfigError) -> String {
         let path = absolute(try node.string(), relativeTo: directory)
-        guard access(path, R_OK) == 0 else { throw node.error("cannot read \(path): \(String(cString: strerror(errno)))") }
+        do { try System.checkAccess(path, .readable) } catch { throw node.error("cannot read \(path): \(error.reason)") }
         return path
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import ModuleIsolation
 import ModuleLoading
+import SystemCalls
 
 /// The keys of an exec module's entry (docs/modules-any-language.md):
 ///
@@ -75,7 +76,7 @@ extension HostConfig {
             }
         }
         guard let status = try? System.status(of: path), status.isRegularFile else { return "cannot run \(path): it is not a regular file" }
-        guard access(path, X_OK) == 0 else { return "cannot run \(path): it is not executable (chmod +x)" }
+        guard System.isAccessible(path, .executable) else { return "cannot run \(path): it is not executable (chmod +x)" }
         return nil
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 /// Where the metrics endpoint listens: an IP address literal and a TCP port, as written in the
 /// config (`127.0.0.1:9464`, `[::1]:9464`, `0.0.0.0:9464`).
@@ -36,9 +37,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         }
         self.host = String(hostPart)
         self.port = port
-        var probe = in6_addr()
-        let parsed = host.withCString { inet_pton(family == .ipv4 ? AF_INET : AF_INET6, $0, &probe) }
-        guard parsed == 1 else {
+        guard System.StreamSocket.isAddressLiteral(host, ipv6: family == .ipv6) else {
             throw ListenAddressError("\"\(host)\" is not an \(family == .ipv4 ? "IPv4" : "IPv6") address literal (names are not resolved)")
         }
     }

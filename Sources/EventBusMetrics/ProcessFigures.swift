@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 /// The process's own figures, read from `/proc/self` when scraped: what an operator checks
 /// first when a service misbehaves (memory, descriptors, threads, CPU).
@@ -23,13 +24,11 @@ public struct ProcessFigures: Sendable {
         guard fields.count >= 22 else { return nil }
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         let page = UInt64(sysconf(Int32(_SC_PAGESIZE)))
-        var limit = rlimit()
-        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         return ProcessFigures(
             residentBytes: field(24) * page,
             virtualBytes: field(23),
             openFileDescriptors: Self.openDescriptorCount() ?? 0,
-            maxFileDescriptors: UInt64(limit.rlim_cur),
+            maxFileDescriptors: UInt64(System.openFileLimit().soft),
             threads: Int(field(20)),
             cpuSeconds: Double(field(14) + field(15)) / ticks,
             startTime: bootTime() + Double(field(22)) / ticks)
@@ -39,13 +38,8 @@ public struct ProcessFigures: Sendable {
     /// reading it); nil when that cannot be read — which, when descriptors have run out, is
     /// itself the answer.
     public static func openDescriptorCount() -> Int? {
-        guard let directory = opendir("/proc/self/fd") else { return nil }
-        defer { closedir(directory) }
-        var count = 0
-        while let entry = readdir(directory) {
-            if entry.pointee.d_name.0 != UInt8(ascii: ".") { count += 1 }
-        }
-        return max(0, count - 1)  // the descriptor opendir itself holds
+        guard let entries = try? System.directoryEntries("/proc/self/fd") else { return nil }
+        return max(0, entries.count - 1)  // the descriptor opendir itself holds
     }
 
     private static func bootTime() -> Double {

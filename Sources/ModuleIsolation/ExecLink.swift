@@ -3,6 +3,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 import Synchronization
 
 /// What an exec module's session holds beyond a worker's: the program's output and error
@@ -60,22 +61,18 @@ final class ExecLink: @unchecked Sendable {
 
         /// Reads into `buffer`: the byte count, or 0 at the end (or after ``stop()``).
         func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-            while true {
-                let count = recv(fd, buffer.baseAddress, buffer.count, 0)
-                if count >= 0 { return count }
-                if errno != EINTR { return 0 }
-            }
+            (try? System.read(fd, into: buffer)) ?? 0
         }
 
         /// Makes a blocked ``read(into:)`` return its end, whoever else holds the other end open.
         func stop() {
-            lock.withLock { if !closed { shutdown(fd, Int32(SHUT_RDWR)) } }
+            lock.withLock { if !closed { try? System.shutdown(fd, .both) } }
         }
 
         /// By the reader, once it is done.
         func close() {
             lock.withLock {
-                if !closed { Glibc.close(fd) }
+                if !closed { System.close(fd) }
                 closed = true
             }
         }

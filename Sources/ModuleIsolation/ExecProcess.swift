@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// An exec module's program (docs/modules-any-language.md): spawned as a worker is — its own
 /// process group, default signals, nothing of the host's descriptors — but through the worker
@@ -25,11 +26,12 @@ public struct ExecProcess: Sendable {
     /// Starts `program` (its path first, absolute) for the module `name`, through `worker`.
     public static func spawn(program: [String], name: String, settings: WorkerSettings,
                              worker: String = WorkerProcess.defaultExecutable) throws(WorkerProcess.SpawnError) -> ExecProcess {
-        guard let path = program.first, access(path, X_OK) == 0 else {
-            throw WorkerProcess.SpawnError(description: "\(program.first ?? "(no program)") is not there or not executable (\(String(cString: strerror(errno))))")
+        guard let path = program.first else { throw WorkerProcess.SpawnError(description: "no program to run") }
+        do { try System.checkAccess(path, .executable) } catch {
+            throw WorkerProcess.SpawnError(description: "\(path) is not there or not executable (\(error.reason))")
         }
-        guard access(worker, X_OK) == 0 else {
-            throw WorkerProcess.SpawnError(description: "the module worker \(worker) is not there or not executable (\(String(cString: strerror(errno)))); install eventbus-module-worker next to eventbusd or set EVENTBUS_MODULE_WORKER")
+        do { try System.checkAccess(worker, .executable) } catch {
+            throw WorkerProcess.SpawnError(description: "the module worker \(worker) is not there or not executable (\(error.reason)); install eventbus-module-worker next to eventbusd or set EVENTBUS_MODULE_WORKER")
         }
         let arguments = [worker, "--module", name, "--parent", String(getpid()), "--mode", "exec"]
             + WorkerProcess.limitArguments(settings) + ["--"] + program
@@ -37,48 +39,38 @@ public struct ExecProcess: Sendable {
     }
 
     private static func spawnNow(worker: String, arguments: [String]) -> Result<ExecProcess, WorkerProcess.SpawnError> {
-        func failure(_ call: String) -> Result<ExecProcess, WorkerProcess.SpawnError> {
-            .failure(WorkerProcess.SpawnError(description: "\(call): \(String(cString: strerror(errno)))"))
-        }
-        var input: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &input) == 0 else { return failure("socketpair") }
-        var output: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &output) == 0 else {
-            input.forEach { Glibc.close($0) }
-            return failure("socketpair")
-        }
-        var errors: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &errors) == 0 else {
-            (input + output).forEach { Glibc.close($0) }
-            return failure("socketpair")
-        }
-        // The child's ends, above 0…2: dup2 onto itself would keep close-on-exec set, and a lower
-        // one could be overwritten by another's dup2 before it is copied.
-        let childEnds = [input[1], output[1], errors[1]].map(aboveStandard)
-        shutdown(childEnds[0], Int32(SHUT_WR))
-        shutdown(childEnds[1], Int32(SHUT_RD))
-        shutdown(childEnds[2], Int32(SHUT_RD))
-        defer { childEnds.forEach { Glibc.close($0) } }
-        let spawned = WorkerProcess.posixSpawn(executable: worker, arguments: arguments) { actions in
-            for (target, end) in childEnds.enumerated() { posix_spawn_file_actions_adddup2(&actions, end, Int32(target)) }
-            return 3
-        }
-        switch spawned {
-        case .success(let pid):
-            return .success(ExecProcess(process: WorkerProcess(pid: pid, socket: aboveStandard(input[0])),
-                                        output: aboveStandard(output[0]), errors: aboveStandard(errors[0])))
-        case .failure(let error):
-            [input[0], output[0], errors[0]].forEach { Glibc.close($0) }
-            return .failure(error)
+        var opened: [Int32] = []
+        do throws(System.CallError) {
+            // Standard input, output and error: the host's end first, the child's second.
+            for _ in 0..<3 {
+                let (hostEnd, childEnd) = try System.socketPair()
+                opened += [hostEnd, childEnd]
+            }
+            // Above 0…2: the child's ends because dup2 onto itself would keep close-on-exec set,
+            // and a lower one could be overwritten by another's dup2 before it is copied.
+            for index in opened.indices { opened[index] = try aboveStandard(opened[index]) }
+            let hostEnds = [opened[0], opened[2], opened[4]]
+            let childEnds = [opened[1], opened[3], opened[5]]
+            try? System.shutdown(childEnds[0], .writing)
+            try? System.shutdown(childEnds[1], .reading)
+            try? System.shutdown(childEnds[2], .reading)
+            var setup = WorkerProcess.workerSetup(closeFrom: 3)
+            setup.descriptors = childEnds.enumerated().map { (child: Int32($0.offset), parent: $0.element) }
+            let pid = try WorkerProcess.spawn(worker, arguments: arguments, setup: setup)
+            childEnds.forEach(System.close)
+            return .success(ExecProcess(process: WorkerProcess(pid: pid, socket: hostEnds[0]), output: hostEnds[1], errors: hostEnds[2]))
+        } catch {
+            opened.forEach(System.close)
+            return .failure(WorkerProcess.SpawnError(description: "\(error)"))
         }
     }
 
     /// `fd`, moved to 3 or above (close-on-exec) if it is a standard descriptor's number — as
-    /// in a host started with one of them closed.
-    private static func aboveStandard(_ fd: Int32) -> Int32 {
+    /// in a host started with one of them closed. On a failure `fd` stays open.
+    private static func aboveStandard(_ fd: Int32) throws(System.CallError) -> Int32 {
         guard fd < 3 else { return fd }
-        let moved = fcntl(fd, F_DUPFD_CLOEXEC, 3)
-        Glibc.close(fd)
+        let moved = try System.duplicate(fd, atLeast: 3)
+        System.close(fd)
         return moved
     }
 }

@@ -197,7 +197,7 @@ public final class FrameChannel: @unchecked Sendable {
     /// has run it does nothing to it (the descriptor's number may belong to something else by then).
     public func close() {
         let drained = condition.withLock {
-            if !descriptorClosed { shutdown(fd, Int32(SHUT_RDWR)) }
+            if !descriptorClosed { try? System.shutdown(fd, .both) }
             return closeLocked()
         }
         drained?()
@@ -231,7 +231,7 @@ public final class FrameChannel: @unchecked Sendable {
             while !writerDone { condition.wait() }
             if !descriptorClosed {
                 descriptorClosed = true
-                Glibc.close(fd)
+                System.close(fd)
             }
             return drained
         }
@@ -287,17 +287,8 @@ public final class FrameChannel: @unchecked Sendable {
     }
 
     private func writeAll(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                // Any failure (EPIPE: the peer is gone) closes the channel; the caller says so.
-                guard let n = (try? System.call("send") { Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL)) }) else {
-                    return false
-                }
-                offset += n
-            }
-            return true
-        }
+        // Any failure (EPIPE: the peer is gone) closes the channel; the caller says so.
+        (try? bytes.withUnsafeBytes { try System.StreamSocket.sendAll(fd, $0, "fd \(fd)") }) != nil
     }
 
     /// Writes what the socket takes without waiting; returns how many bytes, or nil when the
@@ -306,15 +297,10 @@ public final class FrameChannel: @unchecked Sendable {
         bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                if n >= 0 {
-                    offset += n
-                } else if errno == EINTR {
-                    continue
-                } else if errno == EAGAIN || errno == EWOULDBLOCK {
-                    break
-                } else {
-                    return nil
+                switch try? System.StreamSocket.write(fd, UnsafeRawBufferPointer(rebasing: raw[offset...]), "fd \(fd)") {
+                case .wrote(let count): offset += count
+                case .wouldBlock: return offset
+                case .closed, nil: return nil
                 }
             }
             return offset

@@ -41,7 +41,7 @@ public enum LoadCheck {
         } catch {
             return .notChecked(error.description)
         }
-        defer { close(process.socket) }
+        defer { System.close(process.socket) }
         let deadline = ContinuousClock.now + timeout
         let request = JSONWriter.line(LoadCheckWire.Request(path: path, config: config).json)
         guard let answer = exchange(process.socket, sending: request, until: deadline) else {
@@ -72,21 +72,22 @@ public enum LoadCheck {
             let ready = (try? System.poll(&descriptors, timeout: Int32(clamping: left.clampedNanoseconds / 1_000_000 + 1))) ?? 0
             guard ready > 0 else { continue }  // the deadline: checked above
             if writing {
-                do throws(System.CallError) {
-                    sent += try System.call("send") {
-                        request.withUnsafeBytes { bytes in
-                            send(socket, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-                        }
-                    }
-                    if sent == request.count { shutdown(socket, Int32(SHUT_WR)) }
-                } catch {
-                    // The worker is gone (EPIPE): nothing more to send; read what it left.
-                    if error.errno != EAGAIN { sent = request.count }
+                let written = request.withUnsafeBytes { bytes in
+                    try? System.StreamSocket.write(socket, UnsafeRawBufferPointer(rebasing: bytes[sent...]), "module worker")
+                }
+                switch written {
+                case .wrote(let count):
+                    sent += count
+                    if sent == request.count { try? System.shutdown(socket, .writing) }
+                case .wouldBlock: break
+                case .closed, nil: sent = request.count  // the worker is gone: nothing more to send; read what it left
                 }
                 continue
             }
             do throws(System.CallError) {
-                let count = try System.call("read") { read(socket, &buffer, buffer.count) }
+                let count = try buffer.withUnsafeMutableBytes { raw in
+                    Result { () throws(System.CallError) in try System.read(socket, into: raw) }
+                }.get()
                 if count == 0 { return answer }
                 answer += buffer[0..<count]
             } catch {

@@ -192,7 +192,7 @@ public final class FrameReader {
             end = unread
         }
         // End of file or a failed read: either way no more frames come.
-        guard let n = (try? System.call("read") { read(fd, storage + end, capacity - end) }), n > 0 else { return false }
+        guard let n = try? System.read(fd, into: UnsafeMutableRawBufferPointer(start: storage + end, count: capacity - end)), n > 0 else { return false }
         end += n
         return true
     }

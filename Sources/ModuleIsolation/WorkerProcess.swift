@@ -57,8 +57,8 @@ public struct WorkerProcess: Sendable {
     /// Spawns `executable` for the module `name`.
     public static func spawn(executable: String, name: String, settings: WorkerSettings,
                              mode: Mode = .run) throws(SpawnError) -> WorkerProcess {
-        guard access(executable, X_OK) == 0 else {
-            throw SpawnError(description: "the module worker \(executable) is not there or not executable (\(String(cString: strerror(errno)))); install eventbus-module-worker next to eventbusd or set EVENTBUS_MODULE_WORKER")
+        do { try System.checkAccess(executable, .executable) } catch {
+            throw SpawnError(description: "the module worker \(executable) is not there or not executable (\(error.reason)); install eventbus-module-worker next to eventbusd or set EVENTBUS_MODULE_WORKER")
         }
         var arguments = [executable, "--module", name, "--parent", String(getpid())]
         if mode == .check { arguments += ["--mode", "check"] }
@@ -79,65 +79,46 @@ public struct WorkerProcess: Sendable {
     }
 
     private static func spawnNow(executable: String, arguments: [String]) -> Result<WorkerProcess, SpawnError> {
-        var pair: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
-            return .failure(SpawnError(description: "socketpair: \(String(cString: strerror(errno)))"))
-        }
-        var childEnd = pair[1]
-        if childEnd == 3 {
-            // dup2(3, 3) would keep close-on-exec set: move it first.
-            childEnd = fcntl(pair[1], F_DUPFD_CLOEXEC, 10)
-            Glibc.close(pair[1])
-        }
-        defer { Glibc.close(childEnd) }
-        let spawned = posixSpawn(executable: executable, arguments: arguments) { actions in
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-            posix_spawn_file_actions_adddup2(&actions, childEnd, 3)
-            return 4
-        }
-        switch spawned {
-        case .success(let pid): return .success(WorkerProcess(pid: pid, socket: pair[0]))
-        case .failure(let error):
-            Glibc.close(pair[0])
-            return .failure(error)
+        do throws(System.CallError) {
+            let (hostEnd, firstChildEnd) = try System.socketPair()
+            var childEnd = firstChildEnd
+            if childEnd == 3 {
+                // dup2(3, 3) would keep close-on-exec set: move it first.
+                defer { System.close(3) }
+                do { childEnd = try System.duplicate(3, atLeast: 10) } catch {
+                    System.close(hostEnd)
+                    throw error
+                }
+            }
+            defer { System.close(childEnd) }
+            var setup = workerSetup(closeFrom: 4)
+            setup.nullInput = true
+            setup.descriptors = [(child: 3, parent: childEnd)]
+            do {
+                return .success(WorkerProcess(pid: try spawn(executable, arguments: arguments, setup: setup), socket: hostEnd))
+            } catch {
+                System.close(hostEnd)
+                throw error
+            }
+        } catch {
+            return .failure(SpawnError(description: "\(error)"))
         }
     }
 
-    /// `posix_spawn` of `executable` as every worker is spawned: `arrange` sets the child's
-    /// descriptors and returns the first one to close (every one from it up is closed), signal
-    /// dispositions and mask reset to default, a process group of its own, the worker
-    /// environment.
-    static func posixSpawn(executable: String, arguments: [String],
-                           arrange: (inout posix_spawn_file_actions_t) -> Int32) -> Result<pid_t, SpawnError> {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        let firstClosed = arrange(&actions)
-        guard let closeFrom = Self.addCloseFrom, closeFrom(&actions, firstClosed) == 0 else {
-            return .failure(SpawnError(description: "posix_spawn_file_actions_addclosefrom_np is missing (glibc 2.34 or later is needed)"))
-        }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // Default signal dispositions and an empty mask in the child, whatever the host changed.
-        var all = sigset_t()
-        sigfillset(&all)
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setpgroup(&attributes, 0)  // a process group of its own, led by the worker
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        var environment: [UnsafeMutablePointer<CChar>?] = workerEnvironment.map { strdup($0) } + [nil]
-        defer { for pointer in environment { free(pointer) } }
-        let status = posix_spawn(&pid, executable, &actions, &attributes, &argv, &environment)
-        guard status == 0 else {
-            return .failure(SpawnError(description: "posix_spawn \(executable): \(String(cString: strerror(status)))"))
-        }
-        return .success(pid)
+    /// How every worker is spawned: every descriptor from `closeFrom` up closed (the caller
+    /// adds the ones it hands over), signal dispositions and mask reset to default, a process
+    /// group of its own.
+    static func workerSetup(closeFrom: Int32) -> System.SpawnSetup {
+        var setup = System.SpawnSetup()
+        setup.closeFrom = closeFrom
+        setup.defaultSignals = true
+        setup.ownProcessGroup = true
+        return setup
+    }
+
+    /// `posix_spawn` of `executable` with the worker environment.
+    static func spawn(_ executable: String, arguments: [String], setup: System.SpawnSetup) throws(System.CallError) -> pid_t {
+        try System.spawn(executable, arguments: arguments, environment: workerEnvironment, setup: setup)
     }
 
     /// How a crashing worker's Swift runtime reports, unless `SWIFT_BACKTRACE` is set already:
@@ -153,8 +134,8 @@ public struct WorkerProcess: Sendable {
     /// runtime would otherwise log "unable to locate swift-backtrace" at every worker start.
     static func crashBacktraceSetting(workerDirectory: String, runtimeBacktracer: String?) -> String {
         let shipped = workerDirectory + "/swift-backtrace"
-        if access(shipped, X_OK) == 0 { return crashBacktrace + ",swift-backtrace=" + shipped }
-        if let runtimeBacktracer, access(runtimeBacktracer, X_OK) == 0 { return crashBacktrace }
+        if System.isAccessible(shipped, .executable) { return crashBacktrace + ",swift-backtrace=" + shipped }
+        if let runtimeBacktracer, System.isAccessible(runtimeBacktracer, .executable) { return crashBacktrace }
         return "SWIFT_BACKTRACE=enable=no"
     }
 
@@ -164,16 +145,8 @@ public struct WorkerProcess: Sendable {
     static var runtimeBacktracer: String? {
         // The loaded libswiftCore.so, as the process's own mappings name it (dladdr's Dl_info
         // is not visible to Swift's Glibc module).
-        // Read to its end by hand: /proc files have no size for Foundation to go by.
-        guard let stream = fopen("/proc/self/maps", "r") else { return nil }
-        defer { fclose(stream) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, stream)
-            if count <= 0 { break }
-            bytes += chunk[..<count]
-        }
+        // Read to its end by System.readFile: /proc files have no size for Foundation to go by.
+        guard let bytes = try? System.readFile("/proc/self/maps") else { return nil }
         let maps = String(decoding: bytes, as: UTF8.self)
         guard let line = maps.split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
               let slash = line.firstIndex(of: "/") else { return nil }
@@ -191,13 +164,6 @@ public struct WorkerProcess: Sendable {
                                                  runtimeBacktracer: runtimeBacktracer))
         }
         return entries
-    }()
-
-    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), looked up at run time: its
-    /// declaration is not visible to Swift's Glibc module.
-    private static let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
-        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
     }()
 
     /// How a worker ended.
@@ -238,11 +204,11 @@ public struct WorkerProcess: Sendable {
     /// it could be read before the worker was reaped.
     public func reapMeasured(within timeout: Duration) -> (exit: Exit, cpuSeconds: Double?) {
         let deadline = ContinuousClock.now + timeout
-        while !hasEnded, ContinuousClock.now < deadline { usleep(1_000) }
+        while !hasEnded, ContinuousClock.now < deadline { System.sleep(for: .milliseconds(1)) }
         let cpu = hasEnded ? cpuSeconds : nil
         // The worker is a zombie holding its pid (so the group id cannot be reused), or out of time.
-        Glibc.kill(-pid, SIGKILL)
-        Glibc.kill(pid, SIGKILL)  // in case its module moved it out of its own group
+        try? System.sendSignal(SIGKILL, toGroup: pid)
+        try? System.sendSignal(SIGKILL, to: pid)  // in case its module moved it out of its own group
         // A failure: not our child any more.
         guard let status = try? System.waitForExit(of: pid) else { return (.exited(-1), cpu) }
         return (Self.exit(from: status), cpu)
@@ -251,11 +217,8 @@ public struct WorkerProcess: Sendable {
     /// utime + stime of `/proc/PID/stat` (fields 14 and 15, in clock ticks), which a zombie
     /// still has.
     private var cpuSeconds: Double? {
-        guard let stream = fopen("/proc/\(pid)/stat", "r") else { return nil }
-        defer { fclose(stream) }
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        let count = fread(&buffer, 1, buffer.count, stream)
-        let text = String(decoding: buffer[..<max(0, count)], as: UTF8.self)
+        guard let bytes = try? System.readPrefix("/proc/\(pid)/stat", count: 1024) else { return nil }
+        let text = String(decoding: bytes, as: UTF8.self)
         // After the command's closing parenthesis: field 3 (state) onwards.
         guard let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
@@ -265,10 +228,8 @@ public struct WorkerProcess: Sendable {
 
     /// Whether the worker has ended (it stays unreaped until ``reap(within:)``).
     var hasEnded: Bool {
-        var info = siginfo_t()
         // A failure: not our child, reaped already.
-        guard (try? System.call("waitid") { waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) }) != nil else { return true }
-        return info._sifields._sigchld.si_pid == pid
+        (try? System.hasEnded(pid)) ?? true
     }
 
     /// Calls `ended` (on a thread of its own) when the worker process ends, without reaping it.
@@ -277,9 +238,8 @@ public struct WorkerProcess: Sendable {
         let pid = pid
         let thread = Thread {
             System.nameCurrentThread("eventbus.reap")
-            var info = siginfo_t()
             // Returns when it has ended, or fails when it is no child of ours any more (reaped).
-            _ = try? System.call("waitid") { waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) }
+            _ = try? System.hasEnded(pid, waiting: true)
             ended()
         }
         thread.stackSize = 64 * 1024
@@ -287,7 +247,7 @@ public struct WorkerProcess: Sendable {
     }
 
     public func kill(_ signal: Int32) {
-        Glibc.kill(pid, signal)
+        try? System.sendSignal(signal, to: pid)
     }
 
     private static func exit(from status: Int32) -> Exit {

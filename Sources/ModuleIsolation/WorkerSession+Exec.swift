@@ -43,7 +43,7 @@ extension WorkerSession {
     private func outputEndReason() -> String {
         // A program that ends closes its output a moment before its exit is seen.
         let deadline = ContinuousClock.now + .seconds(2)
-        while !process.hasEnded, ContinuousClock.now < deadline { usleep(2_000) }
+        while !process.hasEnded, ContinuousClock.now < deadline { System.sleep(for: .milliseconds(2)) }
         return process.hasEnded ? FrameChannel.endOfInput : "it closed its standard output"
     }
 

@@ -5,6 +5,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// Starting and stopping an exec module's program (docs/modules-any-language.md); its crashes,
 /// restarts and held mailbox are the supervisor's as for a worker. On the supervisor's queue.
@@ -78,9 +79,9 @@ extension WorkerSupervisor {
         session.channel.flushAndClose(timeout: remaining() / 2)
         let process = session.process
         let polite = ContinuousClock.now + min(.seconds(1), remaining() / 2)
-        while !process.hasEnded, ContinuousClock.now < polite { usleep(2_000) }
-        if !process.hasEnded { kill(-process.pid, SIGTERM) }
-        while !process.hasEnded, ContinuousClock.now < deadline { usleep(2_000) }
+        while !process.hasEnded, ContinuousClock.now < polite { System.sleep(for: .milliseconds(2)) }
+        if !process.hasEnded { try? System.sendSignal(SIGTERM, toGroup: process.pid) }
+        while !process.hasEnded, ContinuousClock.now < deadline { System.sleep(for: .milliseconds(2)) }
         let ended = process.hasEnded
         end(session)
         let exit = process.reap(within: .zero)

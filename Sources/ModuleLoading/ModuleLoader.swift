@@ -97,7 +97,9 @@ public final class ModuleLoader: Sendable {
             throw fail(.fileMissing, error.reason)
         }
         if var cached = libraries.withLock({ $0[resolved] }) {
-            cached.changedOnDisk = cached.identity != identity
+            // Replaced (another inode, or written since), or its mode or owner changed.
+            cached.changedOnDisk = !cached.identity.isSameVersion(as: identity)
+                || cached.identity.mode != identity.mode || cached.identity.ownerID != identity.ownerID
             return cached
         }
         guard identity.isRegularFile else { throw fail(.notELF, "not a regular file") }

@@ -42,19 +42,15 @@ guard let name = options["module"], let parent = options["parent"].flatMap(Int32
 
 // Die with the host: the kernel sends SIGKILL when the parent goes. If it already went between
 // the spawn and here, the signal will never come: leave now.
-// prctl(2) through dlsym: <sys/prctl.h> is not part of Swift's Glibc module.
-typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
-guard let prctlSymbol = dlsym(nil, "prctl") else { fail("no prctl in libc", status: 71) }
-let PR_SET_PDEATHSIG: Int32 = 1
-if unsafeBitCast(prctlSymbol, to: Prctl.self)(PR_SET_PDEATHSIG, UInt(SIGKILL), 0, 0, 0) != 0 {
-    fail("prctl(PR_SET_PDEATHSIG): \(String(cString: strerror(errno)))", status: 71)
+do { try System.setParentDeathSignal(SIGKILL) } catch {
+    fail("prctl(PR_SET_PDEATHSIG): \(error.reason)", status: 71)
 }
 if getppid() != parent { exit(70) }
 
 // The host's socket is fd 3 (dup2 cleared its close-on-exec flag): set it again, so nothing
 // this process starts — the Swift runtime's crash backtracer, or a module's own child — holds
 // the host's socket open after this process is gone.
-_ = fcntl(3, F_SETFD, FD_CLOEXEC)
+try? System.setCloseOnExec(3)
 
 // A closed socket must be an error return, not a signal.
 signal(SIGPIPE, SIG_IGN)
@@ -77,9 +73,8 @@ for ignored in [SIGINT, SIGTERM, SIGHUP] { signal(ignored, SIG_IGN) }
     guard let value = rlim_t(text) else {
         fail("--\(option) \(text) is not a number", status: 64)
     }
-    var limits = rlimit(rlim_cur: value, rlim_max: value + hardExtra)
-    if setrlimit(Int32(resource.rawValue), &limits) != 0 {
-        fail("setrlimit \(option) \(value): \(String(cString: strerror(errno)))", status: 71)
+    do { try System.setResourceLimit(resource, soft: UInt64(value), hard: UInt64(value + hardExtra)) } catch {
+        fail("setrlimit \(option) \(value): \(error.reason)", status: 71)
     }
 }
 limit(RLIMIT_DATA, "memory-limit")

@@ -131,12 +131,11 @@ final class Exporter: @unchecked Sendable {
     /// blocks, so the next events gather into a batch instead of each one waking the thread (a
     /// wake-up costs more than publishing an event). Bounds the latency it adds. (Core mode
     /// paces itself with ``sendNow(_:)``'s round trip instead.)
-    static let linger = timespec(tv_sec: 0, tv_nsec: 30_000)
+    static let linger = Duration.microseconds(30)
 
     private func lingerIfDrained(_ taken: Int) {
         guard taken < 256 else { return }
-        var pause = Self.linger
-        nanosleep(&pause, nil)
+        System.sleep(for: Self.linger)
     }
 
     /// The subject of the name published last, as a C string, and whether the name can be
@@ -486,7 +485,7 @@ final class Exporter: @unchecked Sendable {
         while outstanding.isAwaitingAnswer(index) {
             if republishNeeded.load(ordering: .relaxed) { return false }
             if queue.isStopped, !stopping || ContinuousClock.now >= deadline { return false }
-            usleep(200)
+            System.sleep(for: .microseconds(200))
         }
         return !outstanding.isOutstanding(index)
     }

@@ -1,5 +1,6 @@
 @_spi(EventBusHost) import EventBusKit
 import Foundation
+import SystemCalls
 
 /// A small file in the host's state directory, written the way journal consumer positions are:
 /// to a temporary file that is fsynced, renamed over the old one, then the directory fsynced.
@@ -16,11 +17,13 @@ struct StateFile {
     }
 
     func read() throws(BridgeError) -> String? {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            if access(path, F_OK) == 0 { throw BridgeError(.state, "cannot read \(path): \(String(cString: strerror(errno)))") }
+        do {
+            return String(decoding: try System.readFile(path), as: UTF8.self)
+        } catch where error.isNoSuchFile {
             return nil
+        } catch {
+            throw BridgeError(.state, "cannot read \(path): \(error.reason)")
         }
-        return String(decoding: data, as: UTF8.self)
     }
 
     func write(_ text: String) throws(BridgeError) {

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Subprocess
+import SystemCalls
 import SystemPackage
 
 /// Runs a command as a child process of eventbusd: for hosts where no systemd manager can run
@@ -24,17 +25,8 @@ public struct ChildProcessLauncher: CommandLauncher {
     }
 
     /// A command that exits without reading its standard input makes the write of the event an
-    /// `EPIPE` — which, with SIGPIPE's default action, would end eventbusd. A handler that does
-    /// nothing turns it into the error return; unlike `SIG_IGN`, a handled signal is back to its
-    /// default in every command started (exec resets it), so `yes | head` in a rule's shell
-    /// line behaves as anywhere else.
-    private static let survivePipeWrites: Void = {
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in }
-        sigemptyset(&action.sa_mask)
-        action.sa_flags = SA_RESTART
-        sigaction(SIGPIPE, &action, nil)
-    }()
+    /// `EPIPE` — which, with SIGPIPE's default action, would end eventbusd.
+    private static let survivePipeWrites: Void = System.survivePipeSignals()
 
     public func run(_ spec: CommandSpec, started: @escaping @Sendable (CommandStart) -> Void) async -> CommandOutcome {
         guard let program = spec.argv.first else {
@@ -78,7 +70,7 @@ public struct ChildProcessLauncher: CommandLauncher {
                                                           error: .combinedWithOutput) { execution in
                         let leader = execution.processIdentifier.value
                         started(CommandStart(pid: leader, unit: nil))
-                        defer { kill(-leader, SIGKILL) }  // whatever of its group outlived it
+                        defer { try? System.sendSignal(SIGKILL, toGroup: leader) }  // whatever of its group outlived it
                         // Written beside the reading, and never an error of the run: a command
                         // may exit, or close its input, without reading it.
                         let writer = execution.standardInputWriter

@@ -1,5 +1,6 @@
 import Glibc
 import RuleRunnerProtocol
+import SystemCalls
 
 /// Who is at the other end of the runner's connection, as the kernel recorded it at `connect`
 /// (`SO_PEERCRED`): nothing the peer says about itself.
@@ -8,14 +9,12 @@ struct PeerCredentials: Equatable {
     var uid: UInt32
 
     static func of(_ fd: Int32) -> Result<PeerCredentials, RuleRunnerError> {
-        // `struct ucred` (pid, uid, gid), which the Glibc module does not export without _GNU_SOURCE.
-        struct Credentials { var pid: Int32 = 0; var uid: UInt32 = 0; var gid: UInt32 = 0 }
-        var credentials = Credentials()
-        var length = socklen_t(MemoryLayout<Credentials>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
-            return .failure(RuleRunnerError(.connection, "getsockopt(SO_PEERCRED): \(String(cString: strerror(errno)))"))
+        do {
+            let peer = try System.StreamSocket.peer(of: fd)
+            return .success(PeerCredentials(pid: peer.processID, uid: peer.userID))
+        } catch {
+            return .failure(RuleRunnerError(.connection, "\(error.call): \(error.reason)"))
         }
-        return .success(PeerCredentials(pid: credentials.pid, uid: credentials.uid))
     }
 
     /// Root, or the user eventbusd runs as (by name, looked up now): nobody else may ask for

@@ -5,6 +5,7 @@ import Foundation
 import Glibc
 import RuleActions
 import RuleRunnerProtocol
+import SystemCalls
 import TransientUnits
 
 /// One client connection of the runner, from its first line to its close: reads requests on a
@@ -94,7 +95,7 @@ final class RunnerConnection: @unchecked Sendable {
                 RunnerLog.error("no run for \(peer): \(error)")
             }
         case .close:
-            shutdown(fd, Int32(SHUT_RDWR))
+            try? System.shutdown(fd, .both)
             closed.signal()
         }
     }
@@ -129,8 +130,6 @@ final class RunnerConnection: @unchecked Sendable {
 
     /// `SO_RCVTIMEO`: a read that waits longer fails with EAGAIN. Nil: wait as long as it takes.
     private static func setReceiveTimeout(_ fd: Int32, _ limit: Duration?) {
-        let seconds = limit?.components.seconds ?? 0
-        var value = timeval(tv_sec: Int(seconds), tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+        try? System.StreamSocket.setReceiveTimeout(fd, limit)
     }
 }

@@ -1,4 +1,4 @@
-import Glibc
+import SystemCalls
 
 /// The runner's log: lines on standard error, which systemd gives the journal, each with its
 /// syslog priority as a `<N>` prefix (`SyslogLevelPrefix=`, on by default) so `journalctl -p`
@@ -9,7 +9,6 @@ enum RunnerLog {
     static func error(_ message: String) { write(3, message) }
 
     private static func write(_ priority: Int, _ message: String) {
-        let line = Array("<\(priority)>\(message.replacingOccurrences(of: "\n", with: " "))\n".utf8)
-        line.withUnsafeBytes { _ = Glibc.write(2, $0.baseAddress!, $0.count) }
+        System.writeToStandardError("<\(priority)>\(message.replacingOccurrences(of: "\n", with: " "))\n")
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// The lines of a connection, each at most a bound long: a peer that sends a longer one gets
 /// ``RuleRunnerError/Code/lineTooLong`` instead of a root process buffering without end. One
@@ -38,18 +39,13 @@ public struct BoundedLineReader {
                 defer { buffer = []; scanned = 0 }
                 return .success(buffer)
             }
-            let got = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if got > 0 {
-                buffer.append(contentsOf: chunk[..<got])
-            } else if got == 0 {
-                atEnd = true
-            } else {
-                switch errno {
-                case EINTR: continue
-                case EAGAIN: return .failure(RuleRunnerError(.noRequest, "nothing was sent in time"))
-                case ECONNRESET: atEnd = true
-                case let code: return .failure(RuleRunnerError(.connection, "read: \(String(cString: strerror(code)))"))
-                }
+            let got = chunk.withUnsafeMutableBytes { raw in Result { () throws(System.CallError) in try System.read(fd, into: raw) } }
+            switch got {
+            case .success(0): atEnd = true
+            case .success(let count): buffer.append(contentsOf: chunk[..<count])
+            case .failure(let error) where error.errno == EAGAIN: return .failure(RuleRunnerError(.noRequest, "nothing was sent in time"))
+            case .failure(let error) where error.errno == ECONNRESET: atEnd = true
+            case .failure(let error): return .failure(RuleRunnerError(.connection, "read: \(error.reason)"))
             }
         }
     }

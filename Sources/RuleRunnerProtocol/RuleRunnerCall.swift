@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SystemCalls
 import RuleActions
 
 /// One run through the rule runner, the client's side: connect, send the request, read the
@@ -52,7 +53,7 @@ final class RuleRunnerCall: @unchecked Sendable {
         case .success(let fd): connected = fd
         case .failure(let error): return failed(error.message)
         }
-        defer { lock.withLock { close(connected); fd = -1 } }
+        defer { lock.withLock { System.close(connected); fd = -1 } }
         // Under the lock, so a stop asked for meanwhile follows the request rather than preceding it.
         let sent = lock.withLock {
             guard UnixStream.write(request.line, to: connected) else { return false }

@@ -1,6 +1,7 @@
 import ControlProtocol
 import Foundation
 import RuleActions
+import SystemCalls
 
 /// Runs rules' commands as transient units through `eventbus-rule-runner`, the root helper, for
 /// an eventbusd that systemd will not let start units itself (the packaged one, user
@@ -27,7 +28,7 @@ public final class RuleRunnerLauncher: CommandLauncher {
     /// runner takes a connection without a request for nothing).
     public static func isListening(at path: String = RuleRunnerProtocol.socketPath) -> Bool {
         guard case .success(let fd) = UnixStream.connect(to: path) else { return false }
-        close(fd)
+        System.close(fd)
         return true
     }
 

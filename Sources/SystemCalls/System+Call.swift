@@ -66,11 +66,13 @@ extension System {
         while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, nil) == EINTR {}
     }
 
-    /// `waitpid(2)` for `pid`, blocking: its wait status, or a ``CallError`` (`ECHILD`: not a
-    /// child of this process, or reaped already).
-    public static func waitForExit(of pid: pid_t) throws(CallError) -> Int32 {
-        var status: Int32 = 0
-        _ = try call("waitpid", "pid \(pid)") { waitpid(pid, &status, 0) }
-        return status
+    /// Sleeps for `duration` on `CLOCK_MONOTONIC`, however many signals arrive meanwhile: the
+    /// short pauses of loops that wait for a condition no descriptor reports (a child ending).
+    public static func sleep(for duration: Duration) {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let (seconds, attoseconds) = duration.components
+        let nanoseconds = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec) + seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        sleep(untilMonotonic: UInt64(max(0, nanoseconds)))
     }
 }

@@ -152,10 +152,6 @@ extension System {
         return fd
     }
 
-    public static func close(_ fd: Int32) {
-        _ = Glibc.close(fd)
-    }
-
     /// Writes all of `text` to standard error (a line that must get out even when the log
     /// handler cannot deliver).
     public static func writeToStandardError(_ text: String) {
@@ -234,13 +230,5 @@ extension System {
         }
         return SocketDescription(isSocket: true, isStream: option(SO_TYPE) == Int32(SOCK_STREAM.rawValue),
                                  isListening: option(SO_ACCEPTCONN) == 1, isUnix: isUnix, path: path)
-    }
-
-    /// Sets `FD_CLOEXEC`, so programs this process starts do not inherit the descriptor.
-    public static func setCloseOnExec(_ fd: Int32) throws(CallError) {
-        let flags = fcntl(fd, F_GETFD)
-        guard flags >= 0, fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == 0 else {
-            throw CallError(call: "fcntl(F_SETFD)", path: "fd \(fd)", errno: errno)
-        }
     }
 }

@@ -30,7 +30,7 @@ extension System {
             let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard probe >= 0 else { throw CallError(call: "socket", path: path, errno: errno) }
             defer { Glibc.close(probe) }
-            if withAddress(path, { connect(probe, $0, $1) }) == 0 { return .liveSocket }
+            if withAddress(path, { Glibc.connect(probe, $0, $1) }) == 0 { return .liveSocket }
             switch errno {
             case ECONNREFUSED: return .staleSocket
             case ENOENT: return .nothing  // removed meanwhile
@@ -110,6 +110,13 @@ extension System {
                 throw error
             }
             return fd
+        }
+
+        /// Whether `host` is a numeric IPv4 (or, `ipv6`, IPv6) address, as ``listen(host:port:ipv6:deferAccept:backlog:)``
+        /// takes it (`inet_pton`; names are not resolved).
+        public static func isAddressLiteral(_ host: String, ipv6: Bool) -> Bool {
+            var probe = in6_addr()
+            return host.withCString { inet_pton(ipv6 ? AF_INET6 : AF_INET, $0, &probe) } == 1
         }
 
         /// `bind(2)` to an IPv4 or IPv6 socket address (`sockaddr_in`, `sockaddr_in6`).
@@ -257,10 +264,11 @@ extension System {
             case closed
         }
 
-        /// `send` with `MSG_NOSIGNAL`: a client that went away must not kill the host with SIGPIPE.
+        /// `send` with `MSG_NOSIGNAL`: a client that went away must not kill the host with SIGPIPE;
+        /// and `MSG_DONTWAIT`: what the socket takes now, whether the descriptor blocks or not.
         public static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, _ what: String) throws(CallError) -> WriteResult {
             do {
-                return .wrote(try call("send", what) { Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) })
+                return .wrote(try call("send", what) { Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) })
             } catch {
                 switch error.errno {
                 case EAGAIN: return .wouldBlock
@@ -279,7 +287,7 @@ extension System {
             return group.gr_gid
         }
 
-        private static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
+        static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
             guard path.utf8.count < maximumPathLength else {

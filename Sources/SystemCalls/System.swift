@@ -11,10 +11,28 @@ public enum System {
     public struct FileStatus: Equatable, Sendable {
         public var mode: UInt32
         public var ownerID: UInt32
+        public var groupID: UInt32
         public var device: UInt64
         public var inode: UInt64
+        public var size: Int64
         public var modifiedSeconds: Int
         public var modifiedNanoseconds: Int
+        /// The inode's last change (`st_ctim`): its bytes, or its mode, owner, links or name.
+        public var changedSeconds: Int
+        public var changedNanoseconds: Int
+
+        init(_ info: stat) {
+            mode = UInt32(info.st_mode)
+            ownerID = UInt32(info.st_uid)
+            groupID = UInt32(info.st_gid)
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+            size = Int64(info.st_size)
+            modifiedSeconds = Int(info.st_mtim.tv_sec)
+            modifiedNanoseconds = Int(info.st_mtim.tv_nsec)
+            changedSeconds = Int(info.st_ctim.tv_sec)
+            changedNanoseconds = Int(info.st_ctim.tv_nsec)
+        }
 
         public var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
         public var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
@@ -52,10 +70,14 @@ public enum System {
     public static func status(of path: String) throws(CallError) -> FileStatus {
         var info = stat()
         guard stat(path, &info) == 0 else { throw CallError(call: "stat", path: path, errno: errno) }
-        return FileStatus(
-            mode: UInt32(info.st_mode), ownerID: UInt32(info.st_uid),
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
-            modifiedSeconds: Int(info.st_mtim.tv_sec), modifiedNanoseconds: Int(info.st_mtim.tv_nsec))
+        return FileStatus(info)
+    }
+
+    /// `lstat(2)`: a symbolic link's own status, not its target's.
+    public static func linkStatus(of path: String) throws(CallError) -> FileStatus {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw CallError(call: "lstat", path: path, errno: errno) }
+        return FileStatus(info)
     }
 
     /// `realpath(3)`: the absolute path with every symbolic link, `.` and `..` resolved.
@@ -139,6 +161,13 @@ extension System {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return OpenFileLimit(soft: 1024, hard: 1024) }
         return OpenFileLimit(soft: Int(clamping: limit.rlim_cur), hard: Int(clamping: limit.rlim_max))
+    }
+
+    /// `setrlimit(2)` of `resource` (`RLIMIT_DATA`, `RLIMIT_CPU`, …): the limits the module worker
+    /// sets on itself before it loads a module, which `posix_spawn` cannot set for it.
+    public static func setResourceLimit(_ resource: __rlimit_resource, soft: UInt64, hard: UInt64) throws(CallError) {
+        var limit = rlimit(rlim_cur: rlim_t(soft), rlim_max: rlim_t(hard))
+        _ = try call("setrlimit", "resource \(resource.rawValue)") { setrlimit(Int32(resource.rawValue), &limit) }
     }
 
     /// Raises the soft limit to the hard one. Returns the limits before and after.

@@ -1,5 +1,6 @@
 import CSystemd
 import Foundation
+import SystemCalls
 
 /// One sd-bus connection to a service manager. sd-bus objects are not thread-safe: every
 /// method here runs on the one thread that owns the connection (the units source's connection
@@ -87,8 +88,8 @@ public final class SDBus {
             while dispatched > 0, !answered() { dispatched = process() }
             guard dispatched >= 0, isOpen else { return answered() }
             if !answered() {
-                var descriptor = pollfd(fd: fileDescriptor, events: Int16(truncatingIfNeeded: events), revents: 0)
-                _ = poll(&descriptor, 1, 100)
+                var descriptors = [pollfd(fd: fileDescriptor, events: Int16(truncatingIfNeeded: events), revents: 0)]
+                _ = try? System.poll(&descriptors, timeout: 100)
             }
         }
         return true

@@ -1,6 +1,7 @@
 import Foundation
 import RuleActions
 import SystemdBus
+import SystemCalls
 
 /// Runs rules' commands as transient systemd units (`StartTransientUnit`), so each is a unit of
 /// its own: its own cgroup, limits and sandbox as unit properties, its output in the journal
@@ -61,11 +62,11 @@ public final class TransientUnitLauncher: CommandLauncher {
         if let address {
             endpoint = Endpoint(address: address, busClient: !address.hasSuffix("/systemd/private"))
         } else {
-            guard access("/run/systemd/system", F_OK) == 0 else {
+            guard System.isAccessible("/run/systemd/system") else {
                 return .failure(TransientUnitError(.notBooted, "PID 1 is not systemd (no /run/systemd/system): no transient units"))
             }
             let privateSocket = "/run/systemd/private"
-            if geteuid() == 0, access(privateSocket, F_OK) == 0 {
+            if geteuid() == 0, System.isAccessible(privateSocket) {
                 endpoint = Endpoint(address: "unix:path=\(privateSocket)", busClient: false)
             } else {
                 let system = ProcessInfo.processInfo.environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/run/dbus/system_bus_socket"

@@ -33,8 +33,8 @@ final class TransientUnitRun: @unchecked Sendable {
     private let endpoint: TransientUnitLauncher.Endpoint
     private let started: @Sendable (CommandStart) -> Void
     private let cancelled = Atomic<Bool>(false)
-    /// A pipe: written to wake the thread (a cancel), read by its poll(2).
-    private let wakeDescriptors: (read: Int32, write: Int32)
+    /// Signalled to wake the thread (a cancel), polled by it.
+    private let wakeUp: System.WakeUp
 
     // The thread's own.
     private let unitPath: String
@@ -62,20 +62,9 @@ final class TransientUnitRun: @unchecked Sendable {
         self.started = started
         unitPath = UnitPath.path(of: spec.unitName)
         state = UnitRunState(unit: spec.unitName)
-        var pipeDescriptors: [Int32] = [-1, -1]
-        if pipe(&pipeDescriptors) != 0 {
-            fatalError("transient unit: no pipe for the run's thread: \(String(cString: strerror(errno)))")
+        do { wakeUp = try System.WakeUp() } catch {
+            fatalError("transient unit: no wake-up for the run's thread: \(error)")
         }
-        for descriptor in pipeDescriptors {
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-            _ = fcntl(descriptor, F_SETFL, O_NONBLOCK)
-        }
-        wakeDescriptors = (pipeDescriptors[0], pipeDescriptors[1])
-    }
-
-    deinit {
-        close(wakeDescriptors.read)
-        close(wakeDescriptors.write)
     }
 
     /// Starts the thread; `finished` gets the outcome on it, once.
@@ -92,8 +81,7 @@ final class TransientUnitRun: @unchecked Sendable {
     /// Stops the command (or keeps it from starting); from any thread.
     func cancel() {
         cancelled.store(true, ordering: .releasing)
-        var byte: UInt8 = 1
-        _ = write(wakeDescriptors.write, &byte, 1)
+        wakeUp.signal()
     }
 
     // MARK: The thread
@@ -132,7 +120,7 @@ final class TransientUnitRun: @unchecked Sendable {
                 case .gone: state.unitRemoved(spec.unitName)
                 case .unclear:
                     removalToCheck = true
-                    usleep(100_000)
+                    System.sleep(for: .milliseconds(100))
                     continue
                 }
             }
@@ -206,7 +194,7 @@ final class TransientUnitRun: @unchecked Sendable {
                 return .ended(CommandOutcome(termination: .failedToStart("\(lost) and could not be read again within a minute (\(trouble)): \(spec.unitName) may still run"),
                                              duration: elapsed))
             }
-            usleep(useconds_t(delay * 1000))
+            System.sleep(for: .milliseconds(delay))
             delay = min(1000, delay * 2)
         }
     }
@@ -268,7 +256,7 @@ final class TransientUnitRun: @unchecked Sendable {
     }
 
     private func waitForWork(_ bus: SDBus) {
-        var descriptors = [pollfd(fd: wakeDescriptors.read, events: Int16(POLLIN), revents: 0),
+        var descriptors = [pollfd(fd: wakeUp.descriptor, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: bus.fileDescriptor, events: Int16(truncatingIfNeeded: bus.events), revents: 0)]
         var timeout = bus.pollTimeout
         if let failedJobDeadline {
@@ -276,9 +264,8 @@ final class TransientUnitRun: @unchecked Sendable {
             let milliseconds = max(0, Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
             timeout = timeout < 0 ? milliseconds : min(timeout, milliseconds)
         }
-        _ = poll(&descriptors, nfds_t(descriptors.count), timeout)
-        var drained = [UInt8](repeating: 0, count: 16)
-        while read(wakeDescriptors.read, &drained, drained.count) > 0 {}
+        _ = try? System.poll(&descriptors, timeout: timeout)
+        wakeUp.drain()
     }
 
     // MARK: Messages

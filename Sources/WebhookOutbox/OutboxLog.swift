@@ -72,12 +72,14 @@ final class OutboxLog: @unchecked Sendable {
         self.segmentLimit = segmentLimit
         var missing: [String] = []
         var existing = path
-        while !existing.isEmpty, access(existing, F_OK) != 0 {
+        while !existing.isEmpty, !System.isAccessible(existing) {
             missing.append(existing)
             existing = (existing as NSString).deletingLastPathComponent
         }
-        for folder in missing.reversed() where mkdir(folder, 0o700) != 0 && errno != EEXIST {
-            throw WebhookOutboxError(.folder, "cannot create \(folder): \(String(cString: strerror(errno)))")
+        for folder in missing.reversed() {
+            do { try System.makeDirectory(folder, mode: 0o700) } catch {
+                guard error.errno == EEXIST else { throw WebhookOutboxError(.folder, "cannot create \(folder): \(error.reason)") }
+            }
         }
         let status: System.FileStatus
         do { status = try System.status(of: path) } catch {
@@ -85,21 +87,19 @@ final class OutboxLog: @unchecked Sendable {
         }
         guard status.isDirectory else { throw WebhookOutboxError(.folder, "\(path) is not a folder") }
         if status.mode & 0o077 != 0 {
-            guard chmod(path, 0o700) == 0 else {
-                throw WebhookOutboxError(.folder, "cannot make \(path) private (0700): \(String(cString: strerror(errno)))")
+            do { try System.changeMode(of: path, to: 0o700) } catch {
+                throw WebhookOutboxError(.folder, "cannot make \(path) private (0700): \(error.reason)")
             }
             logger.notice("webhook outbox folder was \(status.permissions), made 0700", metadata: ["path": "\(path)"])
         }
-        directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard directory >= 0 else {
-            throw WebhookOutboxError(.folder, "cannot open \(path): \(String(cString: strerror(errno)))")
+        do { directory = try System.openFile(path, O_RDONLY | O_DIRECTORY) } catch {
+            throw WebhookOutboxError(.folder, "cannot open \(path): \(error.reason)")
         }
         // Two outboxes on one log — a second process, or a new outbox before the old one's
         // shutdown — would each compact away what the other appends.
-        guard flock(directory, LOCK_EX | LOCK_NB) == 0 else {
-            let reason = errno == EWOULDBLOCK ? "another outbox has it open" : String(cString: strerror(errno))
-            Glibc.close(directory)
-            throw WebhookOutboxError(.inUse, "cannot use \(path): \(reason)")
+        do { try System.lockExclusively(directory, path: path) } catch {
+            System.close(directory)
+            throw WebhookOutboxError(.inUse, "cannot use \(path): \(error.errno == EWOULDBLOCK ? "another outbox has it open" : error.reason)")
         }
     }
 
@@ -112,10 +112,10 @@ final class OutboxLog: @unchecked Sendable {
         while syncing { condition.wait() }
         guard !closed else { return }
         closed = true
-        for segment in segments { Glibc.close(segment.descriptor) }
+        for segment in segments { System.close(segment.descriptor) }
         segments = []
         location = [:]
-        Glibc.close(directory)
+        System.close(directory)
     }
 
     func file(_ number: UInt64) -> String {
@@ -192,7 +192,7 @@ final class OutboxLog: @unchecked Sendable {
                 location[stored.sequence] = number
             }
             segments[0].pending = pending.count
-            _ = try System.call("fdatasync", file(number)) { fdatasync(segment.descriptor) }
+            try System.syncData(segment.descriptor, path: file(number))
         } catch {
             throw WebhookOutboxError(.folder, "cannot write a new segment in \(path): \(error)")
         }
@@ -200,7 +200,7 @@ final class OutboxLog: @unchecked Sendable {
         // segment, and replaying both gives the same pending deliveries.
         for (old, damage) in contents.segments {
             let name = file(old)
-            if let damage, !damage.torn { rename(name, name + ".corrupt") } else { unlink(name) }
+            if let damage, !damage.torn { try? System.rename(name, to: name + ".corrupt") } else { try? System.removeFile(name) }
         }
         return (pending, contents.highestSequence)
     }
@@ -233,7 +233,7 @@ final class OutboxLog: @unchecked Sendable {
             let segment = segments[segments.count - 1]
             condition.unlock()
             var failure: System.CallError?
-            do { _ = try System.call("fdatasync", file(segment.number)) { fdatasync(segment.descriptor) } } catch { failure = error }
+            do { try System.syncData(segment.descriptor, path: file(segment.number)) } catch { failure = error }
             condition.lock()
             syncing = false
             if failure == nil { synced = max(synced, covers) }
@@ -275,7 +275,7 @@ final class OutboxLog: @unchecked Sendable {
         do {
             try record.withUnsafeBytes { try System.writeAll(segment.descriptor, $0, path: file(segment.number)) }
         } catch {
-            if ftruncate(segment.descriptor, off_t(segment.size)) != 0 { mustRotate = true }
+            if (try? System.truncate(segment.descriptor, to: Int64(segment.size), path: file(segment.number))) == nil { mustRotate = true }
             throw error
         }
         segments[segments.count - 1].size += record.count
@@ -292,7 +292,7 @@ final class OutboxLog: @unchecked Sendable {
         // Another thread may have begun the new segment while this one waited.
         guard needed(), let newest = segments.last else { return }
         // Everything appended so far becomes durable in the segment it is in.
-        _ = try System.call("fdatasync", file(newest.number)) { fdatasync(newest.descriptor) }
+        try System.syncData(newest.descriptor, path: file(newest.number))
         synced = appended
         let segment = try createSegment(newest.number + 1)
         segments.append(segment)
@@ -308,7 +308,7 @@ final class OutboxLog: @unchecked Sendable {
                 try write(LogRecord.add(sequence: sequence, delivery: delivery).encoded())
                 moved.append(sequence)
             }
-            _ = try System.call("fdatasync", file(segment.number)) { fdatasync(segment.descriptor) }
+            try System.syncData(segment.descriptor, path: file(segment.number))
             for sequence in moved { location[sequence] = segment.number }
             segments[0].pending -= moved.count
             segments[segments.count - 1].pending += moved.count
@@ -319,10 +319,10 @@ final class OutboxLog: @unchecked Sendable {
     /// A new, empty segment whose name is durable in the folder.
     private func createSegment(_ number: UInt64) throws(System.CallError) -> Segment {
         let name = file(number)
-        let descriptor = try System.call("open", name) { open(name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0o600) }
-        do { _ = try System.call("fsync", path) { fsync(directory) } } catch {
-            Glibc.close(descriptor)
-            unlink(name)
+        let descriptor = try System.openFile(name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND, mode: 0o600)
+        do { try System.sync(directory, path: path) } catch {
+            System.close(descriptor)
+            try? System.removeFile(name)
             throw error
         }
         return Segment(number: number, descriptor: descriptor, size: 0, pending: 0)
@@ -332,8 +332,8 @@ final class OutboxLog: @unchecked Sendable {
     /// first: a done record always sits in a segment newer than its stored record.
     private func removeDoneSegments() {
         while segments.count > 1, segments[0].pending == 0 {
-            Glibc.close(segments[0].descriptor)
-            unlink(file(segments[0].number))
+            System.close(segments[0].descriptor)
+            try? System.removeFile(file(segments[0].number))
             segments.removeFirst()
         }
     }

@@ -3,6 +3,7 @@ import CNATS
 import Foundation
 import Logging
 import NATSBridge
+import SystemCalls
 
 // Bridge benchmark: host A's bus → bridge → nats-server → bridge → host B's bus, side by side
 // with the raw anchor — a plain nats.c publisher and subscriber, called directly through CNATS,
@@ -214,13 +215,13 @@ enum BridgeBenchmark {
             arrivals.arrived(sentAt: UInt64(event["t"]?.intValue ?? 0), now: MonotonicClock.now())
         }
         defer { subscription.cancel() }
-        while a.statistics.state != "connected" || b.statistics.state != "connected" { usleep(10_000) }
+        while a.statistics.state != "connected" || b.statistics.state != "connected" { System.sleep(for: .microseconds(10_000)) }
         // Warm up (and, durable, let the consumer bind): until an event gets through.
         while arrivals.progress.count == 0 {
             busA.post("bench.warmup", source: "bench", fields: ["n": 0, "t": .int(Int64(MonotonicClock.now()))])
-            usleep(50_000)
+            System.sleep(for: .microseconds(50_000))
         }
-        usleep(200_000)
+        System.sleep(for: .microseconds(200_000))
         arrivals.reset()
         func send(_ count: Int, rate: Int?) -> BridgeRun {
             let cpuStart = CPUTime.now()
@@ -263,10 +264,8 @@ enum BridgeBenchmark {
     /// cores a spinning sender would take a core from the path it measures).
     private static func pace(start: UInt64, index: Int, rate: Int) {
         let due = start + UInt64(index) * 1_000_000_000 / UInt64(rate)
-        let now = MonotonicClock.now()
-        guard now < due else { return }
-        var wait = timespec(tv_sec: 0, tv_nsec: Int(due - now))
-        nanosleep(&wait, nil)
+        guard MonotonicClock.now() < due else { return }
+        System.sleep(untilMonotonic: due)
     }
 
     /// Waits until `count` arrived or nothing arrived for 2 s.
@@ -282,7 +281,7 @@ enum BridgeBenchmark {
             } else if MonotonicClock.now() - quietSince > 2_000_000_000 {
                 break
             }
-            usleep(200)
+            System.sleep(for: .microseconds(200))
         }
         let progress = arrivals.progress
         return BridgeRun(received: progress.count, seconds: Double(progress.last - start) / 1e9, latencies: arrivals.recorded,
@@ -302,7 +301,7 @@ final class BenchNATSServer {
 
     init(port: Int? = nil, directory: String? = nil) throws {
         let candidates: [String] = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
-        guard let executable = candidates.first(where: { (path: String) in access(path, X_OK) == 0 }) else {
+        guard let executable = candidates.first(where: { (path: String) in System.isAccessible(path, .executable) }) else {
             throw POSIXError(.ENOENT)
         }
         ownsDirectory = directory == nil
@@ -319,7 +318,7 @@ final class BenchNATSServer {
         // Every 5 ms: a restarted server's readiness is the instant the resume benchmark measures from.
         for _ in 0..<2_000 {
             if natsConnection_ConnectTo(&connection, url) == NATS_OK { break }
-            usleep(5_000)
+            System.sleep(for: .microseconds(5_000))
         }
         guard let connection else { throw POSIXError(.ETIMEDOUT) }
         natsConnection_Destroy(connection)
@@ -328,14 +327,14 @@ final class BenchNATSServer {
     var pid: pid_t { process.processIdentifier }
 
     func stop() {
-        kill(process.processIdentifier, SIGTERM)
+        try? System.sendSignal(SIGTERM, to: process.processIdentifier)
         process.waitUntilExit()
         if ownsDirectory { try? FileManager.default.removeItem(atPath: directory) }
     }
 
     /// A server that dies at an instant; its storage stays.
     func sigkill() {
-        kill(process.processIdentifier, SIGKILL)
+        try? System.sendSignal(SIGKILL, to: process.processIdentifier)
         process.waitUntilExit()
     }
 

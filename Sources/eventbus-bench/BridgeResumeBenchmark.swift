@@ -3,6 +3,7 @@ import CNATS
 import Foundation
 import Logging
 import NATSBridge
+import SystemCalls
 
 // Resume benchmark: how soon imports flow again after a nats-server comes back. Host A's bus
 // posts `bench.tick` every 5 ms (each with its CLOCK_MONOTONIC post time) through its bridge to
@@ -82,7 +83,7 @@ enum BridgeResumeBenchmark {
             while sending.load() == 1 {
                 n += 1
                 busA.post("bench.tick", source: "bench", fields: ["n": .int(n), "t": .int(Int64(MonotonicClock.now()))])
-                usleep(5_000)
+                System.sleep(for: .microseconds(5_000))
             }
         }
         sender.start()
@@ -96,10 +97,10 @@ enum BridgeResumeBenchmark {
         var resumes: [Double] = []
         for outage in outages {
             // Flowing first: an import within the last 100 ms.
-            while MonotonicClock.now() &- lastImport.load() > 100_000_000 { usleep(10_000) }
+            while MonotonicClock.now() &- lastImport.load() > 100_000_000 { System.sleep(for: .microseconds(10_000)) }
             let port = server.port
             server.sigkill()
-            usleep(UInt32(outage * 1e6))
+            System.sleep(for: .seconds(outage))
             guard let restarted = try? BenchNATSServer(port: port, directory: storage) else {
                 print("  nats-server did not start again on port \(port)")
                 return resumes
@@ -107,7 +108,7 @@ enum BridgeResumeBenchmark {
             server = restarted
             let ready = MonotonicClock.now()
             // Bounded, so a bridge that never resumes ends the run with what it says.
-            while lastImport.load() < ready, MonotonicClock.now() &- ready < 60_000_000_000 { usleep(1_000) }
+            while lastImport.load() < ready, MonotonicClock.now() &- ready < 60_000_000_000 { System.sleep(for: .microseconds(1_000)) }
             let resumed = lastImport.load()
             guard resumed >= ready else {
                 print("  no import within 60 s of the server's return after a \(outage) s outage")

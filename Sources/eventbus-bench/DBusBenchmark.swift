@@ -3,6 +3,7 @@ import EventSources
 import Foundation
 import Synchronization
 import SystemdBus
+import SystemCalls
 
 // D-Bus benchmark: `eventbus-bench dbus [signals]`, against a private dbus-daemon this process
 // starts (and stops by its pid), so nothing else on the bus competes.
@@ -41,7 +42,7 @@ enum DBusBenchmark {
             exit(1)
         }
         defer {
-            kill(daemon.processIdentifier, SIGTERM)
+            try? System.sendSignal(SIGTERM, to: daemon.processIdentifier)
             daemon.waitUntilExit()
         }
         print("dbus: a private \((try? String(contentsOfFile: "/proc/\(daemon.processIdentifier)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "dbus-daemon") at \(address)")
@@ -58,7 +59,7 @@ enum DBusBenchmark {
             exit(1)
         }
         defer {
-            kill(monitor.processIdentifier, SIGTERM)
+            try? System.sendSignal(SIGTERM, to: monitor.processIdentifier)
             monitor.waitUntilExit()
         }
 
@@ -101,7 +102,7 @@ enum DBusBenchmark {
         var ready = false
         for _ in 0..<500 where !ready {
             emit("Probe")
-            usleep(10_000)
+            System.sleep(for: .microseconds(10_000))
             let monitored = (try? String(contentsOfFile: monitorLog, encoding: .utf8))?.contains("\"Probe\"") ?? false
             ready = probes.load(ordering: .relaxed) > 0 && monitored
         }
@@ -120,11 +121,11 @@ enum DBusBenchmark {
         // Latency: paced signals.
         for number in 0..<signals {
             emit("Signal", Int64(number))
-            usleep(2_000)
+            System.sleep(for: .microseconds(2_000))
         }
         let deadline = Date(timeIntervalSinceNow: 30)
-        while arrivals.withLock({ $0.count }) < signals && Date() < deadline { usleep(10_000) }
-        usleep(500_000)
+        while arrivals.withLock({ $0.count }) < signals && Date() < deadline { System.sleep(for: .microseconds(10_000)) }
+        System.sleep(for: .microseconds(500_000))
         let ours = arrivals.withLock { $0 }
         let theirs = busctlSignals((try? String(contentsOfFile: monitorLog, encoding: .utf8)) ?? "")
         let inOrder = ours.map(\.number) == (0..<Int64(signals)).map { $0 }

@@ -205,11 +205,10 @@ func createStorm(in directory: String, count: Int) {
 /// descriptors valgrind keeps for itself), so the reader can be profiled with callgrind.
 func runStorm(in directory: String, count: Int) {
     let arguments = [CommandLine.arguments[0], "files-storm", directory, String(count)]
-    var argv = arguments.map { strdup($0) } + [nil]
-    defer { for argument in argv { free(argument) } }
-    var child: pid_t = 0
-    let failed = posix_spawn(&child, argv[0]!, nil, nil, &argv, environ)
-    guard failed == 0 else { fatalError("cannot run the storm writer: \(String(cString: strerror(failed)))") }
+    let child: pid_t
+    do { child = try System.spawn(arguments[0], arguments: arguments) } catch {
+        fatalError("cannot run the storm writer: \(error.reason)")
+    }
     _ = try? System.waitForExit(of: child)
 }
 
@@ -226,7 +225,7 @@ func awaitStorm(_ recorder: StormRecorder, count: Int, timeout: Double = 10) {
             print("  (gave up waiting: \(now) of \(count) creations seen)")
             return
         }
-        usleep(1000)
+        System.sleep(for: .microseconds(1000))
     }
 }
 
@@ -294,7 +293,7 @@ func filesReaderBenchmark(files: Int, base: String) {
     var seen = -1
     while events.load(ordering: .relaxed) != seen {  // until 100 ms pass without an event
         seen = events.load(ordering: .relaxed)
-        usleep(100_000)
+        System.sleep(for: .microseconds(100_000))
     }
     let cpu = processCPUSeconds() - cpuBefore
     sink.cancel()
@@ -376,16 +375,13 @@ func spinForever(threads: Int) -> Never {
 /// Starts `hog N` as a child process; returns its pid.
 func startHog(threads: Int) -> pid_t {
     let arguments = [CommandLine.arguments[0], "hog", String(threads)]
-    var argv = arguments.map { strdup($0) } + [nil]
-    defer { for argument in argv { free(argument) } }
-    var child: pid_t = 0
-    let failed = posix_spawn(&child, argv[0]!, nil, nil, &argv, environ)
-    guard failed == 0 else { fatalError("cannot start the CPU hog: \(String(cString: strerror(failed)))") }
-    return child
+    do { return try System.spawn(arguments[0], arguments: arguments) } catch {
+        fatalError("cannot start the CPU hog: \(error.reason)")
+    }
 }
 
 func stopHog(_ pid: pid_t) {
-    kill(pid, SIGKILL)
+    try? System.sendSignal(SIGKILL, to: pid)
     _ = try? System.waitForExit(of: pid)
 }
 

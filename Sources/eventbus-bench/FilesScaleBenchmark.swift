@@ -3,6 +3,7 @@ import EventSources
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import SystemCalls
 #endif
 
 // Files at scale: what a folder's rename and removal cost the watch as the number of watched
@@ -48,7 +49,7 @@ func awaitCondition(timeout: Double = 60, _ condition: () -> Bool) -> Bool {
     let start = MonotonicClock.now()
     while !condition() {
         if Double(MonotonicClock.now() - start) / 1e9 > timeout { return false }
-        usleep(200)
+        System.sleep(for: .microseconds(200))
     }
     return true
 }

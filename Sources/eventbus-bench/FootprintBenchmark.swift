@@ -1,6 +1,7 @@
 import EventBusKit
 import EventBusHost
 import Foundation
+import SystemCalls
 
 // Memory: bytes per subscription (bus sinks, bus subscriptions through the bus's own filter and
 // through Combine's Sink, beside OpenCombine's PassthroughSubject sinks, in the same run), and the
@@ -84,7 +85,7 @@ func idleHostFootprint(idleSeconds: Double) {
     let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     let binaries = (exe as NSString).deletingLastPathComponent
     let eventbusd = binaries + "/eventbusd"
-    guard access(eventbusd, X_OK) == 0 else {
+    guard System.isAccessible(eventbusd, .executable) else {
         print("Idle host RSS: \(eventbusd) not built (swift build -c release --product eventbusd)")
         return
     }
@@ -105,7 +106,7 @@ func idleHostFootprint(idleSeconds: Double) {
     // .build/<triple>/release/eventbus-bench → the package root.
     let root = ((binaries as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent as NSString
     let example = root.deletingLastPathComponent + "/examples/eventbus.yaml"
-    if access(example, R_OK) == 0 {
+    if System.isAccessible(example, .readable) {
         idleHost(eventbusd, ["--config", example, "--socket", directory + "/control.sock"], label: "examples/eventbus.yaml",
                  idleSeconds: max(idleSeconds, 10), directory: directory)
     }
@@ -129,17 +130,17 @@ private func idleHost(_ eventbusd: String, _ arguments: [String], label: String,
     var ready = false
     while Date() < deadline, process.isRunning {
         if let text = try? String(contentsOfFile: log, encoding: .utf8), text.contains(" ready") { ready = true; break }
-        usleep(10_000)
+        System.sleep(for: .microseconds(10_000))
     }
     guard ready else {
         print("Idle host RSS: eventbusd did not get ready: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { try? System.sendSignal(SIGKILL, to: process.processIdentifier) }
         return
     }
     Thread.sleep(forTimeInterval: idleSeconds)
     let status = procStatus(process.processIdentifier)
     func field(_ name: String) -> String { status[name] ?? "?" }
-    kill(process.processIdentifier, SIGTERM)
+    try? System.sendSignal(SIGTERM, to: process.processIdentifier)
     process.waitUntilExit()
     print("Idle eventbusd (\(label), \(idleSeconds) s after ready): VmRSS \(field("VmRSS")) (file \(field("RssFile")), anonymous \(field("RssAnon"))), "
           + "VmHWM \(field("VmHWM")), threads \(field("Threads")); exit \(process.terminationStatus)")

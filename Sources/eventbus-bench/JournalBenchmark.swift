@@ -2,6 +2,7 @@ import EventBusKit
 import EventSources
 import Foundation
 import Synchronization
+import SystemCalls
 
 // Journal benchmark (docs/platform-facts.md, The journal), everything measured in the same run:
 // - ingest: N entries (default 1M) in journal files written by systemd-journal-remote from
@@ -213,10 +214,10 @@ enum JournalBenchmark {
         journald.standardError = FileHandle.nullDevice
         try! journald.run()
         defer {
-            kill(journald.processIdentifier, SIGTERM)
+            try? System.sendSignal(SIGTERM, to: journald.processIdentifier)
             journald.waitUntilExit()
         }
-        while access(root + "/run/journal/socket", F_OK) != 0 { usleep(1000) }
+        while !System.isAccessible(root + "/run/journal/socket") { System.sleep(for: .microseconds(1000)) }
 
         let bus = Bus()
         JournalDriver.register(on: bus, stateDirectory: work)
@@ -263,7 +264,7 @@ enum JournalBenchmark {
                     bytes.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, 0, sockaddr, socklen_t(MemoryLayout<sockaddr_un>.size)) }
                 }
             }
-            usleep(1000)
+            System.sleep(for: .microseconds(1000))
         }
         close(fd)
     }

@@ -2,6 +2,7 @@ import EventBusHost
 import EventBusKit
 import Foundation
 import Logging
+import SystemCalls
 
 // rules [rounds]: what rules cost and how fast they act, each against its anchor in the same run.
 //  1. post cost with 1 000 loaded rules that match nothing, against the same host with none
@@ -12,7 +13,7 @@ import Logging
 func rulesBenchmark(rounds: Int) {
     print("rules: post cost with 1000 rules matching nothing, idle CPU with 100 rules, file → command latency")
     let logger = Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }
-    let base = (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + "/eventbus-rules-bench-\(getpid())"
+    let base = (System.isAccessible("/dev/shm", .writable) ? "/dev/shm" : "/tmp") + "/eventbus-rules-bench-\(getpid())"
     try? FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
     chmod(base, 0o700)
     defer { try? FileManager.default.removeItem(atPath: base) }
@@ -92,7 +93,7 @@ func rulesBenchmark(rounds: Int) {
     try! anchor.run()
     Thread.sleep(forTimeInterval: 1)
     let anchorLatencies = writeAndTime(prefix: "anchor", watched: watched, done: done, writes: writes)
-    kill(-anchor.processIdentifier, SIGTERM)
+    try? System.sendSignal(SIGTERM, toGroup: anchor.processIdentifier)
     func p(_ values: [Double], _ q: Double) -> Double { values.isEmpty ? .nan : values[min(values.count - 1, Int(Double(values.count) * q))] }
     print(String(format: "  file written → command running: rule p50 %.2f ms p99 %.2f ms; inotifywait | while read p50 %.2f ms p99 %.2f ms (%d writes each) — p50 difference %+.2f ms",
                  p(busLatencies, 0.5), p(busLatencies, 0.99), p(anchorLatencies, 0.5), p(anchorLatencies, 0.99), writes,
@@ -111,11 +112,11 @@ private func writeAndTime(prefix: String, watched: String, done: String, writes:
         let marker = done + path
         let deadline = Date().addingTimeInterval(10)
         var status = stat()
-        while stat(marker, &status) != 0 && Date() < deadline { usleep(50) }
+        while stat(marker, &status) != 0 && Date() < deadline { System.sleep(for: .microseconds(50)) }
         let seen = realtimeNanoseconds()
         guard stat(marker, &status) == 0 else { continue }
         latencies.append(Double(seen - written) / 1e6)
-        usleep(20_000)
+        System.sleep(for: .microseconds(20_000))
     }
     return latencies.sorted()
 }

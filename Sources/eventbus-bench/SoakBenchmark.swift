@@ -1,5 +1,6 @@
 import ControlProtocol
 import Foundation
+import SystemCalls
 
 // Soak: the example config under steady load, for memory growth. A release eventbusd runs
 // `examples/eventbus.yaml` (its three modules in workers, its timers, file and journal watches)
@@ -44,7 +45,7 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
     let tool = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     let products = (tool as NSString).deletingLastPathComponent
     let config = FileManager.default.currentDirectoryPath + "/examples/eventbus.yaml"
-    guard access(config, R_OK) == 0, access(products + "/eventbusd", X_OK) == 0 else {
+    guard System.isAccessible(config, .readable), System.isAccessible(products + "/eventbusd", .executable) else {
         print("soak: run from the repository's root after swift build -c release (needs examples/eventbus.yaml, \(products)/eventbusd)")
         exit(1)
     }
@@ -72,11 +73,11 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
         return process
     }
     guard let host = start(products + "/eventbusd", ["--config", config, "--socket", socket], output: directory + "/eventbusd.log") else { exit(1) }
-    defer { if host.isRunning { kill(host.processIdentifier, SIGKILL) } }
+    defer { if host.isRunning { try? System.sendSignal(SIGKILL, to: host.processIdentifier) } }
     var connection: ControlConnection?
     for _ in 0..<300 where connection == nil {
         connection = try? ControlConnection(path: socket)
-        if connection == nil { usleep(100_000) }
+        if connection == nil { System.sleep(for: .microseconds(100_000)) }
     }
     guard let poster = connection, (try? poster.readLine()) != nil else {
         print("soak: eventbusd did not open \(socket): \((try? String(contentsOfFile: directory + "/eventbusd.log", encoding: .utf8)) ?? "")")
@@ -85,7 +86,7 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
     let tails = [["--json"], []].compactMap { format in
         start(products + "/eventbus", ["tail", "--socket", socket] + format + [">"], output: nil)
     }
-    defer { for tail in tails where tail.isRunning { kill(tail.processIdentifier, SIGKILL) } }
+    defer { for tail in tails where tail.isRunning { try? System.sendSignal(SIGKILL, to: tail.processIdentifier) } }
     print("soak: \(seconds) s, \(rate) posts/s over the control socket, 2 tails of '>', examples/eventbus.yaml; RSS every 10 s")
 
     let names = (0..<20).map { "user.soak.n\($0)" } + (0..<20).map { "app.web.s\($0)" }
@@ -134,6 +135,6 @@ func soakBenchmark(seconds: Int, rate: Int, warmUp: Int = 120) {
     print(String(format: "posted %d (%d refused); RSS after the %d s warm-up %.1f → %.1f MB: %+.0f KiB/min (least-squares over %d samples; target ≤ 100); threads %d–%d",
                  sent, errors, warmUp, first / 1024, last / 1024, slopePerMinute(warm), warm.count,
                  threadCounts.min() ?? 0, threadCounts.max() ?? 0))
-    kill(host.processIdentifier, SIGTERM)
+    try? System.sendSignal(SIGTERM, to: host.processIdentifier)
     host.waitUntilExit()
 }

@@ -3,6 +3,7 @@ import EventBusHost
 import EventBusKit
 import Foundation
 import Logging
+import SystemCalls
 
 // Tail benchmark: events per second delivered through the control socket to a real
 // `eventbus tail … > /dev/null` (a child process), timed from the first post to the tail's exit
@@ -158,7 +159,7 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
         return nil
     }
     // Wait for its subscription, and for the previous run's tail to be gone from the stats.
-    while stats(socket)?["tailing"]?.arrayValue?.count != 1 { usleep(1_000) }
+    while stats(socket)?["tailing"]?.arrayValue?.count != 1 { System.sleep(for: .microseconds(1_000)) }
 
     // One connection for the pacing's `stats` requests (not one per look), so the benchmark
     // adds little to the loop it measures.
@@ -194,7 +195,7 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
         let chunk = min(events - posted, max(0, delivered + window - posted), 20_000)
         if chunk == 0 {
             // Not more often: each look is a request the control loop answers, counted as the host's.
-            usleep(1_000)
+            System.sleep(for: .microseconds(1_000))
             continue
         }
         if let poster {
@@ -236,7 +237,7 @@ private func tailRun(label: String, cli: String, socket: String, host: BusHost, 
             tail.terminate()
             break
         }
-        usleep(20_000)
+        System.sleep(for: .microseconds(20_000))
     }
     tail.waitUntilExit()
     let elapsed = ContinuousClock.now - start

@@ -1,11 +1,12 @@
 import Glibc
+import SystemCalls
 
 /// CPU time of this process's threads, read from `/proc/self/task/*/schedstat` (nanoseconds on
 /// a CPU, by the scheduler's own accounting), so a benchmark can say which thread spent what.
 ///
 /// Why not `getrusage`: it gives the process's sum, and the benchmarks that run the host in
 /// their own process need the host's threads apart from the benchmark's. Read with
-/// `opendir`/`fopen` because Foundation reads `/proc` files as empty.
+/// `System.directoryEntries`/`readPrefix` because Foundation reads `/proc` files as empty.
 struct ThreadTimes {
     /// Nanoseconds on a CPU and the thread's name (`comm`), by thread id.
     private(set) var threads: [Int32: (name: String, nanoseconds: UInt64)] = [:]
@@ -13,10 +14,8 @@ struct ThreadTimes {
     /// The threads of this process now.
     static func now() -> ThreadTimes {
         var times = ThreadTimes()
-        guard let directory = opendir("/proc/self/task") else { return times }
-        defer { closedir(directory) }
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard let names = try? System.directoryEntries("/proc/self/task") else { return times }
+        for name in names {
             guard let thread = Int32(name),
                   let schedstat = read("/proc/self/task/\(thread)/schedstat"),
                   let nanoseconds = schedstat.split(separator: " ").first.flatMap({ UInt64($0) }) else { continue }
@@ -52,10 +51,6 @@ struct ThreadTimes {
     }
 
     private static func read(_ path: String) -> String? {
-        guard let file = fopen(path, "r") else { return nil }
-        defer { fclose(file) }
-        var buffer = [UInt8](repeating: 0, count: 512)
-        let count = fread(&buffer, 1, buffer.count, file)
-        return String(decoding: buffer[0..<count], as: UTF8.self)
+        (try? System.readPrefix(path, count: 512)).map { String(decoding: $0, as: UTF8.self) }
     }
 }

@@ -2,6 +2,7 @@ import EventBusKit
 import EventSources
 import Foundation
 import Synchronization
+import SystemCalls
 
 // Units benchmark, against the systemd of a running container (docs/benchmarks.md says how to
 // boot one from the production tests' root): `eventbus-bench units PID`, PID being the
@@ -66,7 +67,7 @@ enum UnitsBenchmark {
         for _ in 0..<300 {
             let state = container("systemctl is-system-running --wait 2>/dev/null").trimmingCharacters(in: .whitespacesAndNewlines)
             if state == "running" || state == "degraded" { break }
-            usleep(100_000)
+            System.sleep(for: .microseconds(100_000))
         }
         print("units: the container's systemd \(container("systemctl --version | head -1").trimmingCharacters(in: .whitespacesAndNewlines))")
         _ = container("""
@@ -105,7 +106,7 @@ enum UnitsBenchmark {
             let deadline = Date(timeIntervalSinceNow: seconds)
             while Date() < deadline {
                 if condition() { return true }
-                usleep(10_000)
+                System.sleep(for: .microseconds(10_000))
             }
             return condition()
         }

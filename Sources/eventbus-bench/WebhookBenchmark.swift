@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import WebhookOutbox
+import SystemCalls
 
 // Webhook benchmark: `deliveries` webhooks through the durable outbox to a local receiver,
 // against the anchor a shell script would be — a `curl` loop posting the same requests, one
@@ -222,7 +223,7 @@ private final class PythonReceiver: BenchReceiver {
         let deadline = ContinuousClock.now + .seconds(30)
         while !FileManager.default.fileExists(atPath: ready) {
             guard process.isRunning, ContinuousClock.now < deadline else { throw POSIXError(.ETIMEDOUT) }
-            usleep(10_000)
+            System.sleep(for: .microseconds(10_000))
         }
         url = "http://127.0.0.1:\((try? String(contentsOfFile: ready, encoding: .utf8)) ?? "0")/hook"
     }
@@ -235,7 +236,7 @@ private final class PythonReceiver: BenchReceiver {
     }
 
     func stop() {
-        kill(process.processIdentifier, SIGKILL)
+        try? System.sendSignal(SIGKILL, to: process.processIdentifier)
         process.waitUntilExit()
     }
 }

@@ -4,6 +4,7 @@ import EventFieldCoding
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 import Logging
+import SystemCalls
 @_spi(Benchmarks) import NATSBridge
 
 // Wide-event benchmark: what one event costs against its field count (1 … 60 000, the most a
@@ -92,7 +93,7 @@ private func wideTailRun(cli: String, socket: String, host: BusHost, event: Even
         print("cannot run \(cli): \(error)")
         return nil
     }
-    while tailingCount(socket) != 1 { usleep(1_000) }
+    while tailingCount(socket) != 1 { System.sleep(for: .microseconds(1_000)) }
     let batch = [Event](repeating: event, count: events)
     let before = cpu()
     for event in batch { host.bus.post(event) }

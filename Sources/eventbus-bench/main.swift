@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 // EventBus benchmarks, each side by side with its anchors measured in the same run.
 // Run in release: swift run -c release eventbus-bench [BENCHMARK] [ARGS…]
 //   dispatch [deliveries-per-run]   post → N sinks vs raw closures and PassthroughSubject; the
@@ -88,21 +89,21 @@ case "footprint":
     subscriptionFootprint(count: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000)
     idleHostFootprint(idleSeconds: 2)
 case "files":
-    let base = arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
+    let base = arguments.dropFirst(2).first ?? (System.isAccessible("/dev/shm", .writable) ? "/dev/shm" : "/tmp")
     filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base, rounds: 3, hog: hogThreads)
     print()
     filesScaleBenchmark(base: base)
 case "storm":
-    let base = arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
+    let base = arguments.dropFirst(2).first ?? (System.isAccessible("/dev/shm", .writable) ? "/dev/shm" : "/tmp")
     filesBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 100_000, base: base,
                    rounds: arguments.dropFirst(3).first.flatMap(Int.init) ?? 3, hog: hogThreads)
 case "hog":
     spinForever(threads: arguments.dropFirst().first.flatMap(Int.init) ?? 4)
 case "files-reader":
     filesReaderBenchmark(files: arguments.dropFirst().first.flatMap(Int.init) ?? 5_000,
-                         base: arguments.dropFirst(2).first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"))
+                         base: arguments.dropFirst(2).first ?? (System.isAccessible("/dev/shm", .writable) ? "/dev/shm" : "/tmp"))
 case "files-scale":
-    filesScaleBenchmark(base: arguments.dropFirst().first ?? (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"))
+    filesScaleBenchmark(base: arguments.dropFirst().first ?? (System.isAccessible("/dev/shm", .writable) ? "/dev/shm" : "/tmp"))
 case "tail":
     await tailBenchmark(events: arguments.dropFirst().first.flatMap(Int.init) ?? 1_000_000)
 case "files-storm":  // the files benchmark's writer, run as a child process

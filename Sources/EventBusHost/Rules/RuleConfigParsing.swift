@@ -313,12 +313,10 @@ enum RuleConfigParser {
     /// line, rather than failing every run.
     private static func checkProgram(_ path: String, _ node: ConfigNode) throws(ConfigError) {
         guard path.hasPrefix("/") else { throw node.error("the program must be an absolute path, found \"\(path)\"") }
-        var status = stat()
-        guard stat(path, &status) == 0 else {
-            throw node.error("\(path): \(String(cString: strerror(errno)))")
-        }
-        guard status.st_mode & S_IFMT == S_IFREG else { throw node.error("\(path) is not a regular file") }
-        guard access(path, X_OK) == 0 else { throw node.error("\(path) is not executable") }
+        let status: System.FileStatus
+        do { status = try System.status(of: path) } catch { throw node.error("\(path): \(error.reason)") }
+        guard status.isRegularFile else { throw node.error("\(path) is not a regular file") }
+        guard System.isAccessible(path, .executable) else { throw node.error("\(path) is not executable") }
     }
 
     private static func parseWebhook(_ value: ConfigNode) throws(ConfigError) -> WebhookAction {

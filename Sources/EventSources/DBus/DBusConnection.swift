@@ -164,7 +164,7 @@ final class DBusConnection: SharedConnection, @unchecked Sendable {
             let wait = max(.zero, nextAttempt - ContinuousClock.now)
             timeout = Int32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000 + 1)
         }
-        _ = poll(&descriptors, nfds_t(descriptors.count), timeout)
+        _ = try? System.poll(&descriptors, timeout: timeout)
         wakeUp.drain()
     }
 

@@ -1,6 +1,7 @@
 import CSystemd
 import EventBusKit
 import Glibc
+import SystemCalls
 
 /// The monitor thread's state (see ``DeviceSource``): libsystemd's device monitor on an
 /// `sd_event` loop, the tracker of what subscribers were told, and the socket's drop count.
@@ -71,7 +72,7 @@ final class MonitorLoop {
             var wakeSource: OpaquePointer?
             try check(sd_event_add_io(event, &wakeSource, wakeDescriptor, UInt32(EPOLLIN.rawValue), { _, fd, _, context in
                 var count: UInt64 = 0
-                _ = read(fd, &count, 8)  // the eventfd's counter (System.WakeUp)
+                _ = try? withUnsafeMutableBytes(of: &count) { try System.read(fd, into: $0) }  // the eventfd's counter (System.WakeUp)
                 Unmanaged<MonitorLoop>.fromOpaque(context!).takeUnretainedValue().woken = true
                 return 0
             }, context), "cannot watch the wake-up")
@@ -92,13 +93,11 @@ final class MonitorLoop {
 
     /// Moves the started monitor's socket from udev's group to the kernel's (see ``DeviceSource``).
     private func joinKernelGroup() throws(Failure) {
-        var group = Self.kernelGroup
-        guard setsockopt(socket, SOL_NETLINK, Self.addMembership, &group, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
-            throw Failure(errorNumber: errno, message: "cannot join the kernel's uevent group: \(String(cString: strerror(errno)))")
+        do { try System.setSocketOption(socket, level: SOL_NETLINK, Self.addMembership, to: Self.kernelGroup) } catch {
+            throw Failure(errorNumber: error.errno, message: "cannot join the kernel's uevent group: \(error.reason)")
         }
-        group = Self.udevGroup
-        guard setsockopt(socket, SOL_NETLINK, Self.dropMembership, &group, socklen_t(MemoryLayout<Int32>.size)) == 0 else {
-            throw Failure(errorNumber: errno, message: "cannot leave udev's group: \(String(cString: strerror(errno)))")
+        do { try System.setSocketOption(socket, level: SOL_NETLINK, Self.dropMembership, to: Self.udevGroup) } catch {
+            throw Failure(errorNumber: error.errno, message: "cannot leave udev's group: \(error.reason)")
         }
     }
 
@@ -190,17 +189,8 @@ final class MonitorLoop {
         }
     }
 
-    /// `SO_MEMINFO` (55) and its `SK_MEMINFO_DROPS` slot (8), from <asm-generic/socket.h> and
-    /// <linux/sock_diag.h>: the count of messages the kernel dropped for this socket.
-    private static let memoryInfoOption: Int32 = 55
-    private static let dropsSlot = 8
-
+    /// The count of messages the kernel dropped for the monitor's socket.
     private func readDrops() -> UInt32? {
-        var info = [UInt32](repeating: 0, count: 16)
-        var length = socklen_t(info.count * MemoryLayout<UInt32>.size)
-        guard getsockopt(socket, SOL_SOCKET, Self.memoryInfoOption, &info, &length) == 0,
-              Int(length) > Self.dropsSlot * MemoryLayout<UInt32>.size
-        else { return nil }
-        return info[Self.dropsSlot]
+        System.droppedMessages(of: socket)
     }
 }

@@ -119,7 +119,7 @@ final class DeviceSource: EventSource, GreetsJoiningSubscribers, @unchecked Send
         switch watch.layer {
         case .udev: layer = .udev
         case .kernel: layer = .kernel
-        case .automatic: layer = access(configuration.udevControlPath, F_OK) == 0 ? .udev : .kernel
+        case .automatic: layer = System.isAccessible(configuration.udevControlPath) ? .udev : .kernel
         }
         let loop: MonitorLoop
         do throws(MonitorLoop.Failure) {

@@ -4,6 +4,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// The host's one inotify instance, shared by every `files` source.
 ///
@@ -174,8 +175,8 @@ public final class FileChangeMonitor: @unchecked Sendable {
     func addWatch(_ path: String, following: Bool, for source: FileWatchSource) -> WatchResult {
         guard descriptor >= 0 else { return .failed(EBADF) }
         let flags = following ? 0 : InotifyMask.onlyDirectory | InotifyMask.dontFollow
-        let watch = inotify_add_watch(descriptor, path, InotifyMask.watched | flags)
-        guard watch >= 0 else { return .failed(errno) }
+        let watch: Int32
+        do { watch = try System.Inotify.addWatch(descriptor, path, mask: InotifyMask.watched | flags) } catch { return .failed(error.errno) }
         var list = holders[watch] ?? []
         if !list.contains(where: { $0 === source }) { list.append(source) }
         holders[watch] = list
@@ -195,7 +196,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
         if list.isEmpty {
             holders[watch] = nil
             // Fails harmlessly when the kernel removed it already (directory deleted).
-            inotify_rm_watch(descriptor, watch)
+            try? System.Inotify.removeWatch(watch, from: descriptor)
         } else {
             holders[watch] = list
         }
@@ -204,9 +205,10 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// Nil on success, else the `errno` of `inotify_init1`.
     private func openIfNeeded() -> Int32? {
         guard descriptor < 0 else { return nil }
-        let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        guard fd >= 0 else { return errno }
-        guard let reader = InotifyReader(descriptor: fd) else { return errno }
+        let fd: Int32
+        do { fd = try System.Inotify.create() } catch { return error.errno }
+        let reader: InotifyReader
+        do { reader = try InotifyReader(descriptor: fd) } catch { return error.errno }
         descriptor = fd
         self.reader = reader
         reader.start(paused: readerPaused) { [weak self] reader in
@@ -287,8 +289,8 @@ public final class FileChangeMonitor: @unchecked Sendable {
 
     /// One `read`; false when nothing was there.
     private func readOnce<Stamps: StageStamping>(into batch: inout InotifyBatch, stamps: Stamps) -> Bool {
-        let count = read(descriptor, buffer.baseAddress, buffer.count)
-        guard count > 0 else { return false }
+        // EAGAIN: the kernel's queue is empty.
+        guard let count = try? System.read(descriptor, into: buffer), count > 0 else { return false }
         let returned = ReadTime.now()
         readTime = returned
         stamps.readReturned(at: returned.monotonic)
@@ -298,8 +300,8 @@ public final class FileChangeMonitor: @unchecked Sendable {
 
     /// Waits up to `milliseconds` for more events and reads them; false if none came.
     private func readMore(into batch: inout InotifyBatch, waiting milliseconds: Int32) -> Bool {
-        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-        guard poll(&poller, 1, milliseconds) > 0 else { return false }
+        var poller = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)]
+        guard let ready = try? System.poll(&poller, timeout: milliseconds), ready > 0 else { return false }
         return readOnce(into: &batch, stamps: NoStageStamps())
     }
 
@@ -431,9 +433,7 @@ public final class FileChangeMonitor: @unchecked Sendable {
     /// `inotify_init1` says EMFILE both for the per-user instance limit and for the process's
     /// descriptor limit; this tells them apart.
     static func processIsOutOfDescriptors() -> Bool {
-        var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return false }
         let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
-        return UInt64(open) + 1 >= UInt64(limit.rlim_cur)
+        return open + 1 >= System.openFileLimit().soft
     }
 }

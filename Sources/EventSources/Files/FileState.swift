@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// What a watch remembers of one path: whether it is a directory and, when it was last stat'ed,
 /// enough to tell later whether it is still the same file (device + inode) and whether it
@@ -42,14 +43,18 @@ struct FileState {
 
     /// `lstat` (or `stat` when `following` symlinks, for a watch's root); nil if it fails.
     init?(path: String, following: Bool = false) {
-        var info = stat()
-        guard (following ? stat(path, &info) : lstat(path, &info)) == 0 else { return nil }
-        isDirectory = (info.st_mode & S_IFMT) == S_IFDIR
-        identity = Identity(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
-            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-            changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec),
-            size: Int64(info.st_size))
+        guard let state = try? Self.reading(path, following: following) else { return nil }
+        self = state
+    }
+
+    /// ``init(path:following:)`` for a caller that reports why it failed.
+    static func reading(_ path: String, following: Bool = false) throws(System.CallError) -> FileState {
+        let status = try following ? System.status(of: path) : System.linkStatus(of: path)
+        return FileState(isDirectory: status.isDirectory, identity: Identity(
+            device: status.device, inode: status.inode,
+            modifiedNanoseconds: Int64(status.modifiedSeconds) * 1_000_000_000 + Int64(status.modifiedNanoseconds),
+            changedNanoseconds: Int64(status.changedSeconds) * 1_000_000_000 + Int64(status.changedNanoseconds),
+            size: status.size))
     }
 
     /// Both stat'ed, and the same file (or directory).
@@ -94,15 +99,6 @@ enum FilePath {
 
     /// Names in `directory`, without `.` and `..`; empty if it cannot be read.
     static func entries(of directory: String) -> [String] {
-        guard let handle = opendir(directory) else { return [] }
-        defer { closedir(handle) }
-        var names: [String] = []
-        while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
-                String(decoding: bytes.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
+        (try? System.directoryEntries(directory)) ?? []
     }
 }

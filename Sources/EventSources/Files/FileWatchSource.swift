@@ -4,6 +4,7 @@ import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
+import SystemCalls
 
 /// One `files` source: a ``FileWatch`` (a path, maybe recursive) turned into `fs.*` events.
 ///
@@ -83,11 +84,12 @@ final class FileWatchSource: EventSource, @unchecked Sendable {
     /// get changes from now on); otherwise a re-arming, which reports what the root holds now.
     func arm(initial: Bool) {
         guard !overLimit else { return }
-        guard let state = FileState(path: root, following: true) else {
-            let code = errno
+        let state: FileState
+        do { state = try FileState.reading(root, following: true) } catch {
+            let code = error.errno
             if initial {
                 let waiting = options.rearmWhenRecreated ? "; watching for it to be created" : ""
-                post(FileChange(kind: .error, path: root, message: "\(root): \(errorText(code))\(waiting)",
+                post(FileChange(kind: .error, path: root, message: "\(root): \(error.reason)\(waiting)",
                                 errorNumber: code))
             }
             if options.rearmWhenRecreated { awaitRoot() }

@@ -14,7 +14,7 @@ import SystemCalls
 /// handler as a `queue.sync` block — which libdispatch runs on the calling thread when the queue is
 /// free — so the queue stays the one owner of the monitor's state and no wake-up changes threads.
 ///
-/// After handling what it read, the thread pauses for ``coalescingMicroseconds`` before it reads
+/// After handling what it read, the thread pauses for ``coalescing`` before it reads
 /// again, so that during a storm it takes the kernel's queue in batches. Why: a reader that drains
 /// every event as it comes sleeps between events, and then every file operation of the writer
 /// also wakes it, and the queue's cache lines move between the two CPUs for each event — the
@@ -35,18 +35,17 @@ final class InotifyReader: @unchecked Sendable {
     /// Polled with the descriptor, signalled by `stop`.
     private let wake: System.WakeUp
     private let stopped = Atomic<Bool>(false)
-    static let coalescingMicroseconds: UInt32 = 20
+    static let coalescing = Duration.microseconds(20)
     private let pause = NSCondition()
     private var paused = false  // guarded by `pause`
 
-    /// Takes ownership of `descriptor`; nil (descriptor closed) if no wake-up could be made.
-    init?(descriptor: Int32) {
-        guard let wake = try? System.WakeUp() else {
-            close(descriptor)
-            return nil
+    /// Takes ownership of `descriptor`; throws (descriptor closed) if no wake-up could be made.
+    init(descriptor: Int32) throws(System.CallError) {
+        do { wake = try System.WakeUp() } catch {
+            System.close(descriptor)
+            throw error
         }
         self.descriptor = descriptor
-        self.wake = wake
     }
 
     /// What one run of the handler did.
@@ -108,7 +107,7 @@ final class InotifyReader: @unchecked Sendable {
             if outcome.readEvents {
                 // During a storm a cycle is this read and the pause: no `poll` (a read that
                 // finds nothing sends the thread back to it).
-                usleep(Self.coalescingMicroseconds)
+                System.sleep(for: Self.coalescing)
                 if stopped.load(ordering: .acquiring) { break }
                 outcome = handle(self)
                 continue
@@ -120,7 +119,7 @@ final class InotifyReader: @unchecked Sendable {
             if fds[0].revents & Int16(POLLNVAL) != 0 { break }
             if fds[0].revents != 0 || ready == 0 { outcome = handle(self) }
         }
-        close(descriptor)
+        System.close(descriptor)
     }
 
     /// Puts the calling thread in `SCHED_BATCH`: its wake-ups no longer preempt the thread that
@@ -133,17 +132,11 @@ final class InotifyReader: @unchecked Sendable {
     /// context switches for 200 000 events. Unprivileged; nice level and fairness are unchanged.
     /// Without it the thread keeps `SCHED_OTHER`: costlier under load, not wrong.
     private static func disfavorOnWakeUp() {
-        var parameters = sched_param(sched_priority: 0)
-        let batch: Int32 = 3  // SCHED_BATCH, not part of Swift's Glibc module
-        _ = sched_setscheduler(0, batch, &parameters)
+        try? System.setBatchScheduling()
     }
 
-    /// `prctl(PR_SET_TIMERSLACK)` for the calling thread, through `dlsym`: `<sys/prctl.h>` is not
-    /// part of Swift's Glibc module. Without it the thread keeps the default slack: slower, not wrong.
+    /// Without a timer slack of its own the thread keeps the default: slower, not wrong.
     private static func setTimerSlack(nanoseconds: UInt) {
-        typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
-        guard let prctl = dlsym(nil, "prctl") else { return }
-        let setTimerSlack: Int32 = 29  // PR_SET_TIMERSLACK
-        _ = unsafeBitCast(prctl, to: Prctl.self)(setTimerSlack, nanoseconds, 0, 0, 0)
+        try? System.setTimerSlack(nanoseconds: nanoseconds)
     }
 }

@@ -1,5 +1,6 @@
 @_spi(EventBusHost) import EventBusKit
 import Foundation
+import SystemCalls
 
 /// A named consumer's persisted position: the cursor of the last entry it acknowledged, in
 /// `<state directory>/<consumer>.cursor`.
@@ -30,7 +31,7 @@ final class JournalConsumerPosition: JournalPositionKeeper, @unchecked Sendable 
     /// The persisted cursor, or nil if the consumer has none yet.
     func load() throws -> String? {
         guard let data = FileManager.default.contents(atPath: path) else {
-            if access(path, F_OK) == 0 { throw EventBusError(.acknowledgementFailed, "cannot read \(path)") }
+            if System.isAccessible(path) { throw EventBusError(.acknowledgementFailed, "cannot read \(path)") }
             return nil
         }
         let cursor = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

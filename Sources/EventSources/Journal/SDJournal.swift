@@ -1,6 +1,7 @@
 import CSystemd
 import EventBusKit
 import Foundation
+import SystemCalls
 
 /// One `sd_journal` handle: the thin layer over libsystemd the reader uses.
 ///
@@ -45,7 +46,7 @@ final class SDJournal {
     private func requireFilesOrDaemon(socket: String, what: String) throws(OpenFailure) {
         var bytes: UInt64 = 0
         if sd_journal_get_usage(handle, &bytes) >= 0, bytes > 0 { return }
-        if access(socket, F_OK) == 0 { return }
+        if System.isAccessible(socket) { return }
         throw OpenFailure(description: "no journal: \(what) has no files and no journald listens at \(socket)")
     }
 

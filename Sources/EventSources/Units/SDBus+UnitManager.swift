@@ -1,6 +1,7 @@
 import EventBusKit
 import Foundation
 import SystemdBus
+import SystemCalls
 
 extension SDBus {
     /// Where a unit watch of `manager` connects: the private socket when it is there and
@@ -9,13 +10,13 @@ extension SDBus {
         switch manager {
         case .system:
             let privateSocket = "/run/systemd/private"
-            if geteuid() == 0, access(privateSocket, F_OK) == 0 {
+            if geteuid() == 0, System.isAccessible(privateSocket) {
                 return try connect(address: "unix:path=\(privateSocket)", busClient: false)
             }
             return try openSystemBus()
         case .user:
             if let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"],
-               access(runtime + "/systemd/private", F_OK) == 0 {
+               System.isAccessible(runtime + "/systemd/private") {
                 return try connect(address: "unix:path=\(runtime)/systemd/private", busClient: false)
             }
             return try openUserBus()

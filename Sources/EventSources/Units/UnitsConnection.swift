@@ -220,7 +220,7 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
         } else {
             timeout = retryDelayMilliseconds
         }
-        _ = poll(&descriptors, nfds_t(descriptors.count), timeout)
+        _ = try? System.poll(&descriptors, timeout: timeout)
         wakeUp.drain()
     }
 
@@ -271,10 +271,10 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
         let environment = ProcessInfo.processInfo.environment
         switch manager {
         case .system:
-            if geteuid() == 0, access("/run/systemd/private", F_OK) == 0 { return "unix:path=/run/systemd/private" }
+            if geteuid() == 0, System.isAccessible("/run/systemd/private") { return "unix:path=/run/systemd/private" }
             return "the system bus at " + (environment["DBUS_SYSTEM_BUS_ADDRESS"] ?? "unix:path=/run/dbus/system_bus_socket")
         case .user:
-            if let runtime = environment["XDG_RUNTIME_DIR"], access(runtime + "/systemd/private", F_OK) == 0 {
+            if let runtime = environment["XDG_RUNTIME_DIR"], System.isAccessible(runtime + "/systemd/private") {
                 return "unix:path=\(runtime)/systemd/private"
             }
             return "the user bus at " + (environment["DBUS_SESSION_BUS_ADDRESS"] ?? "unix:path=\(environment["XDG_RUNTIME_DIR"] ?? "$XDG_RUNTIME_DIR")/bus")
@@ -288,7 +288,7 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
     /// follow rather than something to wait for. `/run/systemd/system` is systemd's own sign
     /// that it runs as PID 1 (`sd_booted`).
     private func unavailable(_ reason: String) -> String {
-        guard case .system = manager, access("/run/systemd/system", F_OK) != 0 else { return reason }
+        guard case .system = manager, !System.isAccessible("/run/systemd/system") else { return reason }
         return "no systemd manager to follow: PID 1 is not systemd (no /run/systemd/system); \(reason)"
     }
 

@@ -12,19 +12,16 @@ extension System {
         private let descriptor: Int32
 
         init(path: String) throws(ELFError) {
-            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else { throw ELFError(.unreadable, "open: \(String(cString: strerror(errno)))") }
-            var info = stat()
-            guard fstat(descriptor, &info) == 0 else {
-                let reason = String(cString: strerror(errno))
-                close(descriptor)
-                throw ELFError(.unreadable, "fstat: \(reason)")
+            do { descriptor = try System.openFile(path, O_RDONLY) } catch {
+                throw ELFError(.unreadable, "open: \(error.reason)")
             }
-            self.descriptor = descriptor
-            size = UInt64(max(0, info.st_size))
+            do { size = UInt64(max(0, try System.size(of: descriptor, path: path))) } catch {
+                System.close(descriptor)
+                throw ELFError(.unreadable, "fstat: \(error.reason)")
+            }
         }
 
-        deinit { close(descriptor) }
+        deinit { System.close(descriptor) }
 
         func bytes(at offset: UInt64, count: Int) throws(ELFError) -> [UInt8] {
             guard count > 0 else { return [] }
@@ -33,11 +30,11 @@ extension System {
             while done < count {
                 let got: Int
                 do throws(System.CallError) {
-                    got = try System.call("pread") {
-                        buffer.withUnsafeMutableBytes { raw in
-                            pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                    got = try buffer.withUnsafeMutableBytes { raw in
+                        Result { () throws(System.CallError) in
+                            try System.read(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]), at: Int64(offset) + Int64(done))
                         }
-                    }
+                    }.get()
                 } catch {
                     throw ELFError(.unreadable, "read at offset \(offset): \(error.reason)")
                 }
@@ -70,15 +67,15 @@ extension System {
 
         /// `count` bytes at `address`, or nil if any of them is not readable.
         static func copy(from address: UnsafeRawPointer, count: Int) -> [UInt8]? {
-            guard let descriptors = openPipe() else { return nil }
-            defer { close(descriptors[0]); close(descriptors[1]) }
+            guard let pipe = try? System.makePipe() else { return nil }
+            defer { System.close(pipe.read); System.close(pipe.write) }
             var result: [UInt8] = []
             var offset = 0
             while offset < count {
                 let here = address + offset
                 let toPageEnd = pageSize - Int(UInt(bitPattern: here) % UInt(pageSize))
                 let chunk = min(count - offset, toPageEnd)
-                guard let bytes = transfer(here, count: chunk, through: descriptors) else { return nil }
+                guard let bytes = transfer(here, count: chunk, through: pipe) else { return nil }
                 result += bytes
                 offset += chunk
             }
@@ -88,38 +85,32 @@ extension System {
         /// The bytes of the NUL-terminated string at `address` (without the NUL), or nil if it is
         /// unreadable or has no NUL within `maximumLength` bytes.
         static func cString(at address: UnsafeRawPointer, maximumLength: Int) -> [UInt8]? {
-            guard let descriptors = openPipe() else { return nil }
-            defer { close(descriptors[0]); close(descriptors[1]) }
+            guard let pipe = try? System.makePipe() else { return nil }
+            defer { System.close(pipe.read); System.close(pipe.write) }
             var result: [UInt8] = []
             while result.count <= maximumLength {
                 let here = address + result.count
                 let toPageEnd = pageSize - Int(UInt(bitPattern: here) % UInt(pageSize))
                 let chunk = min(maximumLength + 1 - result.count, toPageEnd)
-                guard let bytes = transfer(here, count: chunk, through: descriptors) else { return nil }
+                guard let bytes = transfer(here, count: chunk, through: pipe) else { return nil }
                 if let end = bytes.firstIndex(of: 0) { return result + bytes[..<end] }
                 result += bytes
             }
             return nil
         }
 
-        /// A pipe, close-on-exec (Glibc's Swift module has no `pipe2`).
-        private static func openPipe() -> [Int32]? {
-            var descriptors: [Int32] = [-1, -1]
-            guard pipe(&descriptors) == 0 else { return nil }
-            for descriptor in descriptors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-            return descriptors
-        }
-
         /// Writes `count` bytes (at most a page, within one page) into the pipe and reads them back.
-        private static func transfer(_ address: UnsafeRawPointer, count: Int, through pipe: [Int32]) -> [UInt8]? {
+        private static func transfer(_ address: UnsafeRawPointer, count: Int, through pipe: (read: Int32, write: Int32)) -> [UInt8]? {
             // EFAULT from the write: not readable.
-            guard (try? System.writeAll(pipe[1], UnsafeRawBufferPointer(start: address, count: count))) != nil else { return nil }
+            guard (try? System.writeAll(pipe.write, UnsafeRawBufferPointer(start: address, count: count))) != nil else { return nil }
             var bytes = [UInt8](repeating: 0, count: count)
-            var read = 0
-            while read < count {
-                let result = try? System.call("read") { bytes.withUnsafeMutableBytes { Glibc.read(pipe[0], $0.baseAddress! + read, count - read) } }
+            var done = 0
+            while done < count {
+                let result = try? bytes.withUnsafeMutableBytes { (raw) throws(System.CallError) in
+                    try System.read(pipe.read, into: UnsafeMutableRawBufferPointer(rebasing: raw[done...]))
+                }
                 guard let result, result > 0 else { return nil }
-                read += result
+                done += result
             }
             return bytes
         }

@@ -336,6 +336,5 @@ struct StandardOutput {
 }
 
 func printError(_ message: String) {
-    var line = message + "\n"
-    line.withUTF8 { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    System.writeToStandardError(message + "\n")
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ControlProtocol
 import Foundation
+import SystemCalls
 
 /// `eventbus top`: a live view of the running host, like `systemd-cgtop` — modules and control
 /// clients with their rates, queue depths, drops and handler p99, refreshed each second.
@@ -28,15 +29,15 @@ struct TopCommand: ParsableCommand {
     func run() throws {
         let host = try socket.connect()
         var previous = try TopSample.take(from: host)
-        let pause = UInt32(interval * 1_000_000)
+        let pause = Duration.seconds(interval)
         if once {
-            usleep(pause)
+            System.sleep(for: pause)
             print(TopFrame(previous: previous, current: try TopSample.take(from: host)).text, terminator: "")
             return
         }
         show(TopFrame(previous: nil, current: previous))
         while true {
-            usleep(pause)
+            System.sleep(for: pause)
             let current = try TopSample.take(from: host)
             show(TopFrame(previous: previous, current: current))
             previous = current

@@ -2,6 +2,7 @@ import ArgumentParser
 import ControlProtocol
 import Foundation
 import Glibc
+import SystemCalls
 
 /// `eventbus rules`: the running host's rules with their counters and last run; `eventbus rules
 /// test`: which rules of a config would fire for an event, and what each would run.
@@ -53,15 +54,11 @@ struct RulesCommand: ParsableCommand {
         func run() throws {
             let daemon = RulesCommand.daemonPath()
             let arguments = [daemon, "--config", config, "--test-rules", event]
-            var pid: pid_t = 0
-            let argv = arguments.map { strdup($0) } + [nil]
-            defer { for pointer in argv { free(pointer) } }
-            let spawned = posix_spawn(&pid, daemon, nil, nil, argv, environ)
-            guard spawned == 0 else {
-                throw CommandError("cannot run \(daemon): \(String(cString: strerror(spawned))) (rules test reads the config with eventbusd)")
+            let pid: pid_t
+            do { pid = try System.spawn(daemon, arguments: arguments) } catch {
+                throw CommandError("cannot run \(daemon): \(error.reason) (rules test reads the config with eventbusd)")
             }
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            let status = (try? System.waitForExit(of: pid)) ?? 0
             let exited = status & 0x7f == 0
             throw ExitCode(exited ? (status >> 8) & 0xff : 1)
         }
@@ -71,11 +68,11 @@ struct RulesCommand: ParsableCommand {
     static func daemonPath() -> String {
         if let me = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
             let beside = (me as NSString).deletingLastPathComponent + "/eventbusd"
-            if access(beside, X_OK) == 0 { return beside }
+            if System.isAccessible(beside, .executable) { return beside }
         }
         for folder in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin").split(separator: ":") {
             let candidate = "\(folder)/eventbusd"
-            if access(candidate, X_OK) == 0 { return candidate }
+            if System.isAccessible(candidate, .executable) { return candidate }
         }
         return "/usr/bin/eventbusd"
     }

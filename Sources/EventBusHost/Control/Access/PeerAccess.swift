@@ -1,4 +1,5 @@
 import Glibc
+import SystemCalls
 
 /// Whether a control client may watch a path or the journal, judged by the client's *own*
 /// access — its uid and groups as the kernel recorded them at `connect` (`SO_PEERCRED`,
@@ -37,11 +38,7 @@ enum PeerAccess {
         // The walk above succeeded, so resolving the path tells the client nothing it could
         // not find out itself; the resolved path must be reachable too (a symbolic link does
         // not lend access to where it points).
-        var resolved = path
-        if let real = realpath(path, nil) {
-            resolved = String(cString: real)
-            free(real)
-        }
+        let resolved = (try? System.realPath(path)) ?? path
         if resolved != path { try walk(resolved, peer: peer, shownAs: path) }
     }
 
@@ -91,21 +88,25 @@ enum PeerAccess {
     }
 
     private static func exists(_ path: String) -> Bool {
-        var info = stat()
-        return stat(path, &info) == 0 || errno != ENOENT
+        do {
+            _ = try System.status(of: path)
+            return true
+        } catch {
+            return error.errno != ENOENT
+        }
     }
 
     private static func check(_ path: String, _ need: Need, peer: System.StreamSocket.Peer, shown: String) throws(Refusal) {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw Refusal(description: "cannot watch \(shown): \(path): \(String(cString: strerror(errno)))")
+        let status: System.FileStatus
+        do { status = try System.status(of: path) } catch {
+            throw Refusal(description: "cannot watch \(shown): \(path): \(error.reason)")
         }
-        let mode = UInt32(info.st_mode)
-        let isDirectory = mode & UInt32(S_IFMT) == UInt32(S_IFDIR)
+        let mode = status.mode
+        let isDirectory = status.isDirectory
         let shift: UInt32
-        if info.st_uid == peer.userID {
+        if status.ownerID == peer.userID {
             shift = 6
-        } else if info.st_gid == peer.groupID || peer.groups.contains(info.st_gid) {
+        } else if status.groupID == peer.groupID || peer.groups.contains(status.groupID) {
             shift = 3
         } else {
             shift = 0

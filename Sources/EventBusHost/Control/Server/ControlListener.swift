@@ -73,7 +73,7 @@ final class ControlListener: LoopWatcher, @unchecked Sendable {
         do throws(System.CallError) {
             // 0660: connecting needs write permission, so only root and the group get in.
             try System.StreamSocket.setPermissions(of: temporary, mode: 0o660, group: settings.tailGroup?.id ?? settings.postGroup?.id)
-            guard rename(temporary, path) == 0 else { throw System.CallError(call: "rename", path: path, errno: errno) }
+            try System.rename(temporary, to: path)
         } catch {
             System.StreamSocket.close(fd)
             System.StreamSocket.unlink(temporary)

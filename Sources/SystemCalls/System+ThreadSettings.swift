@@ -1,0 +1,34 @@
+import Glibc
+
+extension System {
+    /// `prctl(2)`, looked up at run time: `<sys/prctl.h>` is not part of Swift's Glibc module.
+    private static let prctl: (@convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32)? = {
+        guard let symbol = dlsym(nil, "prctl") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32).self)
+    }()
+
+    private static func processControl(_ option: Int32, _ name: String, _ value: UInt) throws(CallError) {
+        guard let prctl else { throw CallError(call: "prctl(\(name))", path: "libc", errno: ENOSYS) }
+        _ = try call("prctl(\(name))") { prctl(option, value, 0, 0, 0) }
+    }
+
+    /// `PR_SET_PDEATHSIG`: the kernel sends `signal` to this process when the *thread* that
+    /// started it ends (the module worker's tie to its host; see `WorkerProcess`).
+    public static func setParentDeathSignal(_ signal: Int32) throws(CallError) {
+        try processControl(1, "PR_SET_PDEATHSIG", UInt(signal))
+    }
+
+    /// `PR_SET_TIMERSLACK` for the calling thread: how late the kernel may end its sleeps and
+    /// timeouts to batch wake-ups (50 µs by default).
+    public static func setTimerSlack(nanoseconds: UInt) throws(CallError) {
+        try processControl(29, "PR_SET_TIMERSLACK", nanoseconds)
+    }
+
+    /// Puts the calling thread in `SCHED_BATCH`: its wake-ups do not preempt the thread running
+    /// on a busy CPU. Unprivileged; its nice level and fairness are unchanged.
+    public static func setBatchScheduling() throws(CallError) {
+        var parameters = sched_param(sched_priority: 0)
+        let batch: Int32 = 3  // SCHED_BATCH, not part of Swift's Glibc module
+        _ = try call("sched_setscheduler(SCHED_BATCH)") { sched_setscheduler(0, batch, &parameters) }
+    }
+}
