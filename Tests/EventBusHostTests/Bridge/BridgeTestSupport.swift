@@ -43,10 +43,15 @@ final class BridgedHost: @unchecked Sendable {
     func start() async throws {
         let daemon = try DaemonProcessTests.Daemon(arguments: ["--config", configPath], wrapper: wrapper, in: directory)
         self.daemon = daemon
-        guard await daemon.waitFor("ready; SIGHUP reloads") else { throw POSIXError(.ETIMEDOUT) }
+        guard await daemon.waitFor("ready; SIGHUP reloads") else { throw NotStarted(description: "\(name) never said ready: \(health)") }
         guard await eventually({ bridgeStatus?["state"]?.stringValue == "connected" }) else {
-            throw POSIXError(.ENOTCONN)
+            throw NotStarted(description: "\(name)'s bridge never connected: \(health)\nits output ends:\n\(daemon.output.suffix(4000))")
         }
+    }
+
+    /// Why ``start()`` gave up: the host's state and the end of its output.
+    struct NotStarted: Error, CustomStringConvertible {
+        var description: String
     }
 
     func kill(_ signal: Int32 = SIGKILL) async {
