@@ -211,7 +211,7 @@ final class CoreImporter: @unchecked Sendable {
     /// in before it posts any, so each origin's share is judged on what is waiting, not on the
     /// order it arrived in; then decodes and posts up to ``ImportBatch/countLimit`` events in
     /// the origins' turns — fewer when nats.c holds new messages at a look every ``serveStep``
-    /// events — and goes on while nats.c holds nothing new. Without a handle (the
+    /// events or ``serveStepBytes`` — and goes on while nats.c holds nothing new. Without a handle (the
     /// subscription has completed) or when nats.c cannot tell (a closed subscription), it posts
     /// everything held.
     private func serve(_ subscription: Subscription, unlessMoreWaitIn handle: OpaquePointer?) {
@@ -220,11 +220,16 @@ final class CoreImporter: @unchecked Sendable {
         repeat {
             subscription.taken = 0
             var budget = ImportBatch.countLimit
+            var bytesSinceLook = 0
             while budget > 0, let held = subscription.shares.next() {
                 decode(held, on: subscription)
                 budget -= 1
+                bytesSinceLook += held.bytes
                 if subscription.batch.isFull { post(subscription) }
-                if budget % Self.serveStep == 0, nats(hasMoreFor: handle) { break }
+                if budget % Self.serveStep == 0 || bytesSinceLook >= Self.serveStepBytes {
+                    bytesSinceLook = 0
+                    if nats(hasMoreFor: handle) { break }
+                }
             }
             post(subscription)
         } while !subscription.shares.isEmpty && !nats(hasMoreFor: handle)
@@ -244,6 +249,8 @@ final class CoreImporter: @unchecked Sendable {
     /// meanwhile, they are taken in first. Serving takes as long as the bus's subscribers do,
     /// and what arrives meanwhile waits in nats.c's queue, shared by all origins.
     static let serveStep = 16
+    /// Or payload bytes: a large event costs the bus (and each tail) in proportion to its size.
+    static let serveStepBytes = 256 << 10
 
     /// The messages taken in from nats.c before the held ones are served, while nats.c holds
     /// more: enough that a flood's backlog is seen in the origin queues rather than in nats.c
