@@ -34,7 +34,8 @@ public struct BridgeConfig: Sendable, Equatable {
     /// holding the most is dropped, announced as `over_share` against that origin.
     public var pendingLimit = 65_536
     /// Bytes of those messages (`pending_bytes`, 64 MiB; at most 2 GiB − 1, as nats.c counts in
-    /// 32 bits: the larger of the two is also the limit of nats.c's hand-off queue in front).
+    /// 32 bits). nats.c's hand-off queue in front holds at most the larger of these two and
+    /// 65 536 messages / 64 MiB (``CoreImporter/handOffLimit``).
     public var pendingBytes = 64 << 20
     /// First and largest wait between reconnect attempts (`reconnect_wait`, `max_reconnect_wait`);
     /// the wait doubles per failed attempt in between, ±20 % jitter. The largest is what a host
