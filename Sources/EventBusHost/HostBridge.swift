@@ -68,6 +68,7 @@ final class HostBridge: Sendable {
                 return .object(["host": .string(host), "instance": int(origin.instance), "seq": int(origin.sequence)])
             }),
         ]
+        if !statistics.overShare.isEmpty { object["over_share"] = .object(statistics.overShare.mapValues { int($0) }) }
         if let error = statistics.lastError { object["last_error"] = .string(error) }
         return .object(object)
     }

@@ -29,12 +29,13 @@ public struct BridgeConfig: Sendable, Equatable {
     public var exportBufferBytes = 64 << 20
     /// Bytes nats.c keeps for publishes while reconnecting (`reconnect_buffer`), core mode.
     public var reconnectBufferBytes = 8 * 1024 * 1024
-    /// Messages a core import subscription holds before nats.c drops them as a slow consumer
-    /// (`pending_limit`).
+    /// Messages a core import subscription holds not yet posted, in its origin queues
+    /// (`pending_limit`); past it, or past `pending_bytes`, the newest message of the origin
+    /// holding the most is dropped, announced as `over_share` against that origin.
     public var pendingLimit = 65_536
-    /// Bytes of messages a core import subscription holds (`pending_bytes`, 64 MiB; at most
-    /// 2 GiB − 1, nats.c counts in 32 bits); past either limit nats.c drops them, announced as
-    /// `slow_consumer`.
+    /// Bytes of those messages (`pending_bytes`, 64 MiB; at most 2 GiB − 1, as nats.c counts in
+    /// 32 bits). nats.c's hand-off queue in front holds at most the larger of these two and
+    /// 65 536 messages / 64 MiB (``CoreImporter/handOffLimit``).
     public var pendingBytes = 64 << 20
     /// First and largest wait between reconnect attempts (`reconnect_wait`, `max_reconnect_wait`);
     /// the wait doubles per failed attempt in between, ±20 % jitter. The largest is what a host

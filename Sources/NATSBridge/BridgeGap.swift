@@ -1,6 +1,5 @@
-import EventBusKit
+@_spi(EventBusHost) import EventBusKit
 import Foundation
-import Synchronization
 
 /// A `bridge.gap` event: events that should have crossed between this host and NATS and did
 /// not, or may not have. Core NATS is at-most-once: its losses cannot be prevented, only counted
@@ -8,7 +7,8 @@ import Synchronization
 ///
 /// Fields: `kind`; `dropped` when the count is known; `subjects` (the subjects or event names
 /// concerned, comma-separated, at most 16); `from` and `until` (dates: the time range);
-/// `bridge_host` (this host); `origin_host` (`missed`: the host whose exports were missed).
+/// `bridge_host` (this host); `origin_host` (`missed`, `over_share`: the host whose exports
+/// were lost).
 public struct BridgeGap: Sendable, Hashable {
     public static let eventName = "bridge.gap"
 
@@ -42,6 +42,11 @@ public struct BridgeGap: Sendable, Hashable {
         /// lost by the origin after its nats.c took them. Exact for what it counts; nats.c's
         /// own drops here are announced as `slow_consumer` instead, not twice.
         case missed
+        /// Core mode: imports of one origin (`origin_host`) dropped because it sent more than its
+        /// share of what this host takes in while others waited (``OriginShares``): the newest
+        /// of the origin holding the most, once the subscription held `pending_limit` messages or
+        /// `pending_bytes` bytes. Exact; other origins lose nothing to it.
+        case overShare = "over_share"
 
         /// Whether the gap's count is the number of events lost; otherwise the announcement
         /// carries no `dropped` and ``BridgeStatistics/lost`` does not count it.
@@ -58,8 +63,9 @@ public struct BridgeGap: Sendable, Hashable {
     public var from: Date
     public var until: Date
     public var host: String
-    /// `missed`: the host whose exports were missed (nil when more origins than a gap names
-    /// per announcement missed exports at once, see ``GapBook/originLimit``).
+    /// `missed`, `over_share`: the host whose exports were lost (nil when more origins than a
+    /// gap names per announcement lost exports at once, see ``GapBook/originLimit``, or past
+    /// ``OriginShares/originLimit`` origins).
     public var origin: String?
 
     public init(kind: Kind, dropped: Int?, subjects: [String], from: Date, until: Date, host: String, origin: String? = nil) {
@@ -157,8 +163,11 @@ final class GapBook: Sendable {
         var kind: BridgeGap.Kind
         var origin: String?
     }
-    private let records = Mutex<[Key: GapRecord]>([:])
-    private let details = Mutex<[BridgeGap.Kind: String]>([:])
+    /// `Locked`, not `Mutex`: a flood records a drop per message from nats.c's delivery thread
+    /// while the monitor takes them, and the thread sanitizer cannot see `Mutex`'s contended
+    /// path (docs/design-notes.md, Locks).
+    private let records = Locked<[Key: GapRecord]>([:])
+    private let details = Locked<[BridgeGap.Kind: String]>([:])
     /// Origins a quarter second's `missed` announcements name one by one at most; the exports
     /// missed of any further origin are announced together, without an origin: anyone who may
     /// publish under the prefix can claim any host name, and must not make a storm of

@@ -58,6 +58,24 @@ public struct BridgeStatistics: Sendable {
     /// Core: other hosts' exports that never reached this host, counted by their numbers
     /// (announced as `bridge.gap` of kind `missed`, and counted in ``lost`` too).
     public var missed: UInt64 = 0
+    /// Core: imports dropped because their origin sent more than its share while others waited
+    /// (announced as `bridge.gap` of kind `over_share`, counted in ``lost`` too), by origin host;
+    /// "" gathers the origins past the first ``OverShareCounts/namedLimit`` named.
+    public var overShare: [String: UInt64] = [:]
+}
+
+/// Imports dropped over their origin's share, by origin. A host name in a subject is whatever
+/// its publisher wrote: at most ``namedLimit`` are named, so a flood of made-up names cannot grow
+/// the status answer and the metrics without bound.
+struct OverShareCounts {
+    static let namedLimit = 16
+    private(set) var byOrigin: [String: UInt64] = [:]
+
+    mutating func add(_ count: Int, of origin: String?) {
+        var key = origin ?? ""
+        if byOrigin[key] == nil, byOrigin.keys.count(where: { !$0.isEmpty }) >= Self.namedLimit { key = "" }
+        byOrigin[key, default: 0] += UInt64(count)
+    }
 }
 
 /// The bridge's counters, bumped from the threads that do the work (the bus delivery loop, the

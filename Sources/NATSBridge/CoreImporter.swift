@@ -1,20 +1,26 @@
 import CNATS
 @_spi(EventBusHost) import EventBusKit
 import Foundation
+import Synchronization
 
 /// Core-mode imports: one nats.c subscription per import pattern (`<prefix>.*.<pattern>`), so
-/// the server filters by name; each message is decoded by nats.c's delivery thread of that
-/// subscription — the thread that posts imports into the bus.
+/// the server filters by name; each message is taken, decoded and posted by nats.c's delivery
+/// thread of that subscription — the thread that posts imports into the bus.
 ///
-/// Posting in batches: nats.c hands a subscription's messages over one per callback, but a
-/// burst arrives many at once. The callback appends the decoded event to the subscription's
-/// batch and posts the batch (`Bus.post(contentsOf:)`, one compare-and-swap or lock for all of
-/// it) when nats.c has no further message waiting for the subscription, or when the batch holds
+/// A fair share per origin: the message callback only routes a message (``ImportRoutes``) and
+/// reads its numbers, and holds it in its origin's queue (``OriginShares``); after it, while
+/// nats.c holds further messages, up to ``sortLimit`` are taken in before any is posted, then up
+/// to ``ImportBatch/countLimit`` are decoded taking one of each origin in turn. A peer flooding
+/// the subject fills its own queue, and its excess is dropped and counted against it
+/// (`over_share`); nats.c's queue, shared by all origins, stays near empty, so its pending limits
+/// (which drop whatever comes) are reached only when taking messages out cannot keep up.
+///
+/// Posting in batches: decoded events are posted together (`Bus.post(contentsOf:)`, one
+/// compare-and-swap or lock for all of them) at the end of each serving, or when the batch holds
 /// ``ImportBatch/countLimit`` events or ``ImportBatch/byteLimit`` bytes. An event alone — the
-/// paced case — is posted by its own callback, so batching adds no latency; in a burst the next
-/// callback follows at once. The batch keeps the order messages arrived in, and echoes and
-/// skipped names never enter it. When the subscription closes, nats.c's completion callback
-/// posts what is left on the same thread.
+/// paced case — is posted by its own callback, so batching adds no latency. The order of each
+/// origin's messages is kept; echoes and skipped names never enter. When the subscription closes,
+/// nats.c's completion callback posts what is left on the same thread.
 ///
 /// Exactly once per host, in this mode's at-most-once terms:
 /// - the host's own events come back under `*` and are dropped here (counted as echoes): NATS
@@ -22,12 +28,14 @@ import Foundation
 /// - a name matched by two import patterns reaches both subscriptions; only the subscription of
 ///   the first pattern that matches posts it.
 ///
-/// Slow-consumer drops (nats.c's pending limits: `pending_limit` messages, `pending_bytes` bytes,
-/// whichever is reached first) are read per subscription by the monitor (``poll()``) and
-/// announced as `bridge.gap` (`slow_consumer`) with exact counts.
+/// Slow-consumer drops (nats.c's pending limits, ``handOffLimit`` and ``handOffBytes``) are read
+/// per subscription by the monitor (``poll()``) and announced as `bridge.gap` (`slow_consumer`)
+/// with exact counts.
 ///
-/// Bytes: what a subscription holds is bounded — nats.c's pending messages by `pending_bytes`,
-/// the batch being gathered by ``ImportBatch/byteLimit``, the routes by
+/// Bytes: what a subscription holds is bounded — the origin queues by `pending_limit` and
+/// `pending_bytes`, nats.c's hand-off queue by ``handOffLimit`` and ``handOffBytes``, the
+/// batch being gathered by
+/// ``ImportBatch/byteLimit``, the routes by
 /// ``ImportRoutes/bytesLimit`` (each route's payload shape keeps keys, not values: see
 /// ``WireFormat/ShapeCache``).
 final class CoreImporter: @unchecked Sendable {
@@ -48,6 +56,12 @@ final class CoreImporter: @unchecked Sendable {
         /// delivery thread (nats.c runs the completion callback there too, after the last message),
         /// so the run-time exclusivity check of each access is left out.
         @exclusivity(unchecked) var batch = ImportBatch()
+        /// Messages taken out of nats.c, per origin, not yet decoded (delivery thread).
+        let shares: OriginShares
+        /// Messages taken in since the held ones were last served (delivery thread).
+        @exclusivity(unchecked) var taken = 0
+        /// `shares.count` as of the last serving, for the monitor's import lag.
+        let held = Atomic<Int>(0)
         /// Signalled by nats.c's completion callback, once the last batch is posted.
         let completed = DispatchSemaphore(value: 0)
         /// Routes by subject, touched only on this subscription's delivery thread: a message on
@@ -59,6 +73,7 @@ final class CoreImporter: @unchecked Sendable {
             self.filter = filter
             self.importer = importer
             self.routes = ImportRoutes(subjects: importer.subjects, patterns: importer.patterns, patternIndex: index)
+            self.shares = OriginShares(countLimit: importer.pendingLimit, bytesLimit: importer.pendingBytes)
         }
     }
 
@@ -95,19 +110,17 @@ final class CoreImporter: @unchecked Sendable {
             let closure = Unmanaged.passRetained(subscription).toOpaque()  // kept for good: a callback may run during stop
             let status = natsConnection_Subscribe(&handle, client.connection, subscription.filter, { _, handle, message, closure in
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
-                subscription.importer.receive(message!, on: subscription, handle: handle)
-                // Freed here and now, not by `natsMsg_Destroy` (see shim.h): the message is
-                // ours, and nats.c's delivery loop does not touch it after this callback.
-                natsMsg_free(UnsafeMutableRawPointer(message))
-                subscription.importer.flush(subscription, unlessMoreWaitIn: handle)
+                subscription.importer.take(message!, on: subscription, handle: handle)
+                subscription.importer.serve(subscription, unlessMoreWaitIn: handle)
             }, closure)
             try BridgeError.check(status, .connection, "subscribe to \(subscription.filter)")
             try BridgeError.check(natsSubscription_SetOnCompleteCB(handle, { closure in
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
-                subscription.importer.flush(subscription, unlessMoreWaitIn: nil)
+                subscription.importer.serve(subscription, unlessMoreWaitIn: nil)
                 subscription.completed.signal()
             }, closure), .connection, "completion callback")
-            try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: pendingLimit), Int32(clamping: pendingBytes)),
+            try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: max(pendingLimit, Self.handOffLimit)),
+                                                                    Int32(clamping: max(pendingBytes, Self.handOffBytes))),
                                   .connection, "pending limits")
             subscription.handle = handle
             subscriptions.append(subscription)
@@ -117,38 +130,58 @@ final class CoreImporter: @unchecked Sendable {
         if client.state == .connected { _ = natsConnection_FlushTimeout(client.connection, 2_000) }
     }
 
-    /// nats.c's delivery thread of `subscription`: decodes a message into the batch, and counts
-    /// what its numbers say was missed before it.
-    private func receive(_ message: OpaquePointer, on subscription: Subscription, handle: OpaquePointer?) {
+    /// nats.c's delivery thread of `subscription`: routes a message and counts what its numbers
+    /// say was missed before it, then holds it in its origin's queue (``OriginShares``) or frees
+    /// it (an echo, a name another subscription posts, a subject refused). No decoding here:
+    /// taking a message out of nats.c must cost far less than posting it, or nats.c's pending
+    /// limits would drop whatever comes, of any origin.
+    private func take(_ message: OpaquePointer, on subscription: Subscription, handle: OpaquePointer?) {
         let route = subscription.routes.route(natsMsg_GetSubject(message))
         switch route.action {
         case .post: break
         case .echo:
             counters.echoesDropped.add(1, ordering: .relaxed)
-            return
-        case .skip: return
+            return free(message)
+        case .skip: return free(message)
         case .refused:
             refuse(route.refusal?.subject ?? "?", route.refusal?.reason ?? "refused")
-            return
+            return free(message)
         }
         let length = Int(natsMsg_GetDataLength(message))
         guard let data = natsMsg_GetData(message) else {
             refuse(route.name, "no payload")
-            return
+            return free(message)
         }
+        // Numbers count in arrival order, whether the message is posted, refused later or
+        // dropped over its origin's share (then it is counted as that, not as missed).
+        if let header = try? WireFormat.header(UnsafeRawBufferPointer(start: data, count: length)) {
+            let missed = route.received.receive(instance: header.instance, number: header.number)
+            if missed > 0 { countMissed(missed, of: route, on: subscription, handle: handle) }
+        }
+        subscription.shares.append(OriginShares.Held(message: message, route: route, bytes: length)) { dropped, origin in
+            gaps.record(.overShare, count: 1, subject: dropped.route.name, origin: origin)
+            free(dropped.message)
+        }
+    }
+
+    /// Decodes a held message into the batch and frees it (its origin's turn; delivery thread).
+    private func decode(_ held: OriginShares.Held, on subscription: Subscription) {
+        defer { free(held.message) }
+        let route = held.route
+        let payload = UnsafeRawBufferPointer(start: natsMsg_GetData(held.message), count: held.bytes)
         var header = WireFormat.Header(instance: 0, sequence: 0)
-        let payload = UnsafeRawBufferPointer(start: data, count: length)
         do {
             subscription.batch.append(try WireFormat.decode(payload, name: route.name, host: route.host, shapes: route.shapes, header: &header),
-                                      bytes: length)
+                                      bytes: held.bytes)
         } catch {
             refuse(route.name, "payload from \(route.host): \(error.description)")
-            // Refused, not missed: its number still counts when its header reads.
-            guard let origin = try? WireFormat.header(payload) else { return }
-            header = origin
         }
-        let missed = route.received.receive(instance: header.instance, number: header.number)
-        if missed > 0 { countMissed(missed, of: route, on: subscription, handle: handle) }
+    }
+
+    /// Frees a message taken from nats.c on its delivery thread, not through `natsMsg_Destroy`
+    /// (see shim.h): it is ours, and nats.c's delivery loop does not touch it after its callback.
+    private func free(_ message: OpaquePointer) {
+        natsMsg_free(UnsafeMutableRawPointer(message))
     }
 
     /// nats.c's delivery thread of `subscription`: `count` exports of `route`'s origin and name
@@ -173,24 +206,75 @@ final class CoreImporter: @unchecked Sendable {
         gaps.record(.importRefused, count: 1, subject: subject, detail: reason)
     }
 
-    /// nats.c's delivery thread of `subscription`, after each message: posts the batch unless
-    /// nats.c holds another message for `handle` (whose callback follows at once) and the
-    /// batch has room. Without a handle (the subscription has completed) or when nats.c cannot
-    /// tell (a closed subscription), it posts.
-    private func flush(_ subscription: Subscription, unlessMoreWaitIn handle: OpaquePointer?) {
+    /// nats.c's delivery thread of `subscription`, after each message: while nats.c holds more
+    /// messages for `handle` (whose callbacks follow at once), takes up to ``sortLimit`` of them
+    /// in before it posts any, so each origin's share is judged on what is waiting, not on the
+    /// order it arrived in; then decodes and posts up to ``ImportBatch/countLimit`` events in
+    /// the origins' turns — fewer when nats.c holds new messages at a look every ``serveStep``
+    /// events or ``serveStepBytes`` — and goes on while nats.c holds nothing new. Without a handle (the
+    /// subscription has completed) or when nats.c cannot tell (a closed subscription), it posts
+    /// everything held.
+    private func serve(_ subscription: Subscription, unlessMoreWaitIn handle: OpaquePointer?) {
+        subscription.taken += 1
+        if subscription.taken < Self.sortLimit, nats(hasMoreFor: handle) { return }
+        repeat {
+            subscription.taken = 0
+            var budget = ImportBatch.countLimit
+            var bytesSinceLook = 0
+            while budget > 0, let held = subscription.shares.next() {
+                decode(held, on: subscription)
+                budget -= 1
+                bytesSinceLook += held.bytes
+                if subscription.batch.isFull { post(subscription) }
+                if budget % Self.serveStep == 0 || bytesSinceLook >= Self.serveStepBytes {
+                    bytesSinceLook = 0
+                    if nats(hasMoreFor: handle) { break }
+                }
+            }
+            post(subscription)
+        } while !subscription.shares.isEmpty && !nats(hasMoreFor: handle)
+        subscription.held.store(subscription.shares.count, ordering: .relaxed)
+    }
+
+    /// nats.c's queue of a subscription is only a hand-off to the origin queues, which
+    /// `pending_limit` and `pending_bytes` bound: it is drained at once, message by message, and
+    /// holds what arrives while the bus takes a few events (``serveStep``). Its limits (nats.c's
+    /// defaults, or the configured ones when larger) are a backstop for a peer faster than
+    /// taking messages out — past them nats.c drops whatever comes, of any origin
+    /// (`slow_consumer`) — and must not be reached by a burst that the origin queues would sort.
+    static let handOffLimit = 65_536
+    static let handOffBytes = 64 << 20
+
+    /// Events decoded between two looks at nats.c while serving: when more messages came
+    /// meanwhile, they are taken in first. Serving takes as long as the bus's subscribers do,
+    /// and what arrives meanwhile waits in nats.c's queue, shared by all origins.
+    static let serveStep = 16
+    /// Or payload bytes: a large event costs the bus (and each tail) in proportion to its size.
+    static let serveStepBytes = 256 << 10
+
+    /// The messages taken in from nats.c before the held ones are served, while nats.c holds
+    /// more: enough that a flood's backlog is seen in the origin queues rather than in nats.c
+    /// (which drops whatever arrives), few enough that a burst's first event waits well under a
+    /// millisecond for its post.
+    static let sortLimit = 1_024
+
+    /// Whether nats.c holds messages for `handle` whose callbacks have not run yet.
+    private func nats(hasMoreFor handle: OpaquePointer?) -> Bool {
+        guard let handle else { return false }
+        var messages: Int32 = 0
+        var bytes: Int32 = 0
+        return natsSubscription_GetPending(handle, &messages, &bytes) == NATS_OK && messages > 0
+    }
+
+    private func post(_ subscription: Subscription) {
         guard !subscription.batch.events.isEmpty else { return }
-        if let handle, !subscription.batch.isFull {
-            var messages: Int32 = 0
-            var bytes: Int32 = 0
-            if natsSubscription_GetPending(handle, &messages, &bytes) == NATS_OK, messages > 0 { return }
-        }
         bus.post(contentsOf: subscription.batch.events)
         counters.imported.add(UInt64(subscription.batch.events.count), ordering: .relaxed)
         subscription.batch.removeAll()
     }
 
     /// Monitor queue: announces new slow-consumer drops; returns the messages waiting in nats.c
-    /// (the import lag).
+    /// and in the origin queues (the import lag).
     func poll() -> UInt64 {
         var waiting: UInt64 = 0
         for subscription in subscriptions {
@@ -203,6 +287,7 @@ final class CoreImporter: @unchecked Sendable {
             var messages: Int32 = 0
             var bytes: Int32 = 0
             if natsSubscription_GetPending(handle, &messages, &bytes) == NATS_OK { waiting += UInt64(max(0, messages)) }
+            waiting += UInt64(max(0, subscription.held.load(ordering: .relaxed)))
         }
         return waiting
     }

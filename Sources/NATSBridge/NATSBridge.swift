@@ -38,6 +38,8 @@ public final class NATSBridge: @unchecked Sendable {
     private let subjects: Subjects
     private let monitorQueue = DispatchQueue(label: "eventbus.bridge.monitor")
     private let disconnectedAt = Mutex<Date?>(nil)
+    /// Imports dropped over their origin's share, per origin (monitor queue writes, status reads).
+    private let overShare = Mutex(OverShareCounts())
     private let stopped = Atomic<Bool>(false)
 
     private struct Parts {
@@ -226,6 +228,7 @@ public final class NATSBridge: @unchecked Sendable {
             if !record.kind.countIsExact { announced.dropped = nil }
             if record.kind.countsAsLost { counters.lost.add(UInt64(record.count), ordering: .relaxed) }
             if record.kind == .missed { counters.missed.add(UInt64(record.count), ordering: .relaxed) }
+            if record.kind == .overShare { overShare.withLock { $0.add(record.count, of: record.origin) } }
             counters.gaps.add(1, ordering: .relaxed)
             let what = record.kind == .importRefused ? "\(record.count) import(s) refused"
                 : announced.dropped.map { "\($0) event(s) lost\(record.origin.map { " of \($0)'s exports" } ?? "")" } ?? "events may be lost"
@@ -258,6 +261,7 @@ public final class NATSBridge: @unchecked Sendable {
         statistics.consumersRemade = counters.consumersRemade.load(ordering: .relaxed)
         statistics.reordered = counters.reordered.load(ordering: .relaxed)
         statistics.missed = counters.missed.load(ordering: .relaxed)
+        statistics.overShare = overShare.withLock { $0.byOrigin }
         return statistics
     }
 }

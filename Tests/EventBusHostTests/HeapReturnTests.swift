@@ -44,4 +44,18 @@ import Testing
         // 32 MiB were freed; at least half of it must have left the process.
         #expect(before - after >= 16 * 1024, "anonymous memory \(before) KiB → \(after) KiB")
     }
+
+    /// A burst is trimmed once, at the first look after it stopped growing — not while it
+    /// grows, not again and again while the size stays, and again after the next burst.
+    @Test func aBurstIsTrimmedOnceWhenItStopsGrowing() {
+        let mib = 1 << 20
+        var watermark = HeapWatermark(slack: 4 * mib)
+        var trims: [Int] = []
+        let sizes = [22, 22, 60, 140, 200, 200, 90, 90, 90, 23, 23, 26, 80, 80, 80]
+        for (look, size) in sizes.enumerated() where watermark.look(resident: size * mib) {
+            trims.append(look)
+            watermark.trimmed(resident: size == 200 ? 90 * mib : size * mib)  // what the trim left
+        }
+        #expect(trims == [5, 13], "trimmed at looks \(trims)")
+    }
 }

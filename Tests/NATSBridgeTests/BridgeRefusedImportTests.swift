@@ -114,6 +114,18 @@ final class RawNATSPublisher {
         if answer.contains("-ERR") { throw POSIXError(.EPROTO) }
     }
 
+    /// Publishes `messages` in one write, as fast as the socket takes them, then waits for the
+    /// server's PONG: every one has been taken by then.
+    func publish(_ messages: [(subject: [UInt8], payload: [UInt8])]) throws {
+        var bytes: [UInt8] = []
+        for (subject, payload) in messages {
+            bytes += Array("PUB ".utf8) + subject + Array(" \(payload.count)\r\n".utf8) + payload + Array("\r\n".utf8)
+        }
+        try write(bytes + Array("PING\r\n".utf8))
+        let answer = try readUntil("PONG\r\n")
+        if answer.contains("-ERR") { throw POSIXError(.EPROTO) }
+    }
+
     private func write(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {

@@ -296,6 +296,11 @@ final class HostMetrics: Sendable {
             ("eventbus_bridge_consumers_remade_total", "Durable consumers made again because they stalled (nothing delivered while messages waited).", bridge.consumersRemade),
         ]
         for (name, help, total) in counters { scrape.counter(name, help: help, total: total) }
+        for (origin, total) in bridge.overShare.sorted(by: { $0.key < $1.key }) {
+            scrape.counter("eventbus_bridge_events_over_share_total",
+                           help: "Core: imports of an origin dropped because it sent more than its share while other origins waited (also in lost; origin_host \"\" gathers origins past the 16 named).",
+                           labels: [("origin_host", origin)], total: total)
+        }
         scrape.gauge("eventbus_bridge_export_queued", help: "Events waiting to be published to NATS.", value: Double(bridge.exportQueued))
         scrape.gauge("eventbus_bridge_export_queued_bytes", help: "Estimated bytes of the exports held (bounded by export_buffer_bytes).",
                      value: Double(bridge.exportQueuedBytes))
