@@ -56,6 +56,10 @@ struct StatusCommand: ParsableCommand {
             "  exported \(n("exported")) (queued \(n("export_queued")), in flight \(n("export_in_flight")), \(n("export_queued_bytes") / 1024) KiB held)   imported \(n("imported")) (lag \(n("import_lag")))",
             "  lost \(n("lost")) in \(n("gaps")) gap(s), \(n("missed")) of them counted from origins' numbers   echoes dropped \(n("echoes_dropped"))   redeliveries dropped \(n("redeliveries_dropped"))   disconnects \(n("disconnects")), reconnects \(n("reconnects"))",
         ]
+        if let overShare = bridge["over_share"]?.objectValue, !overShare.isEmpty {
+            let origins = overShare.sorted { $0.key < $1.key }.map { "\($0.key.isEmpty ? "other origins" : $0.key) \($0.value.intValue ?? 0)" }
+            lines.append("  dropped over their origin's fair share: \(origins.joined(separator: ", "))")
+        }
         if bridge["mode"]?.stringValue == "durable" {
             lines.append("  consumers made again \(n("consumers_remade")) (stalled)   exports published again \(n("export_republished"))   imports unrecorded \(n("import_unrecorded"))")
             lines.append("  put back in their origin's order \(n("reordered"))   posted out of order \(n("out_of_order"))")
