@@ -37,7 +37,7 @@ public final class NATSServer: @unchecked Sendable {
         process.standardError = log
         try process.run()
         try log.close()
-        let deadline = Date(timeIntervalSinceNow: 30)
+        let deadline = Date(timeIntervalSinceNow: Double(patience.components.seconds))
         while !output.contains("Server is ready") {
             guard process.isRunning, Date() < deadline else { throw POSIXError(.ETIMEDOUT) }
             usleep(20_000)
@@ -76,37 +76,13 @@ public final class NATSServer: @unchecked Sendable {
         }
     }
 
-    /// A loopback TCP port nobody listens on: bind port 0, read it back, close.
+    /// A loopback TCP port nobody listens on (``freeLoopbackPorts(_:)``).
     public static func freePort() throws -> Int {
-        try freePorts(1)[0]
+        try freeLoopbackPorts(1)[0]
     }
 
-    /// `count` different loopback TCP ports nobody listens on. Each is held bound until all are
-    /// picked: closed at once, the kernel may hand the same port out again (a cluster's client
-    /// port came back as another server's route port, which then could not listen).
+    /// `count` different loopback TCP ports nobody listens on (a cluster's client and route ports).
     public static func freePorts(_ count: Int) throws -> [Int] {
-        var descriptors: [Int32] = []
-        defer { descriptors.forEach { close($0) } }
-        return try (0..<count).map { _ in try boundPort(keeping: &descriptors) }
-    }
-
-    /// Binds a socket to a loopback port the kernel picks; returns the port, keeps the socket.
-    private static func boundPort(keeping descriptors: inout [Int32]) throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        descriptors.append(fd)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
+        try freeLoopbackPorts(count)
     }
 }

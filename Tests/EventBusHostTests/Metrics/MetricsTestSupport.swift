@@ -1,27 +1,12 @@
 import ControlProtocol
 import Foundation
 
-/// A loopback TCP port nobody listens on now: bound to port 0, read back, released. (Another
-/// process could take it in between; on a test machine that is rare enough not to matter, and
-/// a test that loses the race fails with "address in use", not silently.)
+/// A loopback TCP port nobody listens on now (``freeLoopbackPorts(_:)``).
 func freeLoopbackPort() throws -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw POSIXError(.EMFILE) }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-            bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-        }
-    }
-    guard bound else { throw POSIXError(.EADDRINUSE) }
-    return UInt16(bigEndian: address.sin_port)
+    UInt16(try freeLoopbackPorts(1)[0])
 }
 
-/// A TCP connection to a loopback port, with reads bounded by a minute (for broken tests only).
+/// A TCP connection to a loopback port, with reads bounded by the suite's patience (for broken tests only).
 final class LoopbackConnection {
     let fd: Int32
 
