@@ -2,6 +2,7 @@ import CNATS
 @_spi(EventBusHost) import EventBusKit
 import Foundation
 import Synchronization
+import SystemCalls
 
 /// Core-mode imports: one nats.c subscription per import pattern (`<prefix>.*.<pattern>`), so
 /// the server filters by name; each message is taken, decoded and posted by nats.c's delivery
@@ -43,14 +44,17 @@ final class CoreImporter: @unchecked Sendable {
     // queue); the message callbacks read immutable state and the Sendable bus/counters, and
     // change only their own subscription's batch and routes (its delivery thread's alone).
 
+    /// One import subscription: what its nats.c delivery thread works on, and that thread's
+    /// work (``take(_:handle:)``, ``serve(unlessMoreWaitIn:)``). It holds what that work needs
+    /// itself, not through the importer: nats.c's callbacks reach it by a pointer kept for good,
+    /// and reading an unowned importer cost a reference-count check per message.
     final class Subscription {
         let index: Int
         let filter: String
-        unowned let importer: CoreImporter
         var handle: OpaquePointer?
         var dropped: Int64 = 0
         /// Of nats.c's drops for this subscription, how many a jump in the numbers has already
-        /// been put down to (``countMissed(_:of:on:handle:)``; delivery thread).
+        /// been put down to (``countMissed(_:of:handle:)``; delivery thread).
         var dropsExplained: Int64 = 0
         /// Decoded events not posted yet, in arrival order: touched only on this subscription's
         /// delivery thread (nats.c runs the completion callback there too, after the last message),
@@ -60,6 +64,9 @@ final class CoreImporter: @unchecked Sendable {
         let shares: OriginShares
         /// Messages taken in since the held ones were last served (delivery thread).
         @exclusivity(unchecked) var taken = 0
+        /// Whether nats.c's delivery thread has been given the importer's name, as the durable
+        /// importer's thread has: `top -H` and profiles then say which thread imports.
+        @exclusivity(unchecked) private var threadNamed = false
         /// `shares.count` as of the last serving, for the monitor's import lag.
         let held = Atomic<Int>(0)
         /// Signalled by nats.c's completion callback, once the last batch is posted.
@@ -67,13 +74,18 @@ final class CoreImporter: @unchecked Sendable {
         /// Routes by subject, touched only on this subscription's delivery thread: a message on
         /// a known subject costs no String and no pattern matching.
         let routes: ImportRoutes
+        private let bus: Bus
+        private let counters: BridgeCounters
+        private let gaps: GapBook
 
         init(index: Int, filter: String, importer: CoreImporter) {
             self.index = index
             self.filter = filter
-            self.importer = importer
             self.routes = ImportRoutes(subjects: importer.subjects, patterns: importer.patterns, patternIndex: index)
             self.shares = OriginShares(countLimit: importer.pendingLimit, bytesLimit: importer.pendingBytes)
+            self.bus = importer.bus
+            self.counters = importer.counters
+            self.gaps = importer.gaps
         }
     }
 
@@ -110,13 +122,13 @@ final class CoreImporter: @unchecked Sendable {
             let closure = Unmanaged.passRetained(subscription).toOpaque()  // kept for good: a callback may run during stop
             let status = natsConnection_Subscribe(&handle, client.connection, subscription.filter, { _, handle, message, closure in
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
-                subscription.importer.take(message!, on: subscription, handle: handle)
-                subscription.importer.serve(subscription, unlessMoreWaitIn: handle)
+                subscription.take(message!, handle: handle)
+                subscription.serve(unlessMoreWaitIn: handle)
             }, closure)
             try BridgeError.check(status, .connection, "subscribe to \(subscription.filter)")
             try BridgeError.check(natsSubscription_SetOnCompleteCB(handle, { closure in
                 let subscription = Unmanaged<Subscription>.fromOpaque(closure!).takeUnretainedValue()
-                subscription.importer.serve(subscription, unlessMoreWaitIn: nil)
+                subscription.serve(unlessMoreWaitIn: nil)
                 subscription.completed.signal()
             }, closure), .connection, "completion callback")
             try BridgeError.check(natsSubscription_SetPendingLimits(handle, Int32(clamping: max(pendingLimit, Self.handOffLimit)),
@@ -128,112 +140,6 @@ final class CoreImporter: @unchecked Sendable {
         // When connected, a round trip makes sure the server has the subscriptions before
         // `start` returns: events other hosts publish from then on are received.
         if client.state == .connected { _ = natsConnection_FlushTimeout(client.connection, 2_000) }
-    }
-
-    /// nats.c's delivery thread of `subscription`: routes a message and counts what its numbers
-    /// say was missed before it, then holds it in its origin's queue (``OriginShares``) or frees
-    /// it (an echo, a name another subscription posts, a subject refused). No decoding here:
-    /// taking a message out of nats.c must cost far less than posting it, or nats.c's pending
-    /// limits would drop whatever comes, of any origin.
-    private func take(_ message: OpaquePointer, on subscription: Subscription, handle: OpaquePointer?) {
-        let route = subscription.routes.route(natsMsg_GetSubject(message))
-        switch route.action {
-        case .post: break
-        case .echo:
-            counters.echoesDropped.add(1, ordering: .relaxed)
-            return free(message)
-        case .skip: return free(message)
-        case .refused:
-            refuse(route.refusal?.subject ?? "?", route.refusal?.reason ?? "refused")
-            return free(message)
-        }
-        let length = Int(natsMsg_GetDataLength(message))
-        guard let data = natsMsg_GetData(message) else {
-            refuse(route.name, "no payload")
-            return free(message)
-        }
-        // Numbers count in arrival order, whether the message is posted, refused later or
-        // dropped over its origin's share (then it is counted as that, not as missed).
-        if let header = try? WireFormat.header(UnsafeRawBufferPointer(start: data, count: length)) {
-            let missed = route.received.receive(instance: header.instance, number: header.number)
-            if missed > 0 { countMissed(missed, of: route, on: subscription, handle: handle) }
-        }
-        subscription.shares.append(OriginShares.Held(message: message, route: route, bytes: length)) { dropped, origin in
-            gaps.record(.overShare, count: 1, subject: dropped.route.name, origin: origin)
-            free(dropped.message)
-        }
-    }
-
-    /// Decodes a held message into the batch and frees it (its origin's turn; delivery thread).
-    private func decode(_ held: OriginShares.Held, on subscription: Subscription) {
-        defer { free(held.message) }
-        let route = held.route
-        let payload = UnsafeRawBufferPointer(start: natsMsg_GetData(held.message), count: held.bytes)
-        var header = WireFormat.Header(instance: 0, sequence: 0)
-        do {
-            subscription.batch.append(try WireFormat.decode(payload, name: route.name, host: route.host, shapes: route.shapes, header: &header),
-                                      bytes: held.bytes)
-        } catch {
-            refuse(route.name, "payload from \(route.host): \(error.description)")
-        }
-    }
-
-    /// Frees a message taken from nats.c on its delivery thread, not through `natsMsg_Destroy`
-    /// (see shim.h): it is ours, and nats.c's delivery loop does not touch it after its callback.
-    private func free(_ message: OpaquePointer) {
-        natsMsg_free(UnsafeMutableRawPointer(message))
-    }
-
-    /// nats.c's delivery thread of `subscription`: `count` exports of `route`'s origin and name
-    /// came not. Those nats.c dropped for this subscription (its pending limits) are announced
-    /// exactly as `slow_consumer` by ``poll()``: as many of `count` as nats.c has dropped since
-    /// and not yet explained a jump are theirs; the rest is announced as `missed`.
-    private func countMissed(_ count: UInt64, of route: ImportRoutes.Route, on subscription: Subscription, handle: OpaquePointer?) {
-        var missed = Int64(clamping: count)
-        var dropped: Int64 = 0
-        if let handle, natsSubscription_GetDropped(handle, &dropped) == NATS_OK, dropped > subscription.dropsExplained {
-            let explained = min(missed, dropped - subscription.dropsExplained)
-            subscription.dropsExplained += explained
-            missed -= explained
-        }
-        guard missed > 0 else { return }
-        gaps.record(.missed, count: Int(missed), subject: route.name, origin: route.host)
-    }
-
-    /// Counts and records (to be announced) one import refused; nats.c's delivery thread.
-    private func refuse(_ subject: String, _ reason: String) {
-        counters.malformed.add(1, ordering: .relaxed)
-        gaps.record(.importRefused, count: 1, subject: subject, detail: reason)
-    }
-
-    /// nats.c's delivery thread of `subscription`, after each message: while nats.c holds more
-    /// messages for `handle` (whose callbacks follow at once), takes up to ``sortLimit`` of them
-    /// in before it posts any, so each origin's share is judged on what is waiting, not on the
-    /// order it arrived in; then decodes and posts up to ``ImportBatch/countLimit`` events in
-    /// the origins' turns — fewer when nats.c holds new messages at a look every ``serveStep``
-    /// events or ``serveStepBytes`` — and goes on while nats.c holds nothing new. Without a handle (the
-    /// subscription has completed) or when nats.c cannot tell (a closed subscription), it posts
-    /// everything held.
-    private func serve(_ subscription: Subscription, unlessMoreWaitIn handle: OpaquePointer?) {
-        subscription.taken += 1
-        if subscription.taken < Self.sortLimit, nats(hasMoreFor: handle) { return }
-        repeat {
-            subscription.taken = 0
-            var budget = ImportBatch.countLimit
-            var bytesSinceLook = 0
-            while budget > 0, let held = subscription.shares.next() {
-                decode(held, on: subscription)
-                budget -= 1
-                bytesSinceLook += held.bytes
-                if subscription.batch.isFull { post(subscription) }
-                if budget % Self.serveStep == 0 || bytesSinceLook >= Self.serveStepBytes {
-                    bytesSinceLook = 0
-                    if nats(hasMoreFor: handle) { break }
-                }
-            }
-            post(subscription)
-        } while !subscription.shares.isEmpty && !nats(hasMoreFor: handle)
-        subscription.held.store(subscription.shares.count, ordering: .relaxed)
     }
 
     /// nats.c's queue of a subscription is only a hand-off to the origin queues, which
@@ -257,21 +163,6 @@ final class CoreImporter: @unchecked Sendable {
     /// (which drops whatever arrives), few enough that a burst's first event waits well under a
     /// millisecond for its post.
     static let sortLimit = 1_024
-
-    /// Whether nats.c holds messages for `handle` whose callbacks have not run yet.
-    private func nats(hasMoreFor handle: OpaquePointer?) -> Bool {
-        guard let handle else { return false }
-        var messages: Int32 = 0
-        var bytes: Int32 = 0
-        return natsSubscription_GetPending(handle, &messages, &bytes) == NATS_OK && messages > 0
-    }
-
-    private func post(_ subscription: Subscription) {
-        guard !subscription.batch.events.isEmpty else { return }
-        bus.post(contentsOf: subscription.batch.events)
-        counters.imported.add(UInt64(subscription.batch.events.count), ordering: .relaxed)
-        subscription.batch.removeAll()
-    }
 
     /// Monitor queue: announces new slow-consumer drops; returns the messages waiting in nats.c
     /// and in the origin queues (the import lag).
@@ -306,6 +197,133 @@ final class CoreImporter: @unchecked Sendable {
 
     deinit {
         _ = subscriptions  // the callbacks' closures live as long as the importer
+    }
+}
+
+extension CoreImporter.Subscription {
+    /// nats.c's delivery thread: routes a message and counts what its numbers
+    /// say was missed before it, then holds it in its origin's queue (``OriginShares``) or frees
+    /// it (an echo, a name another subscription posts, a subject refused). No decoding here:
+    /// taking a message out of nats.c must cost far less than posting it, or nats.c's pending
+    /// limits would drop whatever comes, of any origin.
+    func take(_ message: OpaquePointer, handle: OpaquePointer?) {
+        if !threadNamed {
+            threadNamed = true
+            System.nameCurrentThread("eventbus.import")
+        }
+        let route = routes.route(natsMsg_GetSubject(message))
+        switch route.action {
+        case .post: break
+        case .echo:
+            counters.echoesDropped.add(1, ordering: .relaxed)
+            return free(message)
+        case .skip: return free(message)
+        case .refused:
+            refuse(route.refusal?.subject ?? "?", route.refusal?.reason ?? "refused")
+            return free(message)
+        }
+        let length = Int(natsMsg_GetDataLength(message))
+        guard let data = natsMsg_GetData(message) else {
+            refuse(route.name, "no payload")
+            return free(message)
+        }
+        // Numbers count in arrival order, whether the message is posted, refused later or
+        // dropped over its origin's share (then it is counted as that, not as missed).
+        if let header = try? WireFormat.header(UnsafeRawBufferPointer(start: data, count: length)) {
+            let missed = route.received.receive(instance: header.instance, number: header.number)
+            if missed > 0 { countMissed(missed, of: route, handle: handle) }
+        }
+        shares.append(OriginShares.Held(message: message, route: route, bytes: length)) { dropped, origin in
+            gaps.record(.overShare, count: 1, subject: dropped.route.name, origin: origin)
+            free(dropped.message)
+        }
+    }
+
+    /// Decodes a held message into the batch and frees it (its origin's turn; delivery thread).
+    private func decode(_ held: OriginShares.Held) {
+        defer { free(held.message) }
+        let route = held.route
+        let payload = UnsafeRawBufferPointer(start: natsMsg_GetData(held.message), count: held.bytes)
+        var header = WireFormat.Header(instance: 0, sequence: 0)
+        do {
+            batch.append(try WireFormat.decode(payload, name: route.name, host: route.host, shapes: route.shapes, header: &header),
+                                      bytes: held.bytes)
+        } catch {
+            refuse(route.name, "payload from \(route.host): \(error.description)")
+        }
+    }
+
+    /// Frees a message taken from nats.c on its delivery thread, not through `natsMsg_Destroy`
+    /// (see shim.h): it is ours, and nats.c's delivery loop does not touch it after its callback.
+    private func free(_ message: OpaquePointer) {
+        natsMsg_free(UnsafeMutableRawPointer(message))
+    }
+
+    /// nats.c's delivery thread: `count` exports of `route`'s origin and name
+    /// came not. Those nats.c dropped for this subscription (its pending limits) are announced
+    /// exactly as `slow_consumer` by ``poll()``: as many of `count` as nats.c has dropped since
+    /// and not yet explained a jump are theirs; the rest is announced as `missed`.
+    private func countMissed(_ count: UInt64, of route: ImportRoutes.Route, handle: OpaquePointer?) {
+        var missed = Int64(clamping: count)
+        var dropped: Int64 = 0
+        if let handle, natsSubscription_GetDropped(handle, &dropped) == NATS_OK, dropped > dropsExplained {
+            let explained = min(missed, dropped - dropsExplained)
+            dropsExplained += explained
+            missed -= explained
+        }
+        guard missed > 0 else { return }
+        gaps.record(.missed, count: Int(missed), subject: route.name, origin: route.host)
+    }
+
+    /// Counts and records (to be announced) one import refused; nats.c's delivery thread.
+    private func refuse(_ subject: String, _ reason: String) {
+        counters.malformed.add(1, ordering: .relaxed)
+        gaps.record(.importRefused, count: 1, subject: subject, detail: reason)
+    }
+
+    /// nats.c's delivery thread, after each message: while nats.c holds more
+    /// messages for `handle` (whose callbacks follow at once), takes up to ``sortLimit`` of them
+    /// in before it posts any, so each origin's share is judged on what is waiting, not on the
+    /// order it arrived in; then decodes and posts up to ``ImportBatch/countLimit`` events in
+    /// the origins' turns — fewer when nats.c holds new messages at a look every ``serveStep``
+    /// events or ``serveStepBytes`` — and goes on while nats.c holds nothing new. Without a handle (the
+    /// subscription has completed) or when nats.c cannot tell (a closed subscription), it posts
+    /// everything held.
+    func serve(unlessMoreWaitIn handle: OpaquePointer?) {
+        taken += 1
+        if taken < CoreImporter.sortLimit, nats(hasMoreFor: handle) { return }
+        repeat {
+            taken = 0
+            var budget = ImportBatch.countLimit
+            var bytesSinceLook = 0
+            while budget > 0, let held = shares.next() {
+                decode(held)
+                budget -= 1
+                bytesSinceLook += held.bytes
+                if batch.isFull { post() }
+                if budget % CoreImporter.serveStep == 0 || bytesSinceLook >= CoreImporter.serveStepBytes {
+                    bytesSinceLook = 0
+                    if nats(hasMoreFor: handle) { break }
+                }
+            }
+            post()
+        } while !shares.isEmpty && !nats(hasMoreFor: handle)
+        held.store(shares.count, ordering: .relaxed)
+    }
+
+    /// Whether nats.c holds messages for `handle` whose callbacks have not run yet.
+    private func nats(hasMoreFor handle: OpaquePointer?) -> Bool {
+        guard let handle else { return false }
+        var messages: Int32 = 0
+        var bytes: Int32 = 0
+        return natsSubscription_GetPending(handle, &messages, &bytes) == NATS_OK && messages > 0
+    }
+
+    private func post() {
+        guard !batch.events.isEmpty else { return }
+        bus.post(contentsOf: batch.events)
+        counters.imported.add(UInt64(batch.events.count), ordering: .relaxed)
+        batch.removeAll()
     }
 }
 

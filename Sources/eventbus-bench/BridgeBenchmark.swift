@@ -25,6 +25,8 @@ private struct BridgeRun {
     var latencies: [UInt64] = []
     /// CPU used meanwhile by this process and the nats-server (``CPUTime``).
     var cpuSeconds = 0.0
+    /// The same per event, by thread (``CPUShares``; throughput rounds).
+    var cpuShares = ""
 
     var perSecond: Double { Double(received) / seconds }
     var cpuMicrosecondsPerEvent: Double { cpuSeconds / Double(max(received, 1)) * 1e6 }
@@ -41,6 +43,8 @@ private struct BridgeRun {
 private enum CPUTime {
     nonisolated(unsafe) static var serverPID: pid_t = 0
 
+    static func serverSeconds() -> Double { server() }
+
     static func now() -> Double {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
@@ -55,6 +59,29 @@ private enum CPUTime {
         let fields = stat[stat.index(after: end)...].split(separator: " ")
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
+
+/// Where one throughput round's CPU went, per event: the posting thread, the bridge's named
+/// threads (`eventbus.export`, `eventbus.import`), nats.c's own threads, and the nats-server —
+/// so a change to the ratio can be put down to the thread that moved.
+private struct CPUShares {
+    private let threads = ThreadTimes.now()
+    private let server = CPUTime.serverSeconds()
+    private let postingThread = ThreadTimes.currentThreadID()
+
+    func line(events: Int) -> String {
+        var seconds: [String: Double] = [:]
+        for (thread, spent) in ThreadTimes.now().since(threads) {
+            let role = thread == postingThread ? "posting" : spent.name.hasPrefix("eventbus.") ? spent.name : "nats.c"
+            seconds[role, default: 0] += spent.seconds
+        }
+        seconds["nats-server"] = CPUTime.serverSeconds() - server
+        let order = ["posting", "eventbus.export", "nats.c", "eventbus.import", "nats-server"]
+        return order.compactMap { role in
+            let perEvent = (seconds[role] ?? 0) / Double(max(events, 1)) * 1e6
+            return perEvent >= 0.005 ? String(format: "%@ %.2f", role, perEvent) : nil
+        }.joined(separator: ", ")
     }
 }
 
@@ -111,7 +138,7 @@ enum BridgeBenchmark {
         print(row("raw nats.c publish → subscribe", rawThroughput, rawPaced, sent: events))
         print(row("bridge A → NATS → B (core)", bridgeThroughput, bridgePaced, sent: events))
         func summary() {
-            print(String(format: "core bridge: %.2f× raw throughput (target ≥ 0.5×), p99 %.3f ms at 10k/s (target ≤ 2 ms); CPU per event %.2f× raw's",
+            print(String(format: "core bridge: %.2f× raw throughput (target ≥ 0.6×), p99 %.3f ms at 10k/s (target ≤ 2 ms); CPU per event %.2f× raw's",
                          bridgeThroughput.perSecond / rawThroughput.perSecond, bridgePaced.percentile(0.99),
                          bridgeThroughput.cpuMicrosecondsPerEvent / rawThroughput.cpuMicrosecondsPerEvent))
         }
@@ -154,6 +181,7 @@ enum BridgeBenchmark {
         natsConnection_Flush(subscriber)
         defer { natsSubscription_Destroy(subscription) }
         var payload = [UInt8](repeating: 0x2a, count: 60)
+        let shares = CPUShares()
         let cpuStart = CPUTime.now()
         let start = MonotonicClock.now()
         for index in 0..<count {
@@ -163,7 +191,9 @@ enum BridgeBenchmark {
             natsConnection_Publish(publisher, "raw.bench.tick", payload, Int32(payload.count))
         }
         natsConnection_Flush(publisher)
-        return finish(arrivals, count: count, start: start, cpuStart: cpuStart)
+        var run = finish(arrivals, count: count, start: start, cpuStart: cpuStart)
+        if ratePerSecond == nil { run.cpuShares = shares.line(events: count) }
+        return run
     }
 
     /// Throughput rounds when an anchor is measured alongside: the raw anchor and the bridge take
@@ -224,6 +254,7 @@ enum BridgeBenchmark {
         System.sleep(for: .microseconds(200_000))
         arrivals.reset()
         func send(_ count: Int, rate: Int?) -> BridgeRun {
+            let shares = CPUShares()
             let cpuStart = CPUTime.now()
             let start = MonotonicClock.now()
             for index in 0..<count {
@@ -236,13 +267,14 @@ enum BridgeBenchmark {
             }
             let posted = MonotonicClock.now()
             let exportedThen = a.statistics.exported, importedThen = arrivals.progress.count
-            let run = finish(arrivals, count: count, start: start, cpuStart: cpuStart)
+            var run = finish(arrivals, count: count, start: start, cpuStart: cpuStart)
             arrivals.reset()
             if rate == nil {
                 // Where the time goes: how fast A's bus took the posts, how far the exporter and B
                 // had got when the last post returned.
                 print(String(format: "  (%@%@: posting took %.3f s; by then %d exported, %d arrived on B)",
                              durable ? "durable" : "core", sendAsap ? ", send_asap" : "", Double(posted - start) / 1e9, Int(exportedThen), importedThen))
+                run.cpuShares = shares.line(events: count)
             }
             return run
         }
@@ -255,6 +287,9 @@ enum BridgeBenchmark {
         if !anchors.isEmpty {
             print("  (rounds, events/s: raw " + anchors.map { String(format: "%.0f", $0.perSecond) }.joined(separator: " / ")
                   + "; bridge " + throughputs.map { String(format: "%.0f", $0.perSecond) }.joined(separator: " / ") + ")")
+            print("  (CPU µs per event by thread, median rounds: raw " + median(anchors).cpuShares + "; bridge " + median(throughputs).cpuShares + ")")
+        } else if let only = throughputs.first {
+            print("  (CPU µs per event by thread: " + only.cpuShares + ")")
         }
         let paced = send(20_000, rate: 10_000)
         return (median(throughputs), paced, anchors.isEmpty ? nil : median(anchors))

@@ -119,12 +119,32 @@ import Testing
         let second = try next.withUnsafeBytes { try WireFormat.decodeEvent($0, name: "app.big", host: "alpha", shapes: cache) }
         #expect(second["pad"] == "small" && second["n"] == 2 && second.origin?.sequence == 2 && second.origin?.host == "alpha")
 
-        // Keys too large are not kept at all; such payloads still decode.
+        // Keys too large are not kept at all (the source is, twice); such payloads still decode.
         let longKey = String(repeating: "k", count: 100_000)
         let keyed = WireFormatShapeTests.payload(sequence: 3, [(longKey, .int(3))])
         let third = try keyed.withUnsafeBytes { try WireFormat.decodeEvent($0, name: "app.big", host: "alpha", shapes: cache) }
         #expect(third[longKey] == 3)
-        #expect(cache.pinnedBytes == 0)
+        #expect(cache.pinnedBytes == 2 * "tester".utf8.count)
+    }
+
+    /// The last source is reused only when its bytes are the same, and a long one is not kept.
+    @Test func theShapeCacheKeepsOnlyAShortSource() throws {
+        let cache = WireFormat.ShapeCache()
+        func source(_ text: String) throws -> String {
+            let payload = WireFormatShapeTests.payload(sequence: 1, [("n", .int(1))], source: text)
+            return try payload.withUnsafeBytes { try WireFormat.decodeEvent($0, name: "app.s", host: "alpha", shapes: cache) }.source
+        }
+        #expect(try source("tester") == "tester")
+        #expect(try source("tester") == "tester")
+        #expect(try source("testes") == "testes")
+        #expect(try source("") == "")
+        #expect(try source("é") == "é")
+        let pinned = cache.pinnedBytes
+        let long = String(repeating: "s", count: WireFormat.ShapeCache.sourceBytesLimit + 1)
+        #expect(try source(long) == long)
+        #expect(cache.pinnedBytes == pinned, "a long source is not kept")
+        #expect(try source(long) == long)
+        #expect(try source("é") == "é")
     }
 
     /// A gap keeps up to 16 names per kind; a name can be as long as a request line.

@@ -10,7 +10,7 @@ import Testing
 @Suite struct WireFormatShapeTests {
     enum Value { case string(String), int(Int64), double(Double), bool(Bool), date(Double) }
 
-    static func payload(sequence: UInt64, _ fields: [(String, Value)], truncate: Int = 0) -> [UInt8] {
+    static func payload(sequence: UInt64, _ fields: [(String, Value)], source: String = "tester", truncate: Int = 0) -> [UInt8] {
         var bytes: [UInt8] = [WireFormat.version]
         func fixed(_ value: UInt64) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
         func varint(_ value: UInt64) {
@@ -24,7 +24,7 @@ import Testing
         fixed(0)  // previous
         fixed(0)  // number
         fixed((786_000_000.5 as Double).bitPattern)
-        string("tester")
+        string(source)
         varint(UInt64(fields.count))
         for (key, value) in fields {
             string(key)
