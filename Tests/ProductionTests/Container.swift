@@ -81,7 +81,7 @@ final class Container: @unchecked Sendable {
               sleep 0.05
             done
             echo "$state"; exit 1
-            """, timeout: Int(patience.components.seconds))
+            """, timeout: patienceSeconds)
         let elapsed = ContinuousClock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         guard booted.output.hasPrefix("running") || booted.output.hasPrefix("degraded") else {
@@ -145,7 +145,7 @@ final class Container: @unchecked Sendable {
     /// `sh -c script` inside the container as root, with a clean environment, stopped by
     /// `timeout` after `timeout` seconds (status 124 then).
     @discardableResult
-    func sh(_ script: String, timeout: Int = Int(patience.components.seconds)) async throws -> ProcessResult {
+    func sh(_ script: String, timeout: Int = patienceSeconds) async throws -> ProcessResult {
         // Never the host: nsenter into a process that shares our mount namespace would run
         // `script` (systemctl, useradd, ...) on this machine.
         let ours = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/mnt")

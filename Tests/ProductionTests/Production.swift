@@ -39,7 +39,7 @@ import TestSupport
     /// Runs `script` in the container and records an issue (with the journal tail) unless it
     /// exits 0. Returns its result either way.
     @discardableResult
-    static func succeed(_ script: String, in container: Container, timeout: Int = Int(patience.components.seconds),
+    static func succeed(_ script: String, in container: Container, timeout: Int = patienceSeconds,
                         sourceLocation: SourceLocation = #_sourceLocation) async throws -> ProcessResult {
         let result = try await container.sh(script, timeout: timeout)
         await check(result.status == 0, "`\(script)` exited \(result.status): \(result.output)", in: container,
@@ -61,7 +61,7 @@ import TestSupport
     /// Polls `condition` every 100 ms until it holds or ``patience`` passes: the bound only ends
     /// a broken test, never one on a slow machine.
     static func poll(_ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = Date(timeIntervalSinceNow: Double(patience.components.seconds))
+        let deadline = Date(timeIntervalSinceNow: Double(patienceSeconds))
         while Date() < deadline {
             if try await condition() { return true }
             try await Task.sleep(for: .milliseconds(100))

@@ -37,7 +37,7 @@ public final class NATSServer: @unchecked Sendable {
         process.standardError = log
         try process.run()
         try log.close()
-        let deadline = Date(timeIntervalSinceNow: Double(patience.components.seconds))
+        let deadline = Date(timeIntervalSinceNow: Double(patienceSeconds))
         while !output.contains("Server is ready") {
             guard process.isRunning, Date() < deadline else { throw POSIXError(.ETIMEDOUT) }
             usleep(20_000)

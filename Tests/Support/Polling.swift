@@ -4,7 +4,9 @@ import Foundation
 /// generous on purpose: CI runs every suite at once on two cores, where a check that takes a
 /// second alone has taken over 60 s to start, load two modules in child processes and exit.
 /// Tests never assert how long something took.
-public let patience: Duration = .seconds(180)
+public let patience: Duration = .seconds(patienceSeconds)
+/// ``patience`` in whole seconds, for timeouts given as a number (`timeval`, shell `timeout`).
+public let patienceSeconds = 180
 
 /// Polls `condition` until it holds or `timeout` passes.
 public func eventually(timeout: Duration = patience, _ condition: () -> Bool) async -> Bool {
@@ -30,5 +32,5 @@ public final class Collected<Value: Sendable>: @unchecked Sendable {
 
 /// ``patience`` from now, for a `DispatchSemaphore` or `DispatchGroup` wait.
 public func patienceDeadline() -> DispatchTime {
-    .now() + .seconds(Int(patience.components.seconds))
+    .now() + .seconds(patienceSeconds)
 }

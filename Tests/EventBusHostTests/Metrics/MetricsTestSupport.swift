@@ -26,7 +26,7 @@ final class LoopbackConnection {
         }
         // A read waits as long as the suite waits for anything: a loaded machine's listener,
         // serving a flood of slow clients beside the scraper, has answered after 61 s.
-        var timeout = timeval(tv_sec: Int(patience.components.seconds), tv_usec: 0)
+        var timeout = timeval(tv_sec: patienceSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
