@@ -211,35 +211,22 @@ enum BridgeBenchmark {
                                 anchor: (() -> BridgeRun)? = nil) -> (throughput: BridgeRun, paced: BridgeRun, anchor: BridgeRun?) {
         let state = NSTemporaryDirectory() + "eventbus-bench-bridge-\(getpid())"
         defer { try? FileManager.default.removeItem(atPath: state) }
-        var logger = Logger(label: "bench")
-        logger.logLevel = .error
-        let busA = Bus(), busB = Bus()
-        var exporting = BridgeConfig(servers: [url], host: "bench-a")
-        exporting.export = [try! EventPattern("bench.>")]
-        exporting.exportBuffer = count + 1
-        exporting.exportBufferBytes = .max
-        exporting.sendAsap = sendAsap
-        var importing = BridgeConfig(servers: [url], host: "bench-b")
-        importing.import = [try! EventPattern("bench.>")]
-        // As much as nats.c takes (it counts bytes in an int, and other subscriptions get
-        // pending_limit × 1024 of them): the benchmark measures the path, not the limits.
-        importing.pendingLimit = 2_000_000
-        importing.pendingBytes = Int(Int32.max)
-        if durable {
-            var settings = BridgeConfig.Durable()
-            settings.stream = "BENCH"
-            exporting.durable = settings
-            importing.durable = settings
-        }
-        let a = NATSBridge(config: exporting, bus: busA, stateDirectory: state, logger: logger)
-        let b = NATSBridge(config: importing, bus: busB, stateDirectory: state, logger: logger)
+        let pair: BenchBridgePair
         do {
-            try a.start()
-            try b.start()
+            pair = try BenchBridgePair(url: url, stream: durable ? "BENCH" : nil, stateDirectory: state, logLevel: .error) { exporting, importing in
+                exporting.exportBuffer = count + 1
+                exporting.exportBufferBytes = .max
+                exporting.sendAsap = sendAsap
+                // As much as nats.c takes (it counts bytes in an int, and other subscriptions get
+                // pending_limit × 1024 of them): the benchmark measures the path, not the limits.
+                importing.pendingLimit = 2_000_000
+                importing.pendingBytes = Int(Int32.max)
+            }
         } catch {
             fatalError("bridge: \(error)")
         }
-        defer { a.stop(); b.stop() }
+        defer { pair.stop() }
+        let (busA, busB, a, b) = (pair.busA, pair.busB, pair.a, pair.b)
         let arrivals = Arrivals()
         let subscription = busB.publisher(for: [try! EventPattern("bench.>")]).sink { event in
             arrivals.arrived(sentAt: UInt64(event["t"]?.intValue ?? 0), now: MonotonicClock.now())

@@ -48,32 +48,19 @@ enum BridgeResumeBenchmark {
             print("  cannot start nats-server (apt-get install nats-server)")
             return []
         }
-        var logger = Logger(label: "bench")
-        logger.logLevel = .critical
-        let busA = Bus(), busB = Bus()
-        var exporting = BridgeConfig(servers: [server.url], host: "bench-a")
-        exporting.export = [try! EventPattern("bench.>")]
-        var importing = BridgeConfig(servers: [server.url], host: "bench-b")
-        importing.import = [try! EventPattern("bench.>")]
-        if let maxReconnectWait {
-            exporting.maxReconnectWait = maxReconnectWait
-            importing.maxReconnectWait = maxReconnectWait
-        }
-        if durable {
-            var settings = BridgeConfig.Durable()
-            settings.stream = "RESUME"
-            exporting.durable = settings
-            importing.durable = settings
-        }
-        let a = NATSBridge(config: exporting, bus: busA, stateDirectory: state, logger: logger)
-        let b = NATSBridge(config: importing, bus: busB, stateDirectory: state, logger: logger)
+        let pair: BenchBridgePair
         do {
-            try a.start()
-            try b.start()
+            pair = try BenchBridgePair(url: server.url, stream: durable ? "RESUME" : nil, stateDirectory: state, logLevel: .critical) { exporting, importing in
+                if let maxReconnectWait {
+                    exporting.maxReconnectWait = maxReconnectWait
+                    importing.maxReconnectWait = maxReconnectWait
+                }
+            }
         } catch {
             print("  bridge: \(error)")
             return []
         }
+        let (busA, busB) = (pair.busA, pair.busB)
         let lastImport = Atomic64()
         let subscription = busB.publisher(for: [try! EventPattern("bench.>")]).sink { _ in lastImport.store(MonotonicClock.now()) }
         let sending = Atomic64()
@@ -90,8 +77,7 @@ enum BridgeResumeBenchmark {
         defer {
             sending.store(0)
             subscription.cancel()
-            a.stop()
-            b.stop()
+            pair.stop()
             server.stop()
         }
         var resumes: [Double] = []
