@@ -150,8 +150,13 @@ final class UnitsConnection: SharedConnection, @unchecked Sendable {
             }
             if let bus {
                 // > 0: a message was dispatched, maybe more are waiting; < 0: the connection failed.
+                // What each message makes goes out before the next is read: a transition does not
+                // wait behind the signals systemd sent after it (a stop sends several at once).
                 var result: Int32 = 1
-                while result > 0 { result = bus.process() }
+                while result > 0 {
+                    result = bus.process()
+                    flush()
+                }
                 if result < 0 || !bus.isOpen {
                     lose("the connection to \(managerName) closed")
                     self.bus = nil
