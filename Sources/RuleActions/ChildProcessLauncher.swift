@@ -49,10 +49,10 @@ public struct ChildProcessLauncher: CommandLauncher {
                 return CommandOutcome(termination: .failedToStart(problem.reason), duration: .zero)
             }
         } else if let group = spec.group {
-            guard let entry = getgrnam(group) else {
+            guard let gid = System.groupID(named: group) else {
                 return CommandOutcome(termination: .failedToStart("no group named \"\(group)\""), duration: .zero)
             }
-            if entry.pointee.gr_gid != getegid() { options.groupID = entry.pointee.gr_gid }
+            if gid != getegid() { options.groupID = gid }
         }
         let configuration = Configuration(
             executable: .path(FilePath(program)),
@@ -126,12 +126,12 @@ public struct ChildProcessLauncher: CommandLauncher {
 
     /// The user's ids and groups, from the system's user database.
     static func identity(user: String, group: String?) -> Result<Identity, IdentityProblem> {
-        guard let entry = getpwnam(user) else { return .failure(IdentityProblem(reason: "no user named \"\(user)\"")) }
-        var gid = entry.pointee.pw_gid
-        let uid = entry.pointee.pw_uid
+        guard let account = System.user(named: user) else { return .failure(IdentityProblem(reason: "no user named \"\(user)\"")) }
+        var gid = account.gid
+        let uid = account.uid
         if let group {
-            guard let groupEntry = getgrnam(group) else { return .failure(IdentityProblem(reason: "no group named \"\(group)\"")) }
-            gid = groupEntry.pointee.gr_gid
+            guard let groupID = System.groupID(named: group) else { return .failure(IdentityProblem(reason: "no group named \"\(group)\"")) }
+            gid = groupID
         }
         var count: Int32 = 64
         var groups = [UInt32](repeating: 0, count: Int(count))

@@ -21,7 +21,7 @@ struct PeerCredentials: Equatable {
     /// runs, even should the socket's mode let them connect.
     func refusal(clientUser: String) -> RuleRunnerError? {
         if uid == 0 { return nil }
-        if let entry = getpwnam(clientUser), entry.pointee.pw_uid == uid { return nil }
+        if System.user(named: clientUser)?.uid == uid { return nil }
         return RuleRunnerError(.refusedPeer, "uid \(uid) (pid \(pid)) may not ask for runs: only root and \(clientUser) may")
     }
 }

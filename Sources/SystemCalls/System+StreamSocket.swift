@@ -278,15 +278,6 @@ extension System {
             }
         }
 
-        /// The id of group `name`, from the system's group database (`getgrnam_r`).
-        public static func groupID(named name: String) -> UInt32? {
-            var group = Glibc.group()
-            var result: UnsafeMutablePointer<Glibc.group>?
-            var scratch = [CChar](repeating: 0, count: 16_384)
-            guard getgrnam_r(name, &group, &scratch, scratch.count, &result) == 0, result != nil else { return nil }
-            return group.gr_gid
-        }
-
         static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32) -> Int32 {
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)

@@ -61,7 +61,7 @@ enum PeerAccess {
     static func checkJournal(by peer: System.StreamSocket.Peer, groups: [String]) throws(Refusal) {
         guard peer.userID != 0, !groups.isEmpty else { return }
         for name in groups {
-            guard let id = System.StreamSocket.groupID(named: name) else { continue }
+            guard let id = System.groupID(named: name) else { continue }
             if peer.groupID == id || peer.groups.contains(id) { return }
         }
         throw Refusal(description: "uid \(peer.userID) may not read the journal: that needs membership of \(groups.joined(separator: " or ")) (control.journal_groups)")

@@ -155,7 +155,7 @@ extension HostConfig {
 
     private static func group(_ node: ConfigNode) throws(ConfigError) -> ControlSettings.Group {
         let name = try node.string()
-        guard let id = System.StreamSocket.groupID(named: name) else {
+        guard let id = System.groupID(named: name) else {
             throw node.error("no group named \"\(name)\" on this system")
         }
         return ControlSettings.Group(name: name, id: id)
