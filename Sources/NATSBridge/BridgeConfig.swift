@@ -125,6 +125,10 @@ public struct BridgeConfig: Sendable, Equatable {
         /// forwards to the hub whose `jetstream { domain: … }` it names. Nil: the API of the
         /// account the host is connected to.
         public var domain: String?
+        /// How long an imported event waits for its origin's earlier one (``OriginOrder``). Not
+        /// a configuration key: tests lengthen it, so that a machine too busy to look within a
+        /// minute does not end the hold they examine.
+        var holdPatience = OriginOrder<Event?>.defaultPatience
 
         public init() {}
     }

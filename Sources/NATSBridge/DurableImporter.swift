@@ -137,7 +137,7 @@ final class DurableImporter: @unchecked Sendable {
         if let text = try ledgerFile.read() { loaded = try ImportLedger(text: text, file: ledgerFile.path) }
         self.filter = subjects.all
         self.routes = ImportRoutes(subjects: subjects, patterns: patterns, patternIndex: nil)
-        self.order = OriginOrder(last: loaded?.origins ?? [:])
+        self.order = OriginOrder(last: loaded?.origins ?? [:], patience: setup.durable.holdPatience)
         self.recorder = PositionRecorder(file: ledgerFile, recorded: loaded ?? ImportLedger(), bus: bus, counters: counters,
                                          logger: logger)
         if let loaded {
@@ -464,11 +464,11 @@ final class DurableImporter: @unchecked Sendable {
     private func takeExpiredHolds() {
         guard !holdStarts.isEmpty else { return }
         if counters.importLag.load(ordering: .relaxed) > 0 { lastBehind = .now }
-        guard lastBehind.duration(to: .now) >= OriginOrder<Event?>.patience else { return }
+        guard lastBehind.duration(to: .now) >= order.patience else { return }
         let entries = order.expired(now: .now)
         guard !entries.isEmpty else { return }
         for host in Set(entries.map(\.link.host)) {
-            logger.notice("bridge: \(host)'s event after its sequence \(ledger.origins[host]?.sequence ?? 0) did not come within \(OriginOrder<Event?>.patience); taking in the \(entries.count { $0.link.host == host }) event(s) held behind it")
+            logger.notice("bridge: \(host)'s event after its sequence \(ledger.origins[host]?.sequence ?? 0) did not come within \(order.patience); taking in the \(entries.count { $0.link.host == host }) event(s) held behind it")
         }
         let before = ledger
         var events: [Event] = []

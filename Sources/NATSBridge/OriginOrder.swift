@@ -52,9 +52,11 @@ struct OriginOrder<Item> {
     /// Events held per origin at most: more than nats.c's window of unacknowledged publishes
     /// (4 096), the most that can be stored ahead of an earlier event.
     static var limit: Int { 4_096 + 1_024 }
-    /// How long an event is held at most: an exporter publishes again what was not stored within
-    /// seconds of its acknowledgement deadline (5 s) or its reconnect.
-    static var patience: Duration { .seconds(60) }
+    /// How long an event is held at most by default: an exporter publishes again what was not
+    /// stored within seconds of its acknowledgement deadline (5 s) or its reconnect.
+    static var defaultPatience: Duration { .seconds(60) }
+    /// How long an event is held at most (``BridgeConfig/Durable/holdPatience``).
+    let patience: Duration
     /// What all origins hold at most, in events and bytes: anyone allowed to publish under the
     /// prefix can claim a predecessor that never comes, for as many origins and as large events
     /// as they like. Past either, the origin holding the most bytes is released (``shed()``).
@@ -74,7 +76,8 @@ struct OriginOrder<Item> {
     private var origins: [String: Origin] = [:]
 
     /// Starts from the last event taken in per origin (the import position's record).
-    init(last: [String: ImportLedger.Position]) {
+    init(last: [String: ImportLedger.Position], patience: Duration = Self.defaultPatience) {
+        self.patience = patience
         for (host, position) in last { origins[host] = Origin(instance: position.instance, sequence: position.sequence) }
     }
 
@@ -151,7 +154,7 @@ struct OriginOrder<Item> {
     mutating func expired(now: ContinuousClock.Instant) -> [Entry] {
         var ready: [Entry] = []
         for host in Array(origins.keys) where isHolding(host) {
-            guard let oldest = origins[host]!.held.values.map(\.since).min(), oldest.duration(to: now) >= Self.patience else { continue }
+            guard let oldest = origins[host]!.held.values.map(\.since).min(), oldest.duration(to: now) >= patience else { continue }
             ready += releaseAll(host)
         }
         return ready

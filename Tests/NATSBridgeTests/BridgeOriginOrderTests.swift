@@ -31,6 +31,7 @@ struct BridgeOriginOrderTests {
         config.import = [try EventPattern(">")]
         config.durable = BridgeConfig.Durable()
         config.durable?.startAtBeginning = true
+        config.durable?.holdPatience = .seconds(3_600)  // the hold ends when 9 comes, not by time
         return config
     }
 

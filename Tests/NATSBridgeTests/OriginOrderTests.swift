@@ -70,8 +70,8 @@ import Testing
         var order = Order(last: [:])
         let start = ContinuousClock.now
         #expect(admit([1, 2, 5, 6], into: &order, now: start) == [1, 2])
-        #expect(order.expired(now: start + Order.patience - .milliseconds(1)).isEmpty)
-        #expect(order.expired(now: start + Order.patience).map(\.item) == [5, 6])
+        #expect(order.expired(now: start + order.patience - .milliseconds(1)).isEmpty)
+        #expect(order.expired(now: start + order.patience).map(\.item) == [5, 6])
         #expect(order.heldCount == 0)
         // The chain went on from the last released: the predecessors, if they come, are behind it.
         #expect(admit([7, 3], into: &order, now: start) == [7, 3])
