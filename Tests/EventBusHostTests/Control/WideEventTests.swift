@@ -100,6 +100,10 @@ private final class WideTail: @unchecked Sendable {
         (connection, _) = try rawConnection(socket)
         try connection.send(["op": "subscribe", "patterns": ["wide.>"]])
         guard try connection.readJSON()?["type"]?.stringValue == "subscribed" else { throw POSIXError(.EPROTO) }
+        // Between phases nothing comes for as long as the test takes to build the next lines (a
+        // loaded run took over a minute, and the 60 s read timeout ended every tail's thread):
+        // the reads wait until ``close()`` or the host's end.
+        connection.setReceiveTimeout(seconds: 0)
         Thread.detachNewThread { [self] in
             while let line = try? connection.readLine() {
                 if line.starts(with: Array(#"{"type":"event""#.utf8)) { lock.withLock { count += 1 } }
