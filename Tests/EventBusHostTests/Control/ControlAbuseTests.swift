@@ -27,7 +27,7 @@ import Testing
         var refusals: [String] = []
         for _ in 0..<100 {
             let connection = try ControlConnection(path: socket)
-            connection.setReceiveTimeout(seconds: 60)
+            connection.setReceiveTimeout(seconds: patienceSeconds)
             let first = try #require(try connection.readJSON())
             if first["type"] == "hello" {
                 held.append(connection)

@@ -77,7 +77,7 @@ import Testing
         var greeted = 0, refused = 0
         for _ in 0..<100 {
             let connection = try ControlConnection(path: socket)
-            connection.setReceiveTimeout(seconds: 60)
+            connection.setReceiveTimeout(seconds: patienceSeconds)
             let first = try #require(try connection.readJSON())
             if first["type"] == "hello" {
                 greeted += 1
@@ -96,7 +96,7 @@ import Testing
         var knocks = 0
         while ContinuousClock.now - window < .seconds(2) {
             let connection = try ControlConnection(path: socket)
-            connection.setReceiveTimeout(seconds: 60)
+            connection.setReceiveTimeout(seconds: patienceSeconds)
             #expect(try connection.readJSON()?["code"] == "too_many_clients")
             knocks += 1
             try await Task.sleep(for: .milliseconds(20))

@@ -122,7 +122,7 @@ func eventbus(_ arguments: [String], as user: TestUser? = nil, in directory: Tem
 /// of hanging a broken test.
 func rawConnection(_ socket: String) throws -> (ControlConnection, hello: JSON) {
     let connection = try ControlConnection(path: socket)
-    connection.setReceiveTimeout(seconds: 60)
+    connection.setReceiveTimeout(seconds: patienceSeconds)
     guard let hello = try connection.readJSON() else { throw POSIXError(.ECONNRESET) }
     return (connection, hello)
 }
