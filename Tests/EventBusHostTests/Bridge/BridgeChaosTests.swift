@@ -117,7 +117,7 @@ struct BridgeChaosTests {
             """, control: control)
         for host in [beta, alpha, gamma] { try await host.start() }
         for host in [beta, alpha, gamma] {
-            let ready = await settle(timeout: .seconds(120)) { host.daemon?.output.contains("importing from stream CHAOS") == true }
+            let ready = await settle(timeout: patience) { host.daemon?.output.contains("importing from stream CHAOS") == true }
             try #require(ready, "\(host.name) never imported: \(host.daemon?.output ?? "")\n\(servers.output)")
         }
         let alphaTail = try OriginTail(alpha.socket)
@@ -139,7 +139,7 @@ struct BridgeChaosTests {
             case .receiver:
                 // Caught up by this life or an earlier one: once the posters are done, a life
                 // that starts after its predecessor took in everything has nothing to receive.
-                let caughtUp = await settle(timeout: .seconds(150)) {
+                let caughtUp = await settle(timeout: patience) {
                     lives.map { $0.last("alpha") }.max()! >= startedAt.alpha
                         && lives.map { $0.last("gamma") }.max()! >= startedAt.gamma
                 }
@@ -155,7 +155,7 @@ struct BridgeChaosTests {
                 kills.append((index, killed, gammaPoster.acknowledged))
                 if step == .serverStaysDown {
                     let mark = gammaPoster.acknowledged
-                    let resumed = await settle(timeout: .seconds(120)) { alphaTail.last("gamma") > mark || gammaPoster.isDone }
+                    let resumed = await settle(timeout: patience) { alphaTail.last("gamma") > mark || gammaPoster.isDone }
                     #expect(resumed, "alpha took in nothing of gamma's posted after n\(index + 1)'s death while it stayed down\nalpha: \(alpha.daemon?.output.suffix(3000) ?? "")\n\(servers.output)")
                     stalls.append(String(format: "n%d down: alpha took in gamma's events posted after its death %.1f s after it", index + 1, seconds(killed.duration(to: .now))))
                 } else {
@@ -167,7 +167,7 @@ struct BridgeChaosTests {
                 let mark = gammaPoster.acknowledged
                 if gammaPoster.isDone {
                     stalls.append("n\(index + 1): gamma had posted all it posts, no stall to measure")
-                } else if await settle(timeout: .seconds(120), { alphaTail.last("gamma") > mark }) {
+                } else if await settle(timeout: patience, { alphaTail.last("gamma") > mark }) {
                     stalls.append(String(format: "n%d down %.1f s, alpha caught up with gamma %.1f s after its restart",
                                          index + 1, seconds(killed.duration(to: restarted)), seconds(restarted.duration(to: .now))))
                 } else if let crashed = crashedInNATS([alpha, gamma, beta]) {
@@ -180,7 +180,7 @@ struct BridgeChaosTests {
         alphaPoster.stop()
         gammaPoster.stop()
         let expected = (alpha: alphaPoster.acknowledged, gamma: gammaPoster.acknowledged)
-        let complete = await settle(timeout: .seconds(150)) {
+        let complete = await settle(timeout: patience) {
             alphaTail.count("gamma") >= expected.gamma && gammaTail.count("alpha") >= expected.alpha
                 && Set(lives.flatMap { $0.numbers("alpha") }).count >= expected.alpha
                 && Set(lives.flatMap { $0.numbers("gamma") }).count >= expected.gamma

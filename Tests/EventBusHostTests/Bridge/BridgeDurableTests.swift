@@ -263,7 +263,7 @@ struct BridgeDurableTests {
             let life = lives[lives.count - 1]
             // (A bound for a broken import only: a machine running the whole suite took over a
             // minute to catch up once.)
-            let caughtUp = await eventually(timeout: .seconds(150)) { (life.named("load.").last?["fields"]?["n"]?.intValue ?? 0) >= Int64(stored) }
+            let caughtUp = await eventually(timeout: patience) { (life.named("load.").last?["fields"]?["n"]?.intValue ?? 0) >= Int64(stored) }
             #expect(caughtUp, "life \(kill): its tail never reached \(stored)")
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...300)))
             await b.kill()

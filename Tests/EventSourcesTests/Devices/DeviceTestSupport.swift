@@ -41,12 +41,12 @@ enum LoopControl {
     /// Removes loop device `number` (it must not be attached). The kernel refuses with EBUSY
     /// while anything has the device open — a new block device is probed by whatever watches
     /// the machine's devices (another test's udevd, a container's), briefly — so EBUSY is asked
-    /// again for up to 30 s.
+    /// again for the suite's patience.
     static func remove(_ number: Int) throws {
         let control = open("/dev/loop-control", O_RDWR | O_CLOEXEC)
         guard control >= 0 else { throw Failure(description: "cannot open /dev/loop-control: \(String(cString: strerror(errno)))") }
         defer { close(control) }
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + patience
         while ioctl(control, remove, Int32(number)) < 0 {
             guard errno == EBUSY, ContinuousClock.now < deadline else {
                 throw Failure(description: "LOOP_CTL_REMOVE \(number): \(String(cString: strerror(errno)))")
