@@ -31,4 +31,17 @@ extension System {
         let batch: Int32 = 3  // SCHED_BATCH, not part of Swift's Glibc module
         _ = try call("sched_setscheduler(SCHED_BATCH)") { sched_setscheduler(0, batch, &parameters) }
     }
+
+    /// Puts the calling thread in `SCHED_FIFO` at priority 1, the lowest real-time one, or back
+    /// in `SCHED_OTHER`. A real-time thread's wake-up preempts ordinary work at once, where a
+    /// nice value does not while other processes keep every CPU busy. Needs root, `CAP_SYS_NICE`
+    /// or `RLIMIT_RTPRIO` ≥ 1 (systemd's `LimitRTPRIO=1` with `RestrictRealtime=no`); the
+    /// kernel's real-time throttling (95 % of each second by default) bounds a runaway thread.
+    public static func setRealtimeScheduling(_ on: Bool) throws(CallError) {
+        var parameters = sched_param(sched_priority: on ? 1 : 0)
+        let policy = on ? Int32(SCHED_FIFO) : Int32(SCHED_OTHER)
+        _ = try call(on ? "sched_setscheduler(SCHED_FIFO)" : "sched_setscheduler(SCHED_OTHER)") {
+            sched_setscheduler(0, policy, &parameters)
+        }
+    }
 }

@@ -288,6 +288,43 @@ extension Production {
             }
         }
 
+        /// The units connection's thread: ordinary in the packaged eventbusd, whose unit forbids
+        /// real-time scheduling (`RestrictRealtime=yes`, user eventbus), and real-time
+        /// (`SCHED_FIFO`) in a root eventbusd under systemd. (The drop-in docs/service.md gives
+        /// cannot be shown here: inside this container a service's `LimitRTPRIO=1` leaves its
+        /// `RLIMIT_RTPRIO` at 0.)
+        @Test(.timeLimit(.minutes(30)))
+        func theUnitsThreadIsRealTimeOnlyWhereTheServiceMayBe() async throws {
+            try await Container.withInstalled { container in
+                try await container.write("/tmp/root.yaml", """
+                    control:
+                      socket: /tmp/root.sock
+                    """)
+                try await succeed("""
+                    set -e
+                    systemctl start eventbusd
+                    systemd-run -q --unit=probe-root-host "$(command -v eventbusd)" --config /tmp/root.yaml
+                    for i in $(seq 1200); do [ -S /tmp/root.sock ] && break; sleep 0.1; done
+                    systemd-run -q --unit=probe-tail-packaged sh -c "exec eventbus tail --units 'ebunit-*' > /dev/null"
+                    systemd-run -q --unit=probe-tail-root sh -c "exec eventbus --socket /tmp/root.sock tail --units 'ebunit-*' > /dev/null"
+                    """, in: container)
+                // The scheduling policies of a service's eventbus.units threads: field 41 of
+                // each one's stat, 0 SCHED_OTHER, 1 SCHED_FIFO.
+                func policies(_ service: String) async throws -> [String] {
+                    try await container.sh("""
+                        pid=$(systemctl show -p MainPID --value \(service))
+                        for t in /proc/$pid/task/*; do
+                            [ "$(cat $t/comm)" = eventbus.units ] && sed -E 's/^.*\\) //' $t/stat | cut -d' ' -f39
+                        done
+                        """).output.split(separator: "\n").map(String.init)
+                }
+                let ordinary = try await poll { try await policies("eventbusd") == ["0"] }
+                await check(ordinary, "the packaged eventbusd's units thread is SCHED_OTHER: \(try await policies("eventbusd"))", in: container)
+                let realtime = try await poll { try await policies("probe-root-host") == ["1"] }
+                await check(realtime, "a root eventbusd's units thread is SCHED_FIFO: \(try await policies("probe-root-host"))", in: container)
+            }
+        }
+
         // MARK: Helpers
 
         /// Two throwaway units, both hosts, busctl and two tails, each tail past its snapshot.
