@@ -8,11 +8,8 @@ import Testing
 @Suite struct HeapReturnTests {
     /// This process's anonymous resident memory, from the kernel.
     private func anonymousKiB() -> Int {
-        guard let file = fopen("/proc/self/smaps_rollup", "r") else { return -1 }
-        defer { fclose(file) }
-        var line = [CChar](repeating: 0, count: 256)
-        while fgets(&line, Int32(line.count), file) != nil {
-            let text = String(cString: line)
+        guard let rollup = try? String(contentsOfFile: "/proc/self/smaps_rollup", encoding: .utf8) else { return -1 }
+        for text in rollup.split(separator: "\n") {
             if text.hasPrefix("Anonymous:") {
                 return Int(text.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? -1
             }

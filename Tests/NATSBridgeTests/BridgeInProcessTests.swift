@@ -159,7 +159,7 @@ struct BridgeInProcessTests {
 
     @Test func exportsBeyondTheBufferWhileNATSIsAwayAreCountedAndAnnounced() async throws {
         let bus = Bus()
-        var config = BridgeConfig(servers: ["nats://127.0.0.1:\(try NATSServer.freePort())"], host: "alpha")
+        var config = BridgeConfig(servers: ["nats://127.0.0.1:\(try freeLoopbackPort())"], host: "alpha")
         config.export = [try EventPattern("app.>")]
         config.exportBuffer = 20
         config.durable = BridgeConfig.Durable()  // durable: exports wait for NATS instead of going out

@@ -14,7 +14,7 @@ struct BridgeLeafNodeTests {
     @Test func aHostBehindALeafNodeUsesTheHubsJetStreamDomain() async throws {
         let directory = try TemporaryDirectory("bridge-leaf")
         // Every port picked at once, so no two are the same.
-        let ports = try NATSServer.freePorts(5)
+        let ports = try freeLoopbackPorts(5)
         let (leafPort, hubMonitor, leafMonitor) = (ports[0], ports[1], ports[2])
         try FileManager.default.createDirectory(atPath: directory.at("hub"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory.at("leaf"), withIntermediateDirectories: true)

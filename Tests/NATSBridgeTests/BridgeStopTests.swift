@@ -28,7 +28,7 @@ struct BridgeStopTests {
     /// No server: the exporter waits for a connection, and the stop does not wait for it at all.
     @Test func aStopThatWaitsForNothingLeavesTheExporterItsJetStreamContext() throws {
         let directory = try TemporaryDirectory("bridge-stop")
-        let port = try NATSServer.freePort()
+        let port = try freeLoopbackPort()
         for _ in 1...200 {
             let bus = Bus()
             let bridge = NATSBridge(config: try config(port), bus: bus, stateDirectory: directory.at("state"),
@@ -46,7 +46,7 @@ struct BridgeStopTests {
     /// the next round on the same port.
     @Test func stoppingWhileReconnectingAtVariedMoments() async throws {
         let directory = try TemporaryDirectory("bridge-stop")
-        let port = try NATSServer.freePort()
+        let port = try freeLoopbackPort()
         let waits: [Duration] = [.zero, .milliseconds(1), .milliseconds(10), .milliseconds(50)]
         for round in 0..<40 {
             let server = try NATSServer(storage: directory.path, port: port)

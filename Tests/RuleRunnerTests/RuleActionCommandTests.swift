@@ -47,7 +47,7 @@ import Testing
                                                                  "fired": .date(Date(timeIntervalSince1970: 1_790_000_000.25))])
                           .withSequence(42)]
         let trigger = RuleTriggerEvents(events)
-        let built = try #require(try config.ruleActionCommand(rule: "reload-web", action: 2, run: "ab12-7", events: Self.lines(trigger)).get())
+        let built = try config.ruleActionCommand(rule: "reload-web", action: 2, run: "ab12-7", events: Self.lines(trigger)).get()
         guard case .run(let action) = config.rules[0].actions[1] else { throw POSIXError(.EINVAL) }
         let engine = try RuleCommand.spec(for: action, rule: "reload-web", index: 2, run: "ab12-7", trigger: trigger)
         #expect(built == engine)

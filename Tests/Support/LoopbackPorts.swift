@@ -6,7 +6,9 @@ import Foundation
 /// kernel takes that from the ephemeral range, which every outgoing connection of the suite
 /// draws from too, and between the probe and the server's bind one of them took the port
 /// ("address already in use", in a loaded run of the whole suite). Below the range only another
-/// listener could take it. Each port is held bound until all are picked, so they differ.
+/// listener could take it. Each port is held bound until all are picked, so they differ, and no
+/// port is handed out twice in one test process: two tests probing at once could otherwise both
+/// pick a port that neither has bound yet.
 public func freeLoopbackPorts(_ count: Int) throws -> [Int] {
     let ephemeralStart = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
         .split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } ?? 32_768
@@ -15,6 +17,7 @@ public func freeLoopbackPorts(_ count: Int) throws -> [Int] {
     var ports: [Int] = []
     for _ in 0..<(1_000 * count) where ports.count < count {
         let port = Int.random(in: 10_000..<max(10_001, ephemeralStart))
+        guard handedOut.update({ $0.insert(port).inserted }) else { continue }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EMFILE) }
         var address = sockaddr_in()
@@ -34,3 +37,10 @@ public func freeLoopbackPorts(_ count: Int) throws -> [Int] {
     guard ports.count == count else { throw POSIXError(.EADDRINUSE) }
     return ports
 }
+
+/// One port of ``freeLoopbackPorts(_:)``.
+public func freeLoopbackPort() throws -> Int {
+    try freeLoopbackPorts(1)[0]
+}
+
+private let handedOut = Collected<Set<Int>>([])

@@ -20,10 +20,10 @@ public final class NATSServer: @unchecked Sendable {
     public init(storage: String, port: Int? = nil, configuration: String? = nil,
                 wrapper: [String] = [], address: String = "127.0.0.1") throws {
         guard let executable = Self.executable else { throw POSIXError(.ENOENT) }
-        self.port = try port ?? Self.freePort()
+        self.port = try port ?? freeLoopbackPort()
         url = "nats://\(address):\(self.port)"
         logPath = storage + "/nats-server-\(self.port).log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw POSIXError(.EACCES) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         let command = wrapper + [executable, "-js", "-sd", storage + "/jetstream", "-a", address, "-p", String(self.port)]
         process.executableURL = URL(fileURLWithPath: command[0])
@@ -74,15 +74,5 @@ public final class NATSServer: @unchecked Sendable {
             kill(pid, SIGKILL)
             process.waitUntilExit()
         }
-    }
-
-    /// A loopback TCP port nobody listens on (``freeLoopbackPorts(_:)``).
-    public static func freePort() throws -> Int {
-        try freeLoopbackPorts(1)[0]
-    }
-
-    /// `count` different loopback TCP ports nobody listens on (a cluster's client and route ports).
-    public static func freePorts(_ count: Int) throws -> [Int] {
-        try freeLoopbackPorts(count)
     }
 }

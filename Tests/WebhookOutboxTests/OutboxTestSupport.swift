@@ -76,31 +76,3 @@ extension Collected where Value == [WebhookReport] {
         }
     }
 }
-
-/// A loopback port nobody listens on, for a receiver that is down (refused) or that a test
-/// starts there later. Below the kernel's ephemeral range (32768–60999 here): the receivers and
-/// HTTP clients of the tests running beside this one bind port 0, which the kernel picks from
-/// that range — a port from `NATSServer.freePort()` was handed to another test's receiver
-/// under the thread sanitizer, which then answered this test's deliveries. Never the same port
-/// twice in one run.
-func unusedPort() throws -> Int {
-    var generator = SystemRandomNumberGenerator()
-    for _ in 0..<1000 {
-        let port = Int.random(in: 20_000..<32_000, using: &generator)
-        guard handedOut.update({ $0.insert(port).inserted }) else { continue }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        if bound == 0 { return port }
-    }
-    throw POSIXError(.EADDRINUSE)
-}
-
-private let handedOut = Collected<Set<Int>>([])

@@ -106,7 +106,7 @@ import TestSupport
 
     @Test func aRefusedConnectionIsRetriedUntilGivenUp() async throws {
         let folder = try TemporaryDirectory("webhook")
-        let port = try unusedPort()
+        let port = try freeLoopbackPort()
         let (outbox, reports) = makeOutbox(folder.at("outbox"))
         try outbox.start()
         #expect(outbox.enqueue(delivery("key-refused", to: "http://127.0.0.1:\(port)/hook", maxAttempts: 3)))
@@ -139,7 +139,7 @@ import TestSupport
 
     @Test func aFullOutboxDropsCountsAndReports() async throws {
         let folder = try TemporaryDirectory("webhook")
-        let url = "http://127.0.0.1:\(try unusedPort())/hook"
+        let url = "http://127.0.0.1:\(try freeLoopbackPort())/hook"
         // Long waits between attempts: the three stay stored while the test looks.
         let (outbox, reports) = makeOutbox(folder.at("outbox"), capacity: 3,
                                            backoff: WebhookBackoff(base: .seconds(600), cap: .seconds(600)))

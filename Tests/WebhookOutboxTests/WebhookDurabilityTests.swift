@@ -36,7 +36,7 @@ import TestSupport
 
     @Test func everyDeliveryQueuedBeforeASigkillIsDeliveredAfterIt() async throws {
         let folder = try TemporaryDirectory("webhook")
-        let port = try unusedPort()
+        let port = try freeLoopbackPort()
         let count = 50
         let acknowledged = try await firstLife(folder: folder, count: count, killAfter: count, port: port)
         #expect(acknowledged.count == count)
@@ -56,7 +56,7 @@ import TestSupport
 
     @Test func aSigkillDuringEnqueuesLosesNoAcknowledgedDelivery() async throws {
         let folder = try TemporaryDirectory("webhook")
-        let port = try unusedPort()
+        let port = try freeLoopbackPort()
         let acknowledged = try await firstLife(folder: folder, count: 100_000, killAfter: 200, port: port)
         #expect(acknowledged.count >= 200)
 
@@ -88,7 +88,7 @@ import TestSupport
     /// One folder, one outbox at a time: a second one would compact away what the first appends.
     @Test func aSecondOutboxOnTheFolderIsRefusedUntilTheFirstStops() async throws {
         let folder = try TemporaryDirectory("webhook")
-        let url = "http://127.0.0.1:\(try unusedPort())/hook"
+        let url = "http://127.0.0.1:\(try freeLoopbackPort())/hook"
         let (first, firstReports) = makeOutbox(folder.at("outbox"), backoff: WebhookBackoff(base: .seconds(600), cap: .seconds(600)))
         try first.start()
         #expect(first.enqueue(delivery("key-first", to: url)))
@@ -116,7 +116,7 @@ import TestSupport
     @Test func tornAndDamagedSegmentsAreReadUpToTheDamageWithALog() async throws {
         let folder = try TemporaryDirectory("webhook")
         let outboxFolder = folder.at("outbox")
-        let port = try unusedPort()
+        let port = try freeLoopbackPort()
         // A first life stores three deliveries (to a port nobody listens on) and stops.
         let (first, _) = makeOutbox(outboxFolder, backoff: WebhookBackoff(base: .seconds(600), cap: .seconds(600)))
         try first.start()

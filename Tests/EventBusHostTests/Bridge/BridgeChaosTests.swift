@@ -49,7 +49,7 @@ struct BridgeChaosTests {
     /// mid-stream and started again, 4 SIGKILLs of beta. Each host lists all three servers.
     @Test func clusterServerDeathsAndReceiverKillsKeepEveryOriginsOrder() async throws {
         let directory = try TemporaryDirectory("bridge-chaos-cluster")
-        let picked = try NATSServer.freePorts(6)
+        let picked = try freeLoopbackPorts(6)
         let ports = Array(picked[0..<3])
         let routes = Array(picked[3..<6])
         func configuration(_ index: Int) -> String {

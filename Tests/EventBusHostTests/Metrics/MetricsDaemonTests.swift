@@ -19,7 +19,7 @@ import TestSupport
         /// `more`: further top-level config (sources, a bridge…).
         init(isolation: String = "none", more: String = "") async throws {
             directory = try TemporaryDirectory()
-            port = try freeLoopbackPort()
+            port = UInt16(try freeLoopbackPort())
             let (yaml, socket) = controlConfig(directory, rest: """
                 state_directory: \(directory.path)/state
                 metrics:
@@ -126,7 +126,7 @@ import TestSupport
 
     @Test func aReloadMovesTheListenerAndOneThatCannotBindKeepsIt() async throws {
         let host = try await Host()
-        let moved = try freeLoopbackPort()
+        let moved = UInt16(try freeLoopbackPort())
         let config = try String(contentsOfFile: host.directory.at("eventbus.yaml"), encoding: .utf8)
         _ = try host.directory.write("eventbus.yaml", config.replacingOccurrences(of: ":\(host.port)", with: ":\(moved)"))
         host.daemon.signal(SIGHUP)

@@ -1,11 +1,6 @@
 import ControlProtocol
 import Foundation
 
-/// A loopback TCP port nobody listens on now (``freeLoopbackPorts(_:)``).
-func freeLoopbackPort() throws -> UInt16 {
-    UInt16(try freeLoopbackPorts(1)[0])
-}
-
 /// A TCP connection to a loopback port, with reads bounded by the suite's patience (for broken tests only).
 final class LoopbackConnection {
     let fd: Int32
@@ -86,7 +81,7 @@ final class PrometheusServer {
     private let process = Process()
 
     init(config yaml: String, in directory: TemporaryDirectory) throws {
-        port = try freeLoopbackPort()
+        port = UInt16(try freeLoopbackPort())
         let config = try directory.write("prometheus-\(port).yml", yaml)
         logPath = try directory.write("prometheus-\(port).log", "")
         process.executableURL = URL(fileURLWithPath: Self.path)

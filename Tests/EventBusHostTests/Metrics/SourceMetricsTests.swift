@@ -33,7 +33,7 @@ import TestSupport
         // Old entries, there before the start: the watch starts at the tail, after them.
         try Self.writeJournal(journal + "/a.journal", count: 10, identifier: "lagtest", firstRealtime: now - 2 * day,
                               monotonic: 1, in: directory)
-        let port = try freeLoopbackPort()
+        let port = UInt16(try freeLoopbackPort())
         let (yaml, _) = controlConfig(directory, rest: """
             state_directory: \(directory.path)/state
             metrics:
